@@ -1,0 +1,40 @@
+//! Host-side bindings of every world Switchyard serves, generated once here.
+
+/// The `switchyard:policy/admission-policy@0.1.0` world.
+pub mod policy {
+    wasmtime::component::bindgen!({
+        world: "switchyard:policy/admission-policy@0.1.0",
+        path: "../../wit",
+        additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
+    });
+}
+
+/// The `switchyard:grant/grant-evaluator@0.1.0` world.
+pub mod grant {
+    wasmtime::component::bindgen!({
+        world: "switchyard:grant/grant-evaluator@0.1.0",
+        path: "../../wit",
+        additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
+        with: {
+            "switchyard:plugin/types@0.1.0": crate::bindings::policy::switchyard::plugin::types,
+            "switchyard:plugin/log@0.1.0": crate::bindings::policy::switchyard::plugin::log,
+            "switchyard:plugin/clock@0.1.0": crate::bindings::policy::switchyard::plugin::clock,
+        },
+    });
+}
+
+/// The `switchyard:carrier/carrier@0.1.0` world (completed by the carriers work).
+pub mod carrier {
+    wasmtime::component::bindgen!({
+        world: "switchyard:carrier/carrier@0.1.0",
+        path: "../../wit",
+        with: {
+            "switchyard:plugin/types@0.1.0": crate::bindings::policy::switchyard::plugin::types,
+            "switchyard:plugin/log@0.1.0": crate::bindings::policy::switchyard::plugin::log,
+            "switchyard:plugin/clock@0.1.0": crate::bindings::policy::switchyard::plugin::clock,
+        },
+    });
+}
+
+pub use policy::switchyard::plugin::types::{Denial, LogLevel};
+pub use policy::switchyard::policy::types as policy_types;

@@ -1,0 +1,152 @@
+//! The wasmtime engine shared by every plugin of a process, and the epoch
+//! ticker that gives calls their wall-clock deadline.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::cache::CompileCache;
+use crate::metrics::MetricsRegistry;
+
+/// How often the epoch advances: the granularity of every call deadline.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// Instances the pooling allocator keeps slots for; a pool that cannot be
+/// reserved falls back to on-demand allocation.
+const POOLED_INSTANCES: u32 = 512;
+
+/// Limits and knobs shared by every plugin of a runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Linear memory a plugin instance may grow to.
+    pub memory_limit_bytes: usize,
+    /// Wall-clock deadline of one call (settings validation included).
+    pub call_deadline: Duration,
+    /// Fuel per call; `None` disables fuel metering (it costs a few percent).
+    pub fuel_per_call: Option<u64>,
+    /// Where compiled components are cached; `None` keeps them in memory only.
+    pub cache_dir: Option<PathBuf>,
+    /// Use the pooling allocator when the machine allows it.
+    pub pooling: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            memory_limit_bytes: 64 << 20,
+            call_deadline: Duration::from_millis(100),
+            fuel_per_call: None,
+            cache_dir: None,
+            pooling: true,
+        }
+    }
+}
+
+/// One wasmtime engine, its compile cache and its epoch ticker.
+pub struct Runtime {
+    pub(crate) engine: Engine,
+    pub(crate) config: RuntimeConfig,
+    pub(crate) cache: CompileCache,
+    pub(crate) metrics: MetricsRegistry,
+    pooled: bool,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("config", &self.config)
+            .field("pooled", &self.pooled)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// Builds the engine (pooling where possible) and starts the epoch ticker.
+    pub fn new(config: RuntimeConfig) -> Result<Arc<Self>, crate::LoadError> {
+        let (engine, pooled) = match config.pooling {
+            true => match Engine::new(&engine_config(&config, true)) {
+                Ok(engine) => (engine, true),
+                Err(e) => {
+                    tracing::warn!(error = %e, "pooling allocator unavailable, allocating on demand");
+                    (build_engine(&config, false)?, false)
+                }
+            },
+            false => (build_engine(&config, false)?, false),
+        };
+        let cache = CompileCache::new(&engine, config.cache_dir.clone());
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        spawn_ticker(engine.clone(), ticker_stop.clone());
+        Ok(Arc::new(Self {
+            engine,
+            config,
+            cache,
+            metrics: MetricsRegistry::default(),
+            pooled,
+            ticker_stop,
+        }))
+    }
+
+    /// The configuration this runtime was built with.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// Every plugin's metrics.
+    pub fn metrics(&self) -> &MetricsRegistry {
+        &self.metrics
+    }
+
+    /// Whether instances come from the pooling allocator.
+    pub fn is_pooled(&self) -> bool {
+        self.pooled
+    }
+
+    /// Ticks of [`EPOCH_TICK`] that make up one call's deadline (at least 1).
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        (self.config.call_deadline.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn build_engine(config: &RuntimeConfig, pooled: bool) -> Result<Engine, crate::LoadError> {
+    Engine::new(&engine_config(config, pooled)).map_err(|e| crate::LoadError::Compile(e.to_string()))
+}
+
+fn engine_config(config: &RuntimeConfig, pooled: bool) -> Config {
+    let mut c = Config::new();
+    c.wasm_component_model(true);
+    c.epoch_interruption(true);
+    c.consume_fuel(config.fuel_per_call.is_some());
+    if pooled {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(POOLED_INSTANCES)
+            .total_core_instances(POOLED_INSTANCES * 4)
+            .total_memories(POOLED_INSTANCES * 2)
+            .total_tables(POOLED_INSTANCES * 4)
+            .max_memory_size(config.memory_limit_bytes);
+        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    c
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until the runtime is dropped.
+fn spawn_ticker(engine: Engine, stop: Arc<AtomicBool>) {
+    std::thread::Builder::new()
+        .name("switchyard-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                engine.increment_epoch();
+            }
+        })
+        .expect("spawning the epoch ticker thread");
+}

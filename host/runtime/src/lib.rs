@@ -1,0 +1,28 @@
+//! The plugin runtime: everything Switchyard does with WebAssembly components.
+//!
+//! One crate holds wasmtime so that changes elsewhere never rebuild it.
+//!
+//! # Layout
+//! - [`bindings`]: the host-side `bindgen!` of every world; nothing else generates bindings.
+//! - [`inspect`]: what a component is (kind, world, version) without compiling it.
+//! - [`engine`]: the wasmtime engine, its configuration and the epoch ticker.
+//! - [`cache`]: compiled components cached on disk per (SHA-256, engine configuration).
+//! - [`sandbox`]: per-store state: the memory limiter, WASI with an empty context, host imports.
+//! - [`policy`]: an admission policy ready to call, with its pool of warm instances.
+//! - [`admission`]: admission points, requests, decisions and the ordered chain.
+//! - [`metrics`]: per-plugin counters and latency histograms.
+//! - [`error`]: what a load or a call can fail with.
+
+pub mod admission;
+pub mod bindings;
+pub mod cache;
+pub mod engine;
+pub mod error;
+pub mod inspect;
+pub mod metrics;
+pub mod policy;
+pub mod sandbox;
+
+pub use engine::{Runtime, RuntimeConfig};
+pub use error::{CallError, LoadError};
+pub use inspect::{ComponentInfo, PluginKind};

@@ -1,0 +1,51 @@
+//! Versioned schema changes, embedded in the binary and applied in order at
+//! start. A session-level advisory lock makes two replicas starting at once safe.
+
+use crate::{Store, StoreError};
+
+/// Every migration, in order. A released migration is never edited.
+const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "platform", include_str!("../migrations/0001_platform.sql"))];
+
+/// The advisory lock key that serialises migrations across replicas ("swyd-mig").
+const MIGRATION_LOCK: i64 = 0x7377_7964_6d69_67;
+
+/// Applies every migration this database lacks.
+pub async fn apply(store: &Store) -> Result<(), StoreError> {
+    let mut conn = store.conn().await?;
+    conn.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
+    let result = apply_locked(&mut conn).await;
+    conn.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
+    result
+}
+
+async fn apply_locked(conn: &mut deadpool_postgres::Object) -> Result<(), StoreError> {
+    conn.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version    integer PRIMARY KEY,
+            name       text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        )",
+    )
+    .await?;
+    let applied: Vec<i32> = conn
+        .query("SELECT version FROM schema_migrations", &[])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    for (version, name, sql) in MIGRATIONS {
+        if applied.contains(version) {
+            continue;
+        }
+        let tx = conn.transaction().await?;
+        tx.batch_execute(sql).await?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+            &[version, name],
+        )
+        .await?;
+        tx.commit().await?;
+        tracing::info!(version, name, "applied migration");
+    }
+    Ok(())
+}

@@ -1,0 +1,28 @@
+//! The one `wit_bindgen::generate!` for the `admission-policy` world.
+//!
+//! Policies never regenerate bindings: they use the types re-exported at the
+//! crate root and export themselves with [`crate::export_policy!`], which
+//! calls the export macro generated here.
+
+wit_bindgen::generate!({
+    path: "../wit",
+    world: "switchyard:policy/admission-policy@0.1.0",
+    // `switchyard:plugin` lives in another package of the same tree.
+    generate_all,
+    // The export macro is called from each policy's crate, not from here.
+    pub_export_macro: true,
+    export_macro_name: "__export_admission_policy",
+    default_bindings_module: "switchyard_sdk::bindings",
+    // Request fixtures and settings are JSON; `PartialEq` lets the test
+    // harness compare decisions.
+    additional_derives: [serde::Serialize, serde::Deserialize, PartialEq, Eq],
+    // Enum cases read as the CLI spells them: `"inference"`, `{"deny": ...}`.
+    additional_type_attributes: {
+        "switchyard:policy/types@0.1.0/admission-point": [#[serde(rename_all = "snake_case")]],
+        "switchyard:policy/types@0.1.0/inference-decision": [#[serde(rename_all = "snake_case")]],
+        "switchyard:policy/types@0.1.0/deploy-decision": [#[serde(rename_all = "snake_case")]],
+        "switchyard:policy/types@0.1.0/transfer-decision": [#[serde(rename_all = "snake_case")]],
+        "switchyard:policy/types@0.1.0/federation-decision": [#[serde(rename_all = "snake_case")]],
+        "switchyard:plugin/types@0.1.0/log-level": [#[serde(rename_all = "snake_case")]],
+    },
+});
