@@ -1,1 +1,29 @@
-fn main() {}
+//! `switchyard`: parses arguments and hands over to a command.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod cli;
+mod client;
+mod commands;
+mod config;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,wasmtime=warn,cranelift=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Runtime::new().expect("starting the tokio runtime");
+    match runtime.block_on(commands::run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

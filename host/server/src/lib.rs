@@ -1,1 +1,23 @@
+//! A Switchyard frontend replica (`switchyard serve`).
+//!
+//! # Layout
+//! - [`config`]: what `serve` is configured with.
+//! - [`server`]: start-up, background tasks and graceful shutdown (`run`).
+//! - [`state`]: the shared state handed to every handler.
+//! - [`admission`]: the chains this replica serves, and how it follows new generations.
+//! - [`auth`]: API keys and scopes.
+//! - [`error`]: one mapping from errors to HTTP status and a stable code.
+//! - [`routes`]: the HTTP API, one file per area; [`routes::app`] builds the router.
+//! - [`openapi`]: the OpenAPI document of the admin API.
 
+pub mod admission;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod openapi;
+pub mod routes;
+pub mod server;
+pub mod state;
+
+pub use config::ServeConfig;
+pub use server::run;

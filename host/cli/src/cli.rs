@@ -1,0 +1,200 @@
+//! The command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Switchyard: a control plane for LLM inference on GPU fleets.
+#[derive(Debug, Parser)]
+#[command(name = "switchyard", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a frontend replica.
+    Serve(ServeArgs),
+    /// Admission policies, offline.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// The plugin registry.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+    /// Admission chains.
+    #[command(subcommand)]
+    Admission(AdmissionCommand),
+    /// API keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A TOML file with any of: listen, database_url, data_dir, memory_limit_mib, call_deadline_ms, fuel_per_call, poll_interval_ms.
+    #[arg(long, env = "SWITCHYARD_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address of the HTTP API [default: 127.0.0.1:8080].
+    #[arg(long, env = "SWITCHYARD_LISTEN")]
+    pub listen: Option<String>,
+    /// PostgreSQL URL; without one, a private PostgreSQL runs under --data-dir.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Private state [default: ./switchyard-data].
+    #[arg(long, env = "SWITCHYARD_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Memory a plugin instance may use, in MiB [default: 64].
+    #[arg(long)]
+    pub memory_limit_mib: Option<usize>,
+    /// Deadline of one plugin call, in ms [default: 100].
+    #[arg(long)]
+    pub call_deadline_ms: Option<u64>,
+    /// Fuel per plugin call [default: off].
+    #[arg(long)]
+    pub fuel_per_call: Option<u64>,
+    /// How often to check for new generations without a hint, in ms [default: 1000].
+    #[arg(long)]
+    pub poll_interval_ms: Option<u64>,
+}
+
+/// Where the admin API is and who is calling.
+#[derive(Debug, Args, Clone)]
+pub struct ApiArgs {
+    /// The server.
+    #[arg(long, env = "SWITCHYARD_SERVER", default_value = "http://127.0.0.1:8080", global = true)]
+    pub server: String,
+    /// An API key with the admin scope.
+    #[arg(long, env = "SWITCHYARD_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Evaluate one component, or a chain of several, on a request file: no server, no database.
+    /// Exit 0 allow (or patch), 1 deny, 2 error.
+    Test(PolicyTestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyTestArgs {
+    /// The component(s); several form a chain, in order.
+    #[arg(required = true)]
+    pub components: Vec<PathBuf>,
+    /// Evaluate the components as one chain (required with more than one).
+    #[arg(long)]
+    pub chain: bool,
+    /// The admission point: inference, deploy, transfer or federation.
+    #[arg(long)]
+    pub point: String,
+    /// Settings JSON file, one per component in order (one file applies to all) [default: {}].
+    #[arg(long)]
+    pub settings: Vec<PathBuf>,
+    /// The request record (JSON).
+    #[arg(long)]
+    pub request: PathBuf,
+    /// Deadline of one call, in ms.
+    #[arg(long, default_value_t = 100)]
+    pub deadline_ms: u64,
+    /// Print the verdict as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Upload a component (its SHA-256 is computed and pinned).
+    Push {
+        /// The component.
+        file: PathBuf,
+        /// Plugin name.
+        #[arg(long)]
+        name: String,
+        /// Version.
+        #[arg(long)]
+        version: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List plugins, or one plugin's versions.
+    List {
+        /// Only this plugin.
+        name: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdmissionCommand {
+    /// Replace a point's chain.
+    Set {
+        /// The point.
+        point: String,
+        /// A policy as name@version; repeat for a chain, in order.
+        #[arg(long = "policy", required = true)]
+        policies: Vec<String>,
+        /// Settings JSON file, one per policy in order (one file applies to all).
+        #[arg(long)]
+        settings: Vec<PathBuf>,
+        /// enforce or monitor (one per policy, or one for all).
+        #[arg(long)]
+        mode: Vec<String>,
+        /// closed or open (one per policy, or one for all).
+        #[arg(long)]
+        fail: Vec<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Show a point's chain and each replica's generation.
+    Show {
+        /// The point.
+        point: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Go back to the chain before the newest generation.
+    Rollback {
+        /// The point.
+        point: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Dry-run a request file through the server's chain.
+    Evaluate {
+        /// The point.
+        point: String,
+        /// The request record (JSON).
+        #[arg(long)]
+        request: PathBuf,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Create a key; its token is printed once.
+    Create {
+        /// A label.
+        #[arg(long)]
+        name: String,
+        /// Scopes (repeat).
+        #[arg(long = "scope", required = true)]
+        scopes: Vec<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List keys.
+    List {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Revoke a key.
+    Revoke {
+        /// The key id.
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}

@@ -1,0 +1,46 @@
+//! A small client of the admin API for the CLI.
+
+use anyhow::{Context, bail};
+use reqwest::{Method, RequestBuilder};
+use serde_json::Value;
+
+use crate::cli::ApiArgs;
+
+/// The admin API at one server, with one token.
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Client {
+    pub fn new(api: &ApiArgs) -> Self {
+        let token = api.token.clone().or_else(|| std::env::var("SWITCHYARD_ADMIN_TOKEN").ok());
+        Self {
+            http: reqwest::Client::new(),
+            base: api.server.trim_end_matches('/').to_string(),
+            token,
+        }
+    }
+
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let request = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    /// Sends and returns the JSON body of a 2xx answer, or the API's error as an error.
+    pub async fn send(&self, request: RequestBuilder) -> anyhow::Result<Value> {
+        let response = request.send().await.with_context(|| format!("cannot reach {}", self.base))?;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let code = body["error"]["code"].as_str().unwrap_or("error");
+            let message = body["error"]["message"].as_str().unwrap_or("");
+            bail!("{status} {code}: {message}");
+        }
+        Ok(body)
+    }
+}

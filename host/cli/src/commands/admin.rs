@@ -1,0 +1,123 @@
+//! The admin CLI: thin clients of the admin API.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use reqwest::Method;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::cli::{AdmissionCommand, KeyCommand, PluginCommand};
+use crate::client::Client;
+
+fn print(value: &Value) -> anyhow::Result<ExitCode> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn plugin(command: PluginCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        PluginCommand::Push { file, name, version, api } => {
+            let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let sha256 = hex::encode(Sha256::digest(&bytes));
+            let client = Client::new(&api);
+            let request = client
+                .request(Method::POST, "/api/plugins")
+                .query(&[("name", &name), ("version", &version), ("sha256", &sha256)])
+                .header("content-type", "application/wasm")
+                .body(bytes);
+            print(&client.send(request).await?)
+        }
+        PluginCommand::List { name, api } => {
+            let client = Client::new(&api);
+            let path = match name {
+                Some(n) => format!("/api/plugins/{n}"),
+                None => "/api/plugins".into(),
+            };
+            print(&client.send(client.request(Method::GET, &path)).await?)
+        }
+    }
+}
+
+/// The i-th of a per-policy option list (one value applies to all).
+fn nth<'a, T>(values: &'a [T], i: usize, what: &str, n: usize) -> anyhow::Result<Option<&'a T>> {
+    if values.len() > 1 && values.len() != n {
+        bail!("give one --{what} per policy, or one for all");
+    }
+    Ok(values.get(i).or(values.first()))
+}
+
+fn read_json(path: &PathBuf) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+}
+
+pub async fn admission(command: AdmissionCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        AdmissionCommand::Set { point, policies, settings, mode, fail, api } => {
+            let n = policies.len();
+            let mut chain = Vec::new();
+            for (i, policy) in policies.iter().enumerate() {
+                let (plugin, version) = policy
+                    .split_once('@')
+                    .with_context(|| format!("'{policy}' is not name@version"))?;
+                let settings = match nth(&settings, i, "settings", n)? {
+                    Some(file) => read_json(file)?,
+                    None => json!({}),
+                };
+                let mode = nth(&mode, i, "mode", n)?.map_or("enforce", |s| s.as_str());
+                let fail = nth(&fail, i, "fail", n)?.map_or("closed", |s| s.as_str());
+                chain.push(json!({"plugin": plugin, "version": version, "settings": settings, "mode": mode, "fail": fail}));
+            }
+            let client = Client::new(&api);
+            let request = client
+                .request(Method::PUT, &format!("/api/admission/{point}"))
+                .json(&json!({"policies": chain}));
+            print(&client.send(request).await?)
+        }
+        AdmissionCommand::Show { point, api } => {
+            let client = Client::new(&api);
+            print(&client.send(client.request(Method::GET, &format!("/api/admission/{point}"))).await?)
+        }
+        AdmissionCommand::Rollback { point, api } => {
+            let client = Client::new(&api);
+            print(&client.send(client.request(Method::POST, &format!("/api/admission/{point}/rollback"))).await?)
+        }
+        AdmissionCommand::Evaluate { point, request, api } => {
+            let client = Client::new(&api);
+            let body = read_json(&request)?;
+            let verdict = client
+                .send(client.request(Method::POST, &format!("/api/admission/{point}/evaluate")).json(&body))
+                .await?;
+            print(&verdict)?;
+            Ok(match verdict["decision"].as_str() {
+                Some("deny") => ExitCode::from(1),
+                _ => ExitCode::SUCCESS,
+            })
+        }
+    }
+}
+
+pub async fn key(command: KeyCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        KeyCommand::Create { name, scopes, api } => {
+            let client = Client::new(&api);
+            let request = client.request(Method::POST, "/api/keys").json(&json!({"name": name, "scopes": scopes}));
+            print(&client.send(request).await?)
+        }
+        KeyCommand::List { api } => {
+            let client = Client::new(&api);
+            print(&client.send(client.request(Method::GET, "/api/keys")).await?)
+        }
+        KeyCommand::Revoke { id, api } => {
+            let client = Client::new(&api);
+            let response = client.request(Method::DELETE, &format!("/api/keys/{id}")).send().await?;
+            if !response.status().is_success() {
+                bail!("{}: {}", response.status(), response.text().await.unwrap_or_default());
+            }
+            println!("revoked {id}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

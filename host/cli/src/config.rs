@@ -1,0 +1,54 @@
+//! `serve`'s configuration: flags and environment over a TOML file over defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Deserialize;
+use switchyard_server::ServeConfig;
+
+use crate::cli::ServeArgs;
+
+/// The TOML file's keys (all optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<String>,
+    database_url: Option<String>,
+    data_dir: Option<PathBuf>,
+    memory_limit_mib: Option<usize>,
+    call_deadline_ms: Option<u64>,
+    fuel_per_call: Option<u64>,
+    poll_interval_ms: Option<u64>,
+}
+
+/// Merges flags (and their environment variables), the file, and defaults.
+pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
+    let file: FileConfig = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    let mut config = ServeConfig::default();
+    if let Some(listen) = args.listen.or(file.listen) {
+        config.listen = listen.parse().with_context(|| format!("listen address '{listen}'"))?;
+    }
+    config.database_url = args.database_url.or(file.database_url).filter(|u| !u.is_empty());
+    if let Some(dir) = args.data_dir.or(file.data_dir) {
+        config.data_dir = dir;
+    }
+    if let Some(mib) = args.memory_limit_mib.or(file.memory_limit_mib) {
+        config.runtime.memory_limit_bytes = mib << 20;
+    }
+    if let Some(ms) = args.call_deadline_ms.or(file.call_deadline_ms) {
+        config.runtime.call_deadline = Duration::from_millis(ms);
+    }
+    config.runtime.fuel_per_call = args.fuel_per_call.or(file.fuel_per_call);
+    if let Some(ms) = args.poll_interval_ms.or(file.poll_interval_ms) {
+        config.poll_interval = Duration::from_millis(ms);
+    }
+    config.admin_token = std::env::var("SWITCHYARD_ADMIN_TOKEN").ok().filter(|t| !t.is_empty());
+    Ok(config)
+}

@@ -1,0 +1,55 @@
+//! The OpenAPI document of the admin API, generated from the route annotations.
+//! A committed copy (`docs/openapi.json`) is checked against it by a test.
+
+use axum::Json;
+use utoipa::OpenApi;
+
+use crate::routes;
+
+/// The document.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Switchyard admin API", description = "Plugins, admission chains, API keys, health and metrics. Errors are `{\"error\":{\"code\",\"message\"}}`."),
+    paths(
+        routes::health::healthz,
+        routes::health::readyz,
+        routes::metrics::metrics,
+        routes::plugins::upload,
+        routes::plugins::list,
+        routes::plugins::show,
+        routes::admission::set,
+        routes::admission::show,
+        routes::admission::rollback,
+        routes::admission::evaluate,
+        routes::keys::create,
+        routes::keys::list,
+        routes::keys::revoke,
+    ),
+    components(schemas(routes::admission::SetChain, routes::admission::PolicyBinding, routes::keys::NewKey)),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The document as pretty JSON (what `docs/openapi.json` holds).
+pub fn document() -> String {
+    ApiDoc::openapi().to_pretty_json().expect("the OpenAPI document serialises")
+}
+
+/// `GET /api/openapi.json`.
+pub async fn serve() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}

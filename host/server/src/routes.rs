@@ -1,0 +1,41 @@
+//! The HTTP API, one file per area.
+
+pub mod admission;
+pub mod health;
+pub mod keys;
+pub mod metrics;
+pub mod plugins;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post, put};
+
+use crate::state::AppState;
+
+/// The largest component accepted: components built from Python are ~18 MB,
+/// from JavaScript up to 12 MB.
+pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
+
+/// Every route of a replica.
+pub fn app(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::metrics))
+        .route("/api/openapi.json", get(crate::openapi::serve))
+        .route(
+            "/api/plugins",
+            post(plugins::upload)
+                .get(plugins::list)
+                .layer(DefaultBodyLimit::max(MAX_COMPONENT_BYTES)),
+        )
+        .route("/api/plugins/{name}", get(plugins::show))
+        .route("/api/admission/{point}", put(admission::set).get(admission::show))
+        .route("/api/admission/{point}/rollback", post(admission::rollback))
+        .route("/api/admission/{point}/evaluate", post(admission::evaluate))
+        .route("/api/keys", post(keys::create).get(keys::list))
+        .route("/api/keys/{id}", axum::routing::delete(keys::revoke))
+        .with_state(state)
+}

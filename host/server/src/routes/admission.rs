@@ -1,0 +1,205 @@
+//! Admission chains: set, show, roll back, and the dry-run evaluation.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest};
+use switchyard_store::admission::{Generation, StoredPolicy};
+
+use crate::admission::{parse_fail, parse_mode};
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// A new chain for a point.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct SetChain {
+    /// The policies, in order: the first enforced deny wins.
+    pub policies: Vec<PolicyBinding>,
+}
+
+/// One policy of a chain.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct PolicyBinding {
+    /// Plugin name.
+    pub plugin: String,
+    /// Plugin version.
+    pub version: String,
+    /// Settings, checked by the plugin's own `validate-settings`.
+    #[serde(default = "empty_object")]
+    #[schema(value_type = Object)]
+    pub settings: Value,
+    /// `enforce` (default) or `monitor`.
+    #[serde(default = "enforce")]
+    pub mode: String,
+    /// `closed` (default) or `open`.
+    #[serde(default = "closed")]
+    pub fail: String,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+fn enforce() -> String {
+    "enforce".into()
+}
+fn closed() -> String {
+    "closed".into()
+}
+
+fn point(name: &str) -> ApiResult<AdmissionPoint> {
+    AdmissionPoint::parse(name).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_point",
+            format!("no admission point '{name}'; points: inference, deploy, transfer, federation"),
+        )
+    })
+}
+
+/// Replaces a point's chain with a new generation. Every policy is loaded and
+/// its settings validated here first; nothing is stored unless all pass.
+#[utoipa::path(put, path = "/api/admission/{point}", tag = "admission",
+    params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
+    request_body = SetChain,
+    responses(
+        (status = 200, description = "The new generation"),
+        (status = 404, description = "`unknown_point` or `plugin_not_found`"),
+        (status = 422, description = "`invalid_settings` (the plugin's own message), `point_not_supported`, `wrong_kind`"),
+    ))]
+pub async fn set(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Path(point_name): Path<String>,
+    Json(body): Json<SetChain>,
+) -> ApiResult<Json<Value>> {
+    caller.require("admin")?;
+    let point = point(&point_name)?;
+    let mut policies = Vec::with_capacity(body.policies.len());
+    for binding in body.policies {
+        parse_mode(&binding.mode)?;
+        parse_fail(&binding.fail)?;
+        let record = state.store.plugin(&binding.plugin, &binding.version).await?.ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "plugin_not_found",
+                format!("no plugin {}@{}", binding.plugin, binding.version),
+            )
+        })?;
+        if record.kind != "policy" {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "wrong_kind",
+                format!("{}@{} is a {} plugin, not an admission policy", record.name, record.version, record.kind),
+            ));
+        }
+        policies.push(StoredPolicy {
+            plugin: record.name,
+            version: record.version,
+            sha256: record.sha256,
+            settings: binding.settings,
+            mode: binding.mode,
+            fail: binding.fail,
+        });
+    }
+    // Make before break: build the chain here before the generation exists anywhere.
+    let candidate = Generation {
+        point: point.as_str().into(),
+        generation: 0,
+        policies: policies.clone(),
+        note: String::new(),
+        created_by: String::new(),
+        created_at: None,
+    };
+    let mut chain = state.admission.build(point, &candidate).await?;
+    let generation = state
+        .store
+        .push_generation(point.as_str(), &policies, "set", &caller.key_id)
+        .await?;
+    chain.generation = generation.generation;
+    state.admission.activate(chain).await;
+    tracing::info!(%point, generation = generation.generation, by = %caller.key_id, "admission chain set");
+    Ok(Json(json!(generation)))
+}
+
+/// The chain, its generation, and what each replica serves.
+#[utoipa::path(get, path = "/api/admission/{point}", tag = "admission",
+    params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
+    responses((status = 200, description = "`{point, generation, policies, replicas: [{instance, generation, status, error}]}`"), (status = 404, description = "`unknown_point`")))]
+pub async fn show(caller: Caller, State(state): State<Arc<AppState>>, Path(point_name): Path<String>) -> ApiResult<Json<Value>> {
+    caller.require("admin")?;
+    let point = point(&point_name)?;
+    let latest = state.store.latest_generation(point.as_str()).await?;
+    let replicas = state.store.admission_replicas(point.as_str(), latest.generation).await?;
+    let mut body = json!(latest);
+    body["replicas"] = json!(replicas);
+    Ok(Json(body))
+}
+
+/// A new generation with the chain of the one before the newest.
+#[utoipa::path(post, path = "/api/admission/{point}/rollback", tag = "admission",
+    params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
+    responses(
+        (status = 200, description = "The new generation"),
+        (status = 404, description = "`unknown_point`"),
+        (status = 409, description = "`nothing_to_rollback`"),
+    ))]
+pub async fn rollback(caller: Caller, State(state): State<Arc<AppState>>, Path(point_name): Path<String>) -> ApiResult<Json<Value>> {
+    caller.require("admin")?;
+    let point = point(&point_name)?;
+    let latest = state.store.latest_generation(point.as_str()).await?;
+    if latest.generation == 0 {
+        return Err(ApiError::new(StatusCode::CONFLICT, "nothing_to_rollback", format!("the {point} point has no generation yet")));
+    }
+    let previous = state
+        .store
+        .generation(point.as_str(), latest.generation - 1)
+        .await?
+        .ok_or_else(|| ApiError::internal(format!("generation {} of {point} is missing", latest.generation - 1)))?;
+    let mut chain = state.admission.build(point, &previous).await?;
+    let generation = state
+        .store
+        .push_generation(
+            point.as_str(),
+            &previous.policies,
+            &format!("rollback to {}", previous.generation),
+            &caller.key_id,
+        )
+        .await?;
+    chain.generation = generation.generation;
+    state.admission.activate(chain).await;
+    tracing::info!(%point, generation = generation.generation, to = previous.generation, by = %caller.key_id, "admission chain rolled back");
+    Ok(Json(json!(generation)))
+}
+
+/// Dry run: evaluates a request record with the chain this replica serves.
+#[utoipa::path(post, path = "/api/admission/{point}/evaluate", tag = "admission",
+    params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
+    request_body(content = Object, description = "The point's request record (snake_case fields)",
+        example = json!({"caller": {"key_id": "k1", "project": "demo", "scopes": ["inference"]}, "model": "demo-tiny", "endpoint": "/v1/chat/completions", "prompt_tokens": 12, "max_tokens": 9000, "stream": false})),
+    responses(
+        (status = 200, description = "`{decision, code?, message?, patch?, generation, request, steps: [{plugin, mode, decision, time_us, error?}]}`"),
+        (status = 400, description = "`invalid_request`"),
+        (status = 404, description = "`unknown_point`"),
+    ))]
+pub async fn evaluate(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Path(point_name): Path<String>,
+    Json(body): Json<Value>,
+) -> ApiResult<Json<Value>> {
+    caller.require("admin")?;
+    let point = point(&point_name)?;
+    let request = AdmissionRequest::from_json(point, body)
+        .map_err(|e| ApiError::invalid_request(format!("not a {point} request record: {e}")))?;
+    let chain = state.admission.chain(point);
+    // A misbehaving policy may hold a call until its deadline: keep it off the async workers.
+    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(request))
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(json!(verdict)))
+}

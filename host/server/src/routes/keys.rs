@@ -1,0 +1,63 @@
+//! API keys: created (the token shown once) and revoked by an admin.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::auth::{Caller, SCOPES};
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// A new key.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct NewKey {
+    /// A label.
+    pub name: String,
+    /// Scopes: `admin`, `inference`, `models:manage`, `nodes:manage`, `federation:manage`, `federation:invoke`.
+    pub scopes: Vec<String>,
+}
+
+/// Creates a key; the token is in this answer and nowhere else.
+#[utoipa::path(post, path = "/api/keys", tag = "keys", request_body = NewKey, responses(
+    (status = 201, description = "The key and its token (shown once)"),
+    (status = 400, description = "`invalid_request`: unknown scope"),
+))]
+pub async fn create(caller: Caller, State(state): State<Arc<AppState>>, Json(new): Json<NewKey>) -> ApiResult<(StatusCode, Json<Value>)> {
+    caller.require("admin")?;
+    if let Some(bad) = new.scopes.iter().find(|s| !SCOPES.contains(&s.as_str())) {
+        return Err(ApiError::invalid_request(format!("unknown scope '{bad}'; known: {}", SCOPES.join(", "))));
+    }
+    if new.scopes.is_empty() {
+        return Err(ApiError::invalid_request("a key needs at least one scope"));
+    }
+    let (key, token) = state.store.create_key(&new.name, &new.scopes).await?;
+    tracing::info!(key = %key.id, by = %caller.key_id, "API key created");
+    Ok((StatusCode::CREATED, Json(json!({"key": key, "token": token}))))
+}
+
+/// Lists keys (never their tokens).
+#[utoipa::path(get, path = "/api/keys", tag = "keys", responses((status = 200, description = "Every key")))]
+pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+    caller.require("admin")?;
+    Ok(Json(json!({"keys": state.store.keys().await?})))
+}
+
+/// Revokes a key at once.
+#[utoipa::path(delete, path = "/api/keys/{id}", tag = "keys", params(("id" = String, Path, description = "Key id")), responses(
+    (status = 204, description = "Revoked"),
+    (status = 404, description = "`not_found`"),
+))]
+pub async fn revoke(caller: Caller, State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    caller.require("admin")?;
+    match state.store.revoke_key(&id).await? {
+        true => {
+            tracing::info!(key = %id, by = %caller.key_id, "API key revoked");
+            Ok(StatusCode::NO_CONTENT)
+        }
+        false => Err(ApiError::not_found(format!("no live key '{id}'"))),
+    }
+}

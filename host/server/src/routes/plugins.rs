@@ -1,0 +1,111 @@
+//! The component registry: upload (pinned by SHA-256), list, show.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchyard_runtime::policy::verify;
+use switchyard_store::plugins::{Inserted, PluginRecord};
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// Where an upload says what it is.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct UploadParams {
+    /// Plugin name: lowercase letters, digits, `-`, `_`, `.`.
+    pub name: Option<String>,
+    /// Version, e.g. `1.2.0`.
+    pub version: Option<String>,
+    /// The SHA-256 the body must have (hex).
+    pub sha256: Option<String>,
+}
+
+/// Longest plugin name or version.
+const MAX_NAME_LEN: usize = 64;
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME_LEN
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c))
+}
+
+/// Uploads a component. The digest is checked before anything else is done with the bytes.
+#[utoipa::path(post, path = "/api/plugins", tag = "plugins", params(UploadParams),
+    request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component bytes"),
+    responses(
+        (status = 201, description = "Stored; the record"),
+        (status = 200, description = "The same upload again; the existing record"),
+        (status = 400, description = "`invalid_component` or `unsupported_world` (names the world found and those served)"),
+        (status = 409, description = "`version_exists`: same name and version, another digest"),
+        (status = 422, description = "`digest_mismatch`"),
+    ))]
+pub async fn upload(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Query(params): Query<UploadParams>,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    caller.require("admin")?;
+    let (Some(name), Some(version), Some(sha256)) = (params.name, params.version, params.sha256) else {
+        return Err(ApiError::invalid_request("name, version and sha256 are required query parameters"));
+    };
+    if !valid_name(&name) || version.is_empty() || version.len() > MAX_NAME_LEN || version.contains(char::is_whitespace) {
+        return Err(ApiError::invalid_request(
+            "name must be 1-64 lowercase letters, digits, '-', '_' or '.', and version 1-64 characters without spaces",
+        ));
+    }
+    let bytes = body.clone();
+    let expected = sha256.to_ascii_lowercase();
+    let info = tokio::task::spawn_blocking(move || verify(&bytes, &expected))
+        .await
+        .map_err(ApiError::internal)??;
+    let record = PluginRecord {
+        name,
+        version,
+        kind: info.kind.as_str().to_string(),
+        world: info.world,
+        sha256: sha256.to_ascii_lowercase(),
+        size: body.len() as i64,
+        uploaded_by: caller.key_id.clone(),
+        uploaded_at: String::new(),
+    };
+    match state.store.insert_plugin(&record, &body).await? {
+        Inserted::Created(r) => {
+            tracing::info!(plugin = %r.name, version = %r.version, sha256 = %r.sha256, by = %caller.key_id, "plugin uploaded");
+            Ok((StatusCode::CREATED, Json(json!(r))))
+        }
+        Inserted::Existing(r) => Ok((StatusCode::OK, Json(json!(r)))),
+        Inserted::Conflict(r) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "version_exists",
+            format!("{}@{} already exists with sha256 {}; upload a new version", r.name, r.version, r.sha256),
+        )),
+    }
+}
+
+/// Every plugin version.
+#[utoipa::path(get, path = "/api/plugins", tag = "plugins", responses((status = 200, description = "`{plugins: [...]}`")))]
+pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+    caller.require("admin")?;
+    Ok(Json(json!({"plugins": state.store.plugins(None).await?})))
+}
+
+/// Every version of one plugin.
+#[utoipa::path(get, path = "/api/plugins/{name}", tag = "plugins", params(("name" = String, Path, description = "Plugin name")), responses(
+    (status = 200, description = "`{name, versions: [...]}`"),
+    (status = 404, description = "`not_found`"),
+))]
+pub async fn show(caller: Caller, State(state): State<Arc<AppState>>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    caller.require("admin")?;
+    let versions = state.store.plugins(Some(&name)).await?;
+    if versions.is_empty() {
+        return Err(ApiError::not_found(format!("no plugin named '{name}'")));
+    }
+    Ok(Json(json!({"name": name, "versions": versions})))
+}

@@ -1,0 +1,138 @@
+//! Start-up, background tasks and graceful shutdown of a replica.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Context;
+use rand::RngCore;
+use switchyard_runtime::Runtime;
+use switchyard_store::Store;
+use switchyard_store::embedded::EmbeddedPostgres;
+use tokio::sync::watch;
+
+use crate::admission::{Admission, follow};
+use crate::config::ServeConfig;
+use crate::routes::app;
+use crate::state::AppState;
+
+/// How often a replica refreshes its row in `instances`.
+const INSTANCE_HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// How long in-flight HTTP requests get to finish after shutdown is asked.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs a replica until `shutdown` resolves, then drains and stops what it started.
+pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let mut embedded = None;
+    let database_url = match &config.database_url {
+        Some(url) => url.clone(),
+        None => {
+            let data_dir = config.data_dir.clone();
+            let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&data_dir)).await??;
+            let url = pg.url();
+            embedded = Some(pg);
+            url
+        }
+    };
+    let result = serve(&config, &database_url, shutdown).await;
+    if let Some(mut pg) = embedded {
+        tokio::task::spawn_blocking(move || pg.stop()).await??;
+    }
+    result
+}
+
+async fn serve(config: &ServeConfig, database_url: &str, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let store = Store::connect(database_url).await.context("connecting to PostgreSQL")?;
+    match store.ensure_admin_key(config.admin_token.as_deref()).await? {
+        Some(_) if config.admin_token.is_some() => {
+            println!("admin key created with the token from SWITCHYARD_ADMIN_TOKEN");
+        }
+        // Printed on stdout, once, never logged.
+        Some(token) => println!("admin token (shown once; store it now): {token}"),
+        None => {}
+    }
+
+    let mut runtime_config = config.runtime.clone();
+    runtime_config.cache_dir.get_or_insert_with(|| config.data_dir.join("cache"));
+    let runtime = Runtime::new(runtime_config)?;
+    let instance_id = format!("inst_{}", random_hex(8));
+    let hostname = std::fs::read_to_string("/etc/hostname").unwrap_or_default().trim().to_string();
+    store.heartbeat_instance(&instance_id, &hostname).await?;
+    let state = Arc::new(AppState {
+        admission: Arc::new(Admission::new(store.clone(), runtime.clone(), instance_id.clone())),
+        store: store.clone(),
+        runtime,
+        instance_id: instance_id.clone(),
+        admission_synced: AtomicBool::new(false),
+    });
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let follower = tokio::spawn(follow(state.clone(), config.poll_interval, stop_rx.clone()));
+    let heartbeat = tokio::spawn(heartbeat(store.clone(), instance_id.clone(), hostname, stop_rx));
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    println!("listening on http://{}", listener.local_addr()?);
+    tracing::info!(instance = %instance_id, addr = %listener.local_addr()?, pooled = state.runtime.is_pooled(), "replica serving");
+
+    let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, app(state.clone())).with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!("shutting down");
+        let _ = drained_tx.send(());
+    });
+    let server = tokio::spawn(async move { server.await });
+    // Once shutdown starts, in-flight requests get DRAIN_TIMEOUT to finish.
+    let drained = async {
+        let _ = drained_rx.await;
+        tokio::time::sleep(DRAIN_TIMEOUT).await;
+    };
+    tokio::select! {
+        result = server => result??,
+        _ = drained => tracing::warn!("requests still in flight after the drain timeout; stopping anyway"),
+    }
+
+    let _ = stop_tx.send(true);
+    let _ = tokio::join!(follower, heartbeat);
+    if let Err(e) = store.remove_instance(&instance_id).await {
+        tracing::warn!(error = %e, "could not remove this replica from instances");
+    }
+    Ok(())
+}
+
+async fn heartbeat(store: Store, id: String, hostname: String, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(INSTANCE_HEARTBEAT) => {}
+        }
+        if let Err(e) = store.heartbeat_instance(&id, &hostname).await {
+            tracing::warn!(error = %e, "instance heartbeat failed");
+        }
+    }
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    rand::rng().fill_bytes(&mut buf);
+    hex::encode(buf)
+}
+
+/// Resolves on ctrl-c or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
+}

@@ -1,0 +1,24 @@
+//! The state every handler shares.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use switchyard_runtime::Runtime;
+use switchyard_store::Store;
+
+use crate::admission::Admission;
+
+/// Shared by every handler of a replica.
+#[derive(Debug)]
+pub struct AppState {
+    /// The database.
+    pub store: Store,
+    /// The plugin runtime.
+    pub runtime: Arc<Runtime>,
+    /// The chains this replica serves.
+    pub admission: Arc<Admission>,
+    /// This replica's id in `instances`.
+    pub instance_id: String,
+    /// Set once the first sync of admission generations finished.
+    pub admission_synced: AtomicBool,
+}
