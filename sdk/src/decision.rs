@@ -5,7 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    AdmissionPoint, DeployDecision, DeployPatch, Denial, FederationDecision, FederationPatch,
+    AdmissionPoint, Denial, DeployDecision, DeployPatch, FederationDecision, FederationPatch,
     InferenceDecision, InferencePatch, TransferDecision, TransferPatch,
 };
 
@@ -173,13 +173,15 @@ mod tests {
         assert_eq!(allow, json!("allow"));
         let deny = serde_json::to_value(InferenceDecision::deny("c", "m")).unwrap();
         assert_eq!(deny, json!({ "deny": { "code": "c", "message": "m" } }));
-        let patch = serde_json::to_value(Decision::from(InferenceDecision::Patch(
-            InferencePatch {
+        let patch =
+            serde_json::to_value(Decision::from(InferenceDecision::Patch(InferencePatch {
                 max_tokens: Some(5),
-            },
-        )))
-        .unwrap();
-        assert_eq!(patch, json!({ "patch": { "inference": { "max_tokens": 5 } } }));
+            })))
+            .unwrap();
+        assert_eq!(
+            patch,
+            json!({ "patch": { "inference": { "max_tokens": 5 } } })
+        );
     }
 
     #[test]

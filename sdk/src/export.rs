@@ -41,12 +41,29 @@ pub fn points<P: Policy>() -> Vec<AdmissionPoint> {
 /// closed rather than judging with stale ones.
 #[doc(hidden)]
 pub fn validate_settings<P: Policy>(json: String) -> Result<(), String> {
+    // The host calls this first on every fresh instance.
+    route_panics_to_the_host_log();
     let (kept, result): (Option<Rc<dyn Any>>, _) = match parse_settings::<P>(&json) {
         Ok(settings) => (Some(Rc::new(settings)), Ok(())),
         Err(message) => (None, Err(message)),
     };
     SETTINGS.with(|slot| *slot.borrow_mut() = kept);
     result
+}
+
+/// Sends a panic's message to the host's logger, tagged with the plugin,
+/// instead of stderr, where a host's empty WASI context drops it. The panic
+/// still traps, and the host turns the trap into an error for that call.
+fn route_panics_to_the_host_log() {
+    #[cfg(target_arch = "wasm32")]
+    {
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            std::panic::set_hook(Box::new(|info| {
+                crate::log::error(format!("policy panicked: {info}"));
+            }));
+        });
+    }
 }
 
 /// `evaluate-inference`.
@@ -90,7 +107,8 @@ pub fn evaluate_federation<P: Policy>(request: FederationRequest) -> FederationD
 /// runs [`crate::Validate::validate`] and keeps the result for the
 /// instance; every `evaluate-*` call hands those settings to the policy.
 /// An evaluation before any settings were accepted is denied with
-/// [`crate::decision::NOT_CONFIGURED`].
+/// [`crate::decision::NOT_CONFIGURED`]. A panic is written to the host's
+/// log at `error` level, then traps; the host makes that call an error.
 ///
 /// The exports exist only when building for `wasm32`: natively nothing is
 /// exported, so several policies can link into one test or benchmark
@@ -181,7 +199,10 @@ mod tests {
     #[test]
     fn accepted_settings_are_used() {
         validate_settings::<Toy>(r#"{"max_prompt_tokens": 10}"#.into()).unwrap();
-        assert_eq!(evaluate_inference::<Toy>(request(5)), InferenceDecision::Allow);
+        assert_eq!(
+            evaluate_inference::<Toy>(request(5)),
+            InferenceDecision::Allow
+        );
         assert_eq!(
             denial_code(evaluate_inference::<Toy>(request(11))).as_deref(),
             Some("prompt_too_long")
@@ -192,7 +213,10 @@ mod tests {
     fn later_settings_replace_earlier_ones() {
         validate_settings::<Toy>(r#"{"max_prompt_tokens": 10}"#.into()).unwrap();
         validate_settings::<Toy>(r#"{"max_prompt_tokens": 100}"#.into()).unwrap();
-        assert_eq!(evaluate_inference::<Toy>(request(50)), InferenceDecision::Allow);
+        assert_eq!(
+            evaluate_inference::<Toy>(request(50)),
+            InferenceDecision::Allow
+        );
     }
 
     #[test]
@@ -216,7 +240,10 @@ mod tests {
         match evaluate_transfer::<Toy>(request) {
             TransferDecision::Deny(denial) => {
                 assert_eq!(denial.code, "point_not_supported");
-                assert_eq!(denial.message, "this policy does not judge the transfer point");
+                assert_eq!(
+                    denial.message,
+                    "this policy does not judge the transfer point"
+                );
             }
             other => panic!("expected a denial, got {other:?}"),
         }

@@ -86,13 +86,19 @@ mod tests {
     #[test]
     fn empty_document_reads_as_an_empty_object() {
         let error = parse_settings::<Toy>("  ").unwrap_err();
-        assert!(error.contains("missing field `max_prompt_tokens`"), "{error}");
+        assert!(
+            error.contains("missing field `max_prompt_tokens`"),
+            "{error}"
+        );
     }
 
     #[test]
     fn malformed_json_says_so() {
         let error = parse_settings::<Toy>("{max_prompt_tokens: 1}").unwrap_err();
-        assert!(error.starts_with("invalid settings: key must be a string"), "{error}");
+        assert!(
+            error.starts_with("invalid settings: key must be a string"),
+            "{error}"
+        );
     }
 
     #[test]

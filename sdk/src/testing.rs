@@ -82,8 +82,12 @@ impl Testcase {
     #[track_caller]
     pub fn run<P: Policy>(&self) -> Decision {
         let name = self.name;
-        let settings = parse_settings::<P>(&self.settings.to_string())
-            .unwrap_or_else(|e| panic!("[{name}] settings were refused: {e}\n  settings: {}", self.settings));
+        let settings = parse_settings::<P>(&self.settings.to_string()).unwrap_or_else(|e| {
+            panic!(
+                "[{name}] settings were refused: {e}\n  settings: {}",
+                self.settings
+            )
+        });
         let request = read_fixture(self.fixture).unwrap_or_else(|e| panic!("[{name}] {e}"));
         let decision = evaluate_json::<P>(self.point, &settings, &request)
             .unwrap_or_else(|e| panic!("[{name}] fixture {}: {e}", self.fixture));

@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{AdmissionPoint, InferenceDecision, InferencePatch, InferenceRequest, Policy, Validate};
+use crate::{
+    AdmissionPoint, InferenceDecision, InferencePatch, InferenceRequest, Policy, Validate,
+};
 
 pub(crate) struct Toy;
 

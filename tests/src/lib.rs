@@ -1,1 +1,13 @@
+//! Support for the end-to-end suites: a fresh database per test, the built
+//! components, replicas in-process or as real `switchyard` processes.
+//!
+//! The suites need `SWITCHYARD_TEST_DATABASE_URL` (a PostgreSQL superuser
+//! connection) and the guest components; `scripts/test.sh` provides both.
 
+pub mod db;
+pub mod plugins;
+pub mod process;
+pub mod replica;
+
+/// The admin token every test replica is started with.
+pub const ADMIN_TOKEN: &str = "sy_test_admin_token";

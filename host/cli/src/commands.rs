@@ -3,21 +3,29 @@
 mod admin;
 mod policy_test;
 
+use std::future::Future;
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, PolicyCommand};
 
 /// Runs the command; `Ok` carries the exit code.
-pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Serve(args) => {
+        // Plugins run synchronously, and WASI's synchronous host calls (a
+        // guest writing to stderr) must not run on an async worker: the
+        // offline tester needs no tokio runtime at all.
+        Command::Policy(PolicyCommand::Test(args)) => policy_test::run(args),
+        Command::Serve(args) => block_on(async {
             let config = crate::config::serve_config(args)?;
             switchyard_server::run(config, switchyard_server::server::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)
-        }
-        Command::Policy(crate::cli::PolicyCommand::Test(args)) => policy_test::run(args),
-        Command::Plugin(c) => admin::plugin(c).await,
-        Command::Admission(c) => admin::admission(c).await,
-        Command::Key(c) => admin::key(c).await,
+        }),
+        Command::Plugin(c) => block_on(admin::plugin(c)),
+        Command::Admission(c) => block_on(admin::admission(c)),
+        Command::Key(c) => block_on(admin::key(c)),
     }
+}
+
+fn block_on<T>(future: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::runtime::Runtime::new()?.block_on(future)
 }

@@ -18,8 +18,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = tokio::runtime::Runtime::new().expect("starting the tokio runtime");
-    match runtime.block_on(commands::run(cli)) {
+    match commands::run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

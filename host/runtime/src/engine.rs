@@ -14,9 +14,13 @@ use crate::metrics::MetricsRegistry;
 /// How often the epoch advances: the granularity of every call deadline.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
-/// Instances the pooling allocator keeps slots for; a pool that cannot be
-/// reserved falls back to on-demand allocation.
-const POOLED_INSTANCES: u32 = 512;
+/// Component instances the pooling allocator keeps slots for. Each memory slot
+/// reserves 4 GiB of address space (so bounds checks can be elided), which
+/// makes 256 instances 2 TiB of virtual space: cheap on a 47-bit address
+/// space, and enough for ~12 policies with their warm pools of 16 plus the
+/// calls in flight. A pool that cannot be reserved falls back to on-demand
+/// allocation.
+const POOLED_INSTANCES: u32 = 256;
 
 /// Limits and knobs shared by every plugin of a runtime.
 #[derive(Debug, Clone)]

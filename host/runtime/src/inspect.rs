@@ -110,7 +110,9 @@ pub fn inspect(bytes: &[u8]) -> Result<ComponentInfo, LoadError> {
 fn top_level_exports(bytes: &[u8]) -> Result<Vec<String>, LoadError> {
     use wasmparser::{Encoding, Parser, Payload};
 
-    let invalid = |e: wasmparser::BinaryReaderError| LoadError::InvalidComponent(e.to_string());
+    let invalid = |e: wasmparser::BinaryReaderError| {
+        LoadError::InvalidComponent(format!("{} (at byte {:#x})", e.message(), e.offset()))
+    };
     let mut depth = 0usize;
     let mut exports = Vec::new();
     for payload in Parser::new(0).parse_all(bytes) {

@@ -130,6 +130,11 @@ impl PolicyPlugin {
     }
 
     /// Evaluates one request. Errors are this call's only; the host goes on.
+    ///
+    /// The call is synchronous and may take up to the call deadline. Call it
+    /// from a thread that is not running async tasks (`spawn_blocking`,
+    /// `block_in_place`, or a plain thread): WASI's synchronous host calls,
+    /// such as a guest writing to stderr, enter tokio themselves.
     pub fn evaluate(&self, request: &AdmissionRequest) -> Result<Decision, CallError> {
         let decision = self.call(|b, s| {
             let admission = b.switchyard_policy_admission();

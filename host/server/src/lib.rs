@@ -20,4 +20,4 @@ pub mod server;
 pub mod state;
 
 pub use config::ServeConfig;
-pub use server::run;
+pub use server::{run, run_on};

@@ -23,8 +23,21 @@ const INSTANCE_HEARTBEAT: Duration = Duration::from_secs(5);
 /// How long in-flight HTTP requests get to finish after shutdown is asked.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Runs a replica until `shutdown` resolves, then drains and stops what it started.
+/// Runs a replica on `config.listen` until `shutdown` resolves, then drains
+/// and stops what it started.
 pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    run_on(listener, config, shutdown).await
+}
+
+/// [`run`] on a listener the caller bound (tests bind port 0 and read the address).
+pub async fn run_on(
+    listener: tokio::net::TcpListener,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let mut embedded = None;
     let database_url = match &config.database_url {
         Some(url) => url.clone(),
@@ -36,14 +49,19 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send 
             url
         }
     };
-    let result = serve(&config, &database_url, shutdown).await;
+    let result = serve(listener, &config, &database_url, shutdown).await;
     if let Some(mut pg) = embedded {
         tokio::task::spawn_blocking(move || pg.stop()).await??;
     }
     result
 }
 
-async fn serve(config: &ServeConfig, database_url: &str, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+async fn serve(
+    listener: tokio::net::TcpListener,
+    config: &ServeConfig,
+    database_url: &str,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let store = Store::connect(database_url).await.context("connecting to PostgreSQL")?;
     match store.ensure_admin_key(config.admin_token.as_deref()).await? {
         Some(_) if config.admin_token.is_some() => {
@@ -72,9 +90,6 @@ async fn serve(config: &ServeConfig, database_url: &str, shutdown: impl Future<O
     let follower = tokio::spawn(follow(state.clone(), config.poll_interval, stop_rx.clone()));
     let heartbeat = tokio::spawn(heartbeat(store.clone(), instance_id.clone(), hostname, stop_rx));
 
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("binding {}", config.listen))?;
     println!("listening on http://{}", listener.local_addr()?);
     tracing::info!(instance = %instance_id, addr = %listener.local_addr()?, pooled = state.runtime.is_pooled(), "replica serving");
 

@@ -32,7 +32,12 @@ fn shipped_settings_are_valid() {
 
 #[test]
 fn claim_under_every_limit_is_allowed() {
-    deploy("40 GiB fits", "test_data/deploy-fits.json", shipped(), Expect::Allow);
+    deploy(
+        "40 GiB fits",
+        "test_data/deploy-fits.json",
+        shipped(),
+        Expect::Allow,
+    );
 }
 
 #[test]
@@ -50,9 +55,22 @@ fn claim_over_one_gpu_names_that_gpu() {
 #[test]
 fn claim_over_every_gpu_names_them_all() {
     let decision = deploy_decision("75 GiB on both", "test_data/deploy-over-all-gpus.json");
-    assert!(decision.contains("GPU 0 (NVIDIA H100 80GB HBM3): claim 75.0 GiB is above the limit of 72.0 GiB"), "{decision}");
-    assert!(decision.contains("GPU 1 (NVIDIA H100 80GB HBM3): claim 75.0 GiB is above the limit of 63.0 GiB"), "{decision}");
-    assert!(decision.starts_with("deployment llama-3-8b-a on node gpu-node-1"), "{decision}");
+    assert!(
+        decision.contains(
+            "GPU 0 (NVIDIA H100 80GB HBM3): claim 75.0 GiB is above the limit of 72.0 GiB"
+        ),
+        "{decision}"
+    );
+    assert!(
+        decision.contains(
+            "GPU 1 (NVIDIA H100 80GB HBM3): claim 75.0 GiB is above the limit of 63.0 GiB"
+        ),
+        "{decision}"
+    );
+    assert!(
+        decision.starts_with("deployment llama-3-8b-a on node gpu-node-1"),
+        "{decision}"
+    );
 }
 
 /// Runs a case expected to be denied and returns the message.
@@ -93,7 +111,12 @@ fn fraction_of_one_allows_all_free_memory() {
 
 #[test]
 fn deployment_without_gpus_is_allowed() {
-    deploy("no GPUs", "test_data/deploy-no-gpus.json", shipped(), Expect::Allow);
+    deploy(
+        "no GPUs",
+        "test_data/deploy-no-gpus.json",
+        shipped(),
+        Expect::Allow,
+    );
 }
 
 #[test]
@@ -110,10 +133,7 @@ fn fraction_out_of_range_is_refused() {
             "max_fraction_of_free must be greater than 0 and at most 1, got",
         );
     }
-    expect_invalid_settings::<GpuMemoryGuard>(
-        json!({ "max_fraction_of_free": 1.5 }),
-        "got 1.5",
-    );
+    expect_invalid_settings::<GpuMemoryGuard>(json!({ "max_fraction_of_free": 1.5 }), "got 1.5");
 }
 
 #[test]

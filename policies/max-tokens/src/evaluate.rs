@@ -44,10 +44,7 @@ pub fn evaluate_inference(settings: &Settings, request: &InferenceRequest) -> In
 }
 
 /// Judges a federated call's `max_tokens` against the cap.
-pub fn evaluate_federation(
-    settings: &Settings,
-    request: &FederationRequest,
-) -> FederationDecision {
+pub fn evaluate_federation(settings: &Settings, request: &FederationRequest) -> FederationDecision {
     match judge(settings, request.max_tokens) {
         Verdict::Allow => FederationDecision::Allow,
         Verdict::Deny(denial) => FederationDecision::Deny(denial),

@@ -48,10 +48,7 @@ impl Policy for MaxTokens {
         evaluate_inference(settings, request)
     }
 
-    fn evaluate_federation(
-        settings: &Settings,
-        request: &FederationRequest,
-    ) -> FederationDecision {
+    fn evaluate_federation(settings: &Settings, request: &FederationRequest) -> FederationDecision {
         evaluate_federation(settings, request)
     }
 }

@@ -47,12 +47,22 @@ fn shipped_settings_are_valid_and_deny() {
 
 #[test]
 fn deny_mode_allows_a_request_under_the_cap() {
-    inference("under cap", "test_data/inference-512.json", deny(), Expect::Allow);
+    inference(
+        "under cap",
+        "test_data/inference-512.json",
+        deny(),
+        Expect::Allow,
+    );
 }
 
 #[test]
 fn deny_mode_allows_a_request_at_the_cap() {
-    inference("at cap", "test_data/inference-4096.json", deny(), Expect::Allow);
+    inference(
+        "at cap",
+        "test_data/inference-4096.json",
+        deny(),
+        Expect::Allow,
+    );
 }
 
 #[test]
@@ -122,7 +132,12 @@ fn clamp_mode_gives_the_cap_to_a_request_without_max_tokens() {
 
 #[test]
 fn clamp_mode_leaves_a_request_under_the_cap_alone() {
-    inference("under cap, clamp", "test_data/inference-512.json", clamp(), Expect::Allow);
+    inference(
+        "under cap, clamp",
+        "test_data/inference-512.json",
+        clamp(),
+        Expect::Allow,
+    );
 }
 
 #[test]
@@ -189,10 +204,7 @@ fn unknown_mode_is_refused() {
 
 #[test]
 fn typos_and_missing_cap_are_refused() {
-    expect_invalid_settings::<MaxTokens>(
-        json!({ "max_token": 10 }),
-        "unknown field `max_token`",
-    );
+    expect_invalid_settings::<MaxTokens>(json!({ "max_token": 10 }), "unknown field `max_token`");
     expect_invalid_settings::<MaxTokens>(json!({}), "missing field `max_tokens`");
     expect_invalid_settings::<MaxTokens>(json!({ "max_tokens": -1 }), "invalid value");
 }

@@ -25,10 +25,7 @@ pub fn evaluate_inference(settings: &Settings, request: &InferenceRequest) -> In
 
 /// Judges the model of a federated call: the peer's rule, else the
 /// default list. A call that names no model is allowed.
-pub fn evaluate_federation(
-    settings: &Settings,
-    request: &FederationRequest,
-) -> FederationDecision {
+pub fn evaluate_federation(settings: &Settings, request: &FederationRequest) -> FederationDecision {
     let Some(model) = &request.model else {
         return FederationDecision::Allow;
     };
@@ -40,7 +37,11 @@ pub fn evaluate_federation(
 
 /// Checks `model` against the first of `subjects` that has a rule, or the
 /// default list.
-fn judge(settings: &Settings, subjects: [Option<Subject<'_>>; 2], model: &str) -> Result<(), Denial> {
+fn judge(
+    settings: &Settings,
+    subjects: [Option<Subject<'_>>; 2],
+    model: &str,
+) -> Result<(), Denial> {
     let rule = subjects
         .into_iter()
         .flatten()

@@ -66,10 +66,7 @@ impl Policy for ModelAllowlist {
         evaluate_inference(settings, request)
     }
 
-    fn evaluate_federation(
-        settings: &Settings,
-        request: &FederationRequest,
-    ) -> FederationDecision {
+    fn evaluate_federation(settings: &Settings, request: &FederationRequest) -> FederationDecision {
         evaluate_federation(settings, request)
     }
 }

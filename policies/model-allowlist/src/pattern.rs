@@ -51,7 +51,11 @@ mod tests {
         assert!(check("llama-*").is_ok());
         assert!(check("*").is_ok());
         assert!(check("").is_err());
-        assert!(check("llama-*-8b").unwrap_err().contains("`*` may only end a pattern"));
+        assert!(
+            check("llama-*-8b")
+                .unwrap_err()
+                .contains("`*` may only end a pattern")
+        );
         assert!(check("*-8b").is_err());
         assert!(check("llama**").is_err());
     }

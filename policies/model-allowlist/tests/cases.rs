@@ -188,7 +188,10 @@ fn star_in_the_middle_is_refused() {
         json!({ "rules": [{ "key_id": "k1", "models": ["llama-*-8b"] }] }),
         r#"rule 1 (key k1): pattern "llama-*-8b" is not supported: `*` may only end a pattern"#,
     );
-    expect_invalid_settings::<ModelAllowlist>(json!({ "default": [""] }), "default: a pattern may not be empty");
+    expect_invalid_settings::<ModelAllowlist>(
+        json!({ "default": [""] }),
+        "default: a pattern may not be empty",
+    );
 }
 
 #[test]
@@ -197,5 +200,8 @@ fn typos_are_refused() {
         json!({ "rules": [{ "projet": "research", "models": [] }] }),
         "unknown field `projet`",
     );
-    expect_invalid_settings::<ModelAllowlist>(json!({ "defaults": [] }), "unknown field `defaults`");
+    expect_invalid_settings::<ModelAllowlist>(
+        json!({ "defaults": [] }),
+        "unknown field `defaults`",
+    );
 }

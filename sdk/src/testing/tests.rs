@@ -36,7 +36,12 @@ fn deny_case_passes() {
 fn patch_case_passes() {
     case(
         json!({ "max_prompt_tokens": 500, "clamp_to": 256 }),
-        Expect::Patch(InferencePatch { max_tokens: Some(256) }.into()),
+        Expect::Patch(
+            InferencePatch {
+                max_tokens: Some(256),
+            }
+            .into(),
+        ),
     )
     .run::<Toy>();
 }
@@ -78,7 +83,9 @@ fn patch_of_another_point_does_not_match() {
 }
 
 #[test]
-#[should_panic(expected = "[toy] settings were refused: max_prompt_tokens must be at least 1, got 0")]
+#[should_panic(
+    expected = "[toy] settings were refused: max_prompt_tokens must be at least 1, got 0"
+)]
 fn refused_settings_fail_the_case() {
     case(json!({ "max_prompt_tokens": 0 }), Expect::Allow).run::<Toy>();
 }

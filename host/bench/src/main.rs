@@ -1,0 +1,26 @@
+//! `switchyard-bench`: prints a table of the platform's figures.
+//!
+//! Run it with `scripts/bench.sh` (release build, guests built first). It
+//! measures, in one run:
+//! 1. evaluation latency (p50/p99) of one policy and of a chain of three
+//!    through the host, beside the same logic compiled natively;
+//! 2. activation of a new generation with a warm compile cache;
+//! 3. a swap every 5 ms while 8 threads call continuously (failed calls);
+//! 4. resident memory of an idle `switchyard serve` with the three policies bound.
+
+mod activation;
+mod fixtures;
+mod idle_memory;
+mod latency;
+mod stats;
+mod swap;
+
+fn main() {
+    let plugins = fixtures::plugins_dir();
+    println!("switchyard-bench (plugins from {})", plugins.display());
+    println!();
+    latency::run();
+    activation::run();
+    swap::run();
+    idle_memory::run();
+}

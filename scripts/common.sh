@@ -1,0 +1,46 @@
+# Shared by the README's scripts: say what is happening, install what is missing.
+# Sourced, not run.
+
+say() { echo "==> $*"; }
+
+# apt-get install, once per script, only for what is missing; sudo when not root.
+apt_install() {
+    local sudo=""
+    [[ $(id -u) -eq 0 ]] || sudo="sudo"
+    if [[ -z "${APT_UPDATED:-}" ]]; then
+        say "apt-get update"
+        $sudo apt-get update -qq
+        APT_UPDATED=1
+    fi
+    say "installing $* with apt-get"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+# PostgreSQL's server binaries (initdb, pg_ctl), as Debian's postgresql package ships them.
+ensure_postgres() {
+    if compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null; then
+        return
+    fi
+    apt_install postgresql
+}
+
+ensure_wasm_target() {
+    if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+        say "adding the wasm32-wasip2 target with rustup"
+        rustup target add wasm32-wasip2
+    fi
+}
+
+# The directory of initdb and pg_ctl: Debian's newest versioned one, else PATH.
+pg_bin_dir() {
+    local dir
+    dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+    if [[ -n "$dir" && -x "$dir/initdb" ]]; then echo "$dir"; else dirname "$(command -v initdb)"; fi
+}
+
+# A reused target folder outside the clone makes a fresh clone build fast.
+default_target_dir() {
+    if [[ -n "${CARGO_TARGET_DIR:-}" ]]; then echo "$CARGO_TARGET_DIR"
+    elif [[ -d "$HOME/.cache/switchyard-target" ]]; then echo "$HOME/.cache/switchyard-target"
+    else echo "$PWD/target"; fi
+}

@@ -1,0 +1,33 @@
+//! The embedded default: `serve` without a database URL starts a private
+//! PostgreSQL under the data directory, stops it on exit, reuses it next time.
+
+use reqwest::StatusCode;
+use switchyard_tests::process::ServeProcess;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_without_a_url_runs_a_private_postgres_and_keeps_its_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let args = ["--data-dir", data_dir.to_str().unwrap()];
+    let env = [("DATABASE_URL", ""), ("SWITCHYARD_ADMIN_TOKEN", "")];
+
+    let mut first = ServeProcess::start(&args, &env);
+    let token = first
+        .stdout
+        .iter()
+        .find_map(|l| l.strip_prefix("admin token (shown once; store it now): "))
+        .expect("the admin token is printed at first start")
+        .to_string();
+    let http = reqwest::Client::new();
+    let status = http.get(format!("{}/api/plugins", first.url)).bearer_auth(&token).send().await.unwrap().status();
+    assert_eq!(status, StatusCode::OK);
+    assert!(data_dir.join("postgres/PG_VERSION").is_file());
+    assert!(first.terminate(), "serve exits cleanly on SIGTERM");
+    assert!(!data_dir.join("postgres/postmaster.pid").exists(), "PostgreSQL was stopped on exit");
+
+    let mut second = ServeProcess::start(&args, &env);
+    assert!(!second.stdout.iter().any(|l| l.contains("admin token")), "the token is shown only once");
+    let status = http.get(format!("{}/api/plugins", second.url)).bearer_auth(&token).send().await.unwrap().status();
+    assert_eq!(status, StatusCode::OK, "the first start's token still works");
+    assert!(second.terminate());
+}

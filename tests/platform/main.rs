@@ -1,0 +1,12 @@
+//! The plugin platform end to end: real PostgreSQL, the real built
+//! components, replicas in-process and as real processes.
+
+mod auth;
+mod chains;
+mod cli;
+mod embedded;
+mod openapi;
+mod registry;
+mod replicas;
+mod requests;
+mod sandbox;

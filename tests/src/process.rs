@@ -1,0 +1,89 @@
+//! The `switchyard` binary as a real child process.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The built binary (`SWITCHYARD_BIN`, or beside this test's `deps/` folder).
+pub fn binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("SWITCHYARD_BIN") {
+        return bin.into();
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("switchyard"))
+        .expect("target layout");
+    assert!(bin.is_file(), "{} is missing: build it first (cargo build -p switchyard)", bin.display());
+    bin
+}
+
+/// A `switchyard serve` child; SIGTERM on drop.
+pub struct ServeProcess {
+    /// The child.
+    pub child: Child,
+    /// `http://ADDR` it printed.
+    pub url: String,
+    /// Every stdout line printed up to "listening on".
+    pub stdout: Vec<String>,
+}
+
+impl ServeProcess {
+    /// Starts `switchyard serve` with `args` and `env`, and waits for "listening on".
+    pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(binary());
+        command
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("spawning switchyard serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut lines = Vec::new();
+        loop {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    let url = line.strip_prefix("listening on ").map(str::to_string);
+                    lines.push(line);
+                    if let Some(url) = url {
+                        return Self { child, url, stdout: lines };
+                    }
+                }
+                Err(e) => {
+                    let _ = child.kill();
+                    panic!("switchyard serve did not start ({e}); stdout so far: {lines:?}");
+                }
+            }
+        }
+    }
+
+    /// SIGTERM, then wait for the exit; returns whether it exited cleanly.
+    pub fn terminate(&mut self) -> bool {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        self.child.wait().map(|s| s.success()).unwrap_or(false)
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.terminate();
+        }
+    }
+}
