@@ -43,8 +43,8 @@ say "starting a private PostgreSQL in $pg_root"
 export SWITCHYARD_TEST_DATABASE_URL="host=$pg_root port=5432 user=postgres dbname=postgres"
 
 say "clippy"
-cargo clippy --workspace --all-targets --exclude switchyard-bench -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 
 say "running the tests"
-cargo test --workspace --exclude switchyard-bench
+cargo test --workspace
 say "all tests passed"

@@ -15,17 +15,33 @@ async fn anonymous_is_401_and_a_missing_scope_is_403() {
     let (status, body) = replica.call(replica.http.get(url("/api/plugins"))).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(body["error"]["code"], "unauthorized");
-    let (status, _) = replica.call(replica.http.get(url("/api/plugins")).bearer_auth("sy_wrong")).await;
+    let (status, _) = replica
+        .call(
+            replica
+                .http
+                .get(url("/api/plugins"))
+                .bearer_auth("sy_wrong"),
+        )
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 
     // An inference-only key cannot administer.
     let (status, created) = replica
-        .call(replica.admin(Method::POST, "/api/keys").json(&json!({"name": "app", "scopes": ["inference"]})))
+        .call(
+            replica
+                .admin(Method::POST, "/api/keys")
+                .json(&json!({"name": "app", "scopes": ["inference"]})),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let token = created["token"].as_str().unwrap().to_string();
-    assert!(token.len() >= 40, "a token carries at least 128 random bits");
-    let (status, body) = replica.call(replica.http.get(url("/api/plugins")).bearer_auth(&token)).await;
+    assert!(
+        token.len() >= 40,
+        "a token carries at least 128 random bits"
+    );
+    let (status, body) = replica
+        .call(replica.http.get(url("/api/plugins")).bearer_auth(&token))
+        .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(body["error"]["code"], "forbidden");
 
@@ -33,23 +49,36 @@ async fn anonymous_is_401_and_a_missing_scope_is_403() {
     let (_, keys) = replica.call(replica.admin(Method::GET, "/api/keys")).await;
     assert!(!keys.to_string().contains(&token));
     let id = created["key"]["id"].as_str().unwrap();
-    let (status, _) = replica.call(replica.admin(Method::DELETE, &format!("/api/keys/{id}"))).await;
+    let (status, _) = replica
+        .call(replica.admin(Method::DELETE, &format!("/api/keys/{id}")))
+        .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    let (status, _) = replica.call(replica.http.get(url("/api/plugins")).bearer_auth(&token)).await;
+    let (status, _) = replica
+        .call(replica.http.get(url("/api/plugins")).bearer_auth(&token))
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 
     // Unknown scopes are refused.
     let (status, body) = replica
-        .call(replica.admin(Method::POST, "/api/keys").json(&json!({"name": "x", "scopes": ["root"]})))
+        .call(
+            replica
+                .admin(Method::POST, "/api/keys")
+                .json(&json!({"name": "x", "scopes": ["root"]})),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error"]["code"], "invalid_request");
 
     // The stored form is a digest: the token never appears in the database.
-    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls).await.unwrap();
+    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
+        .await
+        .unwrap();
     tokio::spawn(connection);
     let dump: String = client
-        .query_one("SELECT string_agg(id || name || encode(token_sha256, 'hex'), ',') FROM api_keys", &[])
+        .query_one(
+            "SELECT string_agg(id || name || encode(token_sha256, 'hex'), ',') FROM api_keys",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);

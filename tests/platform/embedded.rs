@@ -19,15 +19,37 @@ async fn serve_without_a_url_runs_a_private_postgres_and_keeps_its_state() {
         .expect("the admin token is printed at first start")
         .to_string();
     let http = reqwest::Client::new();
-    let status = http.get(format!("{}/api/plugins", first.url)).bearer_auth(&token).send().await.unwrap().status();
+    let status = http
+        .get(format!("{}/api/plugins", first.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(status, StatusCode::OK);
     assert!(data_dir.join("postgres/PG_VERSION").is_file());
     assert!(first.terminate(), "serve exits cleanly on SIGTERM");
-    assert!(!data_dir.join("postgres/postmaster.pid").exists(), "PostgreSQL was stopped on exit");
+    assert!(
+        !data_dir.join("postgres/postmaster.pid").exists(),
+        "PostgreSQL was stopped on exit"
+    );
 
     let mut second = ServeProcess::start(&args, &env);
-    assert!(!second.stdout.iter().any(|l| l.contains("admin token")), "the token is shown only once");
-    let status = http.get(format!("{}/api/plugins", second.url)).bearer_auth(&token).send().await.unwrap().status();
-    assert_eq!(status, StatusCode::OK, "the first start's token still works");
+    assert!(
+        !second.stdout.iter().any(|l| l.contains("admin token")),
+        "the token is shown only once"
+    );
+    let status = http
+        .get(format!("{}/api/plugins", second.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the first start's token still works"
+    );
     assert!(second.terminate());
 }

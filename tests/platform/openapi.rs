@@ -15,7 +15,15 @@ fn committed_openapi_document_is_current() {
         committed == served,
         "docs/openapi.json is stale; regenerate it with UPDATE_OPENAPI=1 cargo test -p switchyard-tests --test platform openapi"
     );
-    for route in ["/api/plugins", "/api/admission/{point}", "/api/admission/{point}/evaluate", "/readyz"] {
-        assert!(served.contains(&format!("\"{route}\"")), "{route} is documented");
+    for route in [
+        "/api/plugins",
+        "/api/admission/{point}",
+        "/api/admission/{point}/evaluate",
+        "/readyz",
+    ] {
+        assert!(
+            served.contains(&format!("\"{route}\"")),
+            "{route} is documented"
+        );
     }
 }

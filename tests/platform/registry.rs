@@ -35,7 +35,11 @@ async fn upload_digest_world_and_version_rules() {
         .call(
             replica
                 .admin(Method::POST, "/api/plugins")
-                .query(&[("name", "x"), ("version", "1"), ("sha256", &sha256(b"other bytes"))])
+                .query(&[
+                    ("name", "x"),
+                    ("version", "1"),
+                    ("sha256", &sha256(b"other bytes")),
+                ])
                 .body(bytes.clone()),
         )
         .await;
@@ -53,16 +57,25 @@ async fn upload_digest_world_and_version_rules() {
     assert_eq!(body["error"]["code"], "unsupported_world");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("example:other"), "{message}");
-    assert!(message.contains("switchyard:policy/admission-policy@0.1.0"), "{message}");
+    assert!(
+        message.contains("switchyard:policy/admission-policy@0.1.0"),
+        "{message}"
+    );
 
     // Listing and showing.
-    let (status, list) = replica.call(replica.admin(Method::GET, "/api/plugins")).await;
+    let (status, list) = replica
+        .call(replica.admin(Method::GET, "/api/plugins"))
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(list["plugins"].as_array().unwrap().len(), 1, "{list}");
-    let (status, shown) = replica.call(replica.admin(Method::GET, "/api/plugins/max-tokens")).await;
+    let (status, shown) = replica
+        .call(replica.admin(Method::GET, "/api/plugins/max-tokens"))
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(shown["versions"][0]["version"], "1.0.0");
-    let (status, _) = replica.call(replica.admin(Method::GET, "/api/plugins/nope")).await;
+    let (status, _) = replica
+        .call(replica.admin(Method::GET, "/api/plugins/nope"))
+        .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     replica.stop().await;
 }

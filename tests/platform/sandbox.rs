@@ -31,18 +31,31 @@ fn load(runtime: &Arc<Runtime>, name: &str) -> Result<Arc<PolicyPlugin>, LoadErr
     let bytes = component(name);
     PolicyPlugin::load(
         runtime,
-        PolicySource { name, version: "test", bytes: &bytes, sha256: &sha256(&bytes), settings: "{}" },
+        PolicySource {
+            name,
+            version: "test",
+            bytes: &bytes,
+            sha256: &sha256(&bytes),
+            settings: "{}",
+        },
     )
 }
 
 fn request() -> AdmissionRequest {
-    AdmissionRequest::from_json(AdmissionPoint::Inference, inference("p", "demo-tiny", Some(10))).unwrap()
+    AdmissionRequest::from_json(
+        AdmissionPoint::Inference,
+        inference("p", "demo-tiny", Some(10)),
+    )
+    .unwrap()
 }
 
 /// Runs `bad` while a well-behaved policy is called in a loop on another
 /// thread; returns the bad call's result and time, and how many good calls
 /// succeeded (and failed) meanwhile.
-fn beside_good_calls(runtime: &Arc<Runtime>, bad: impl FnOnce() -> Result<Decision, CallError>) -> (Result<Decision, CallError>, Duration, u64, u64) {
+fn beside_good_calls(
+    runtime: &Arc<Runtime>,
+    bad: impl FnOnce() -> Result<Decision, CallError>,
+) -> (Result<Decision, CallError>, Duration, u64, u64) {
     let good = load(runtime, "well-behaved").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -62,7 +75,12 @@ fn beside_good_calls(runtime: &Arc<Runtime>, bad: impl FnOnce() -> Result<Decisi
     let elapsed = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     worker.join().unwrap();
-    (result, elapsed, ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed))
+    (
+        result,
+        elapsed,
+        ok.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed),
+    )
 }
 
 #[test]
@@ -71,10 +89,19 @@ fn an_endless_loop_is_interrupted_at_its_deadline() {
     let policy = load(&runtime, "endless-loop").unwrap();
     let (result, elapsed, ok, failed) = beside_good_calls(&runtime, || policy.evaluate(&request()));
     assert_eq!(result, Err(CallError::Timeout(DEADLINE.as_millis() as u64)));
-    assert!(elapsed >= DEADLINE && elapsed < DEADLINE * 10, "interrupted after {elapsed:?}");
-    assert!(ok > 0 && failed == 0, "good calls meanwhile: {ok} ok, {failed} failed");
+    assert!(
+        elapsed >= DEADLINE && elapsed < DEADLINE * 10,
+        "interrupted after {elapsed:?}"
+    );
+    assert!(
+        ok > 0 && failed == 0,
+        "good calls meanwhile: {ok} ok, {failed} failed"
+    );
     // The trapped instance was dropped; the next call gets a fresh one and is stopped again.
-    assert_eq!(policy.evaluate(&request()), Err(CallError::Timeout(DEADLINE.as_millis() as u64)));
+    assert_eq!(
+        policy.evaluate(&request()),
+        Err(CallError::Timeout(DEADLINE.as_millis() as u64))
+    );
     assert_eq!(policy.metrics().counts().timeouts, 2);
 }
 
@@ -85,7 +112,10 @@ fn a_memory_hog_hits_the_cap() {
     let (result, elapsed, ok, failed) = beside_good_calls(&runtime, || policy.evaluate(&request()));
     assert_eq!(result, Err(CallError::MemoryLimit(32 << 20)));
     assert!(elapsed < DEADLINE * 10, "stopped after {elapsed:?}");
-    assert!(ok > 0 && failed == 0, "good calls meanwhile: {ok} ok, {failed} failed");
+    assert!(
+        ok > 0 && failed == 0,
+        "good calls meanwhile: {ok} ok, {failed} failed"
+    );
     assert_eq!(policy.metrics().counts().memory_limits, 1);
 }
 
@@ -95,7 +125,10 @@ fn a_panic_is_a_trap_of_that_call_only() {
     let policy = load(&runtime, "panic").unwrap();
     let (result, _, ok, failed) = beside_good_calls(&runtime, || policy.evaluate(&request()));
     assert!(matches!(result, Err(CallError::Trap(_))), "{result:?}");
-    assert!(ok > 0 && failed == 0, "good calls meanwhile: {ok} ok, {failed} failed");
+    assert!(
+        ok > 0 && failed == 0,
+        "good calls meanwhile: {ok} ok, {failed} failed"
+    );
     assert_eq!(policy.metrics().counts().traps, 1);
 }
 
@@ -104,13 +137,17 @@ fn settings_validation_that_never_returns_fails_the_load_in_time() {
     let runtime = runtime();
     // The first load compiles; time only the second, which finds the component compiled.
     assert!(load(&runtime, "hang-settings").is_err());
-    let (result, elapsed, ok, failed) = beside_good_calls(&runtime, || match load(&runtime, "hang-settings") {
-        Err(LoadError::Instantiate(e)) => Err(e),
-        other => panic!("expected a failed load, got {other:?}"),
-    });
+    let (result, elapsed, ok, failed) =
+        beside_good_calls(&runtime, || match load(&runtime, "hang-settings") {
+            Err(LoadError::Instantiate(e)) => Err(e),
+            other => panic!("expected a failed load, got {other:?}"),
+        });
     assert_eq!(result, Err(CallError::Timeout(DEADLINE.as_millis() as u64)));
     assert!(elapsed < DEADLINE * 10, "stopped after {elapsed:?}");
-    assert!(ok > 0 && failed == 0, "good calls meanwhile: {ok} ok, {failed} failed");
+    assert!(
+        ok > 0 && failed == 0,
+        "good calls meanwhile: {ok} ok, {failed} failed"
+    );
 }
 
 #[test]
@@ -126,9 +163,18 @@ fn components_of_another_world_or_digest_are_refused_before_compiling() {
     let bytes = component("max-tokens");
     let wrong = PolicyPlugin::load(
         &runtime,
-        PolicySource { name: "m", version: "1", bytes: &bytes, sha256: &sha256(b"x"), settings: "{}" },
+        PolicySource {
+            name: "m",
+            version: "1",
+            bytes: &bytes,
+            sha256: &sha256(b"x"),
+            settings: "{}",
+        },
     );
-    assert!(matches!(wrong, Err(LoadError::DigestMismatch { .. })), "{wrong:?}");
+    assert!(
+        matches!(wrong, Err(LoadError::DigestMismatch { .. })),
+        "{wrong:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,12 +182,23 @@ async fn fail_closed_denies_and_fail_open_allows() {
     let db = fresh_database().await;
     let dir = tempfile::tempdir().unwrap();
     let replica = Replica::on(&db, dir.path()).await;
-    assert_eq!(replica.push("panic", "1", &component("panic")).await.0, StatusCode::CREATED);
-    assert_eq!(replica.push("loop", "1", &component("endless-loop")).await.0, StatusCode::CREATED);
+    assert_eq!(
+        replica.push("panic", "1", &component("panic")).await.0,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        replica
+            .push("loop", "1", &component("endless-loop"))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
     let request = inference("p", "demo-tiny", Some(10));
 
     // Closed is the default.
-    let (status, body) = replica.set_chain("inference", json!([{"plugin": "panic", "version": "1"}])).await;
+    let (status, body) = replica
+        .set_chain("inference", json!([{"plugin": "panic", "version": "1"}]))
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (_, verdict) = replica.evaluate("inference", &request).await;
     assert_eq!(verdict["decision"], "deny", "{verdict}");
@@ -161,13 +218,30 @@ async fn fail_closed_denies_and_fail_open_allows() {
     assert_eq!(verdict["steps"][1]["enforced"], false);
 
     // A policy whose settings validation never returns cannot be bound, and the server goes on.
-    assert_eq!(replica.push("hang", "1", &component("hang-settings")).await.0, StatusCode::CREATED);
-    let (status, body) = replica.set_chain("inference", json!([{"plugin": "hang", "version": "1"}])).await;
+    assert_eq!(
+        replica
+            .push("hang", "1", &component("hang-settings"))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    let (status, body) = replica
+        .set_chain("inference", json!([{"plugin": "hang", "version": "1"}]))
+        .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert_eq!(body["error"]["code"], "plugin_failed");
-    assert!(body["error"]["message"].as_str().unwrap().contains("deadline"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("deadline"),
+        "{body}"
+    );
     let (_, verdict) = replica.evaluate("inference", &request).await;
-    assert_eq!(verdict["decision"], "allow", "the previous chain still serves: {verdict}");
+    assert_eq!(
+        verdict["decision"], "allow",
+        "the previous chain still serves: {verdict}"
+    );
     replica.stop().await;
 }
 
@@ -182,7 +256,10 @@ fn fuel_stops_a_loop_before_the_deadline_when_metering_is_on() {
     let policy = load(&runtime, "endless-loop").unwrap();
     let started = Instant::now();
     assert_eq!(policy.evaluate(&request()), Err(CallError::FuelExhausted));
-    assert!(started.elapsed() < Duration::from_secs(10), "fuel ran out before the deadline");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "fuel ran out before the deadline"
+    );
     // A well-behaved policy has plenty for its calls.
     let good = load(&runtime, "well-behaved").unwrap();
     for _ in 0..100 {

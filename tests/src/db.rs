@@ -25,9 +25,13 @@ pub async fn fresh_database() -> String {
 /// `base` pointed at another database (keyword form or URL form).
 fn with_database(base: &str, name: &str) -> String {
     if base.starts_with("postgres://") || base.starts_with("postgresql://") {
-        let (head, query) = base.split_once('?').map_or((base, None), |(h, q)| (h, Some(q)));
+        let (head, query) = base
+            .split_once('?')
+            .map_or((base, None), |(h, q)| (h, Some(q)));
         let scheme_end = head.find("://").map_or(0, |i| i + 3);
-        let host_end = head[scheme_end..].find('/').map_or(head.len(), |i| scheme_end + i);
+        let host_end = head[scheme_end..]
+            .find('/')
+            .map_or(head.len(), |i| scheme_end + i);
         let mut url = format!("{}/{name}", &head[..host_end]);
         if let Some(q) = query {
             url.push('?');
@@ -43,7 +47,10 @@ fn with_database(base: &str, name: &str) -> String {
 mod tests {
     #[test]
     fn database_is_replaced_in_both_forms() {
-        assert_eq!(super::with_database("host=/s user=postgres", "t1"), "host=/s user=postgres dbname=t1");
+        assert_eq!(
+            super::with_database("host=/s user=postgres", "t1"),
+            "host=/s user=postgres dbname=t1"
+        );
         assert_eq!(
             super::with_database("postgres://u:p@h:5/db?sslmode=disable", "t1"),
             "postgres://u:p@h:5/t1?sslmode=disable"

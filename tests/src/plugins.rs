@@ -19,7 +19,10 @@ pub fn dir() -> PathBuf {
 pub fn component(name: &str) -> Vec<u8> {
     let path = dir().join(format!("{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| {
-        panic!("{}: {e}; build the guests first (scripts/build-guests.sh)", path.display())
+        panic!(
+            "{}: {e}; build the guests first (scripts/build-guests.sh)",
+            path.display()
+        )
     })
 }
 
@@ -30,7 +33,8 @@ pub fn sha256(bytes: &[u8]) -> String {
 
 /// The default settings a shipped policy carries in `policies/<name>/test_data/settings.json`.
 pub fn shipped_settings(name: &str) -> serde_json::Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../policies/{name}/test_data/settings.json"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../policies/{name}/test_data/settings.json"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("settings.json is JSON")
 }

@@ -17,7 +17,11 @@ pub fn binary() -> PathBuf {
         .and_then(|deps| deps.parent())
         .map(|profile| profile.join("switchyard"))
         .expect("target layout");
-    assert!(bin.is_file(), "{} is missing: build it first (cargo build -p switchyard)", bin.display());
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first (cargo build -p switchyard)",
+        bin.display()
+    );
     bin
 }
 
@@ -62,11 +66,16 @@ impl ServeProcess {
                     let url = line.strip_prefix("listening on ").map(str::to_string);
                     lines.push(line);
                     if let Some(url) = url {
-                        return Self { child, url, stdout: lines };
+                        return Self {
+                            child,
+                            url,
+                            stdout: lines,
+                        };
                     }
                 }
                 Err(e) => {
                     let _ = child.kill();
+                    let _ = child.wait();
                     panic!("switchyard serve did not start ({e}); stdout so far: {lines:?}");
                 }
             }
@@ -75,7 +84,10 @@ impl ServeProcess {
 
     /// SIGTERM, then wait for the exit; returns whether it exited cleanly.
     pub fn terminate(&mut self) -> bool {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
         self.child.wait().map(|s| s.success()).unwrap_or(false)
     }
 }

@@ -87,14 +87,20 @@ impl Replica {
             {
                 return;
             }
-            assert!(tokio::time::Instant::now() < deadline, "replica at {} never became ready", self.url);
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "replica at {} never became ready",
+                self.url
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     /// A request with the admin token.
     pub fn admin(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http.request(method, format!("{}{path}", self.url)).bearer_auth(ADMIN_TOKEN)
+        self.http
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(ADMIN_TOKEN)
     }
 
     /// Sends and returns status and JSON body.
@@ -127,8 +133,11 @@ impl Replica {
 
     /// Dry-runs a request record.
     pub async fn evaluate(&self, point: &str, request: &Value) -> (StatusCode, Value) {
-        self.call(self.admin(Method::POST, &format!("/api/admission/{point}/evaluate")).json(request))
-            .await
+        self.call(
+            self.admin(Method::POST, &format!("/api/admission/{point}/evaluate"))
+                .json(request),
+        )
+        .await
     }
 
     /// Shuts down gracefully and waits for the end.
@@ -137,7 +146,9 @@ impl Replica {
             let _ = stop.send(());
         }
         if let Some(task) = self.task.take() {
-            task.await.expect("replica task").expect("replica ran cleanly");
+            task.await
+                .expect("replica task")
+                .expect("replica ran cleanly");
         }
     }
 }

@@ -15,7 +15,10 @@ const ROUNDS: usize = 30;
 
 pub fn run() {
     let cache = tempfile::tempdir().expect("temp dir");
-    let config = RuntimeConfig { cache_dir: Some(cache.path().to_path_buf()), ..RuntimeConfig::default() };
+    let config = RuntimeConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..RuntimeConfig::default()
+    };
 
     // Cold: nothing compiled yet.
     let runtime = Runtime::new(config.clone()).expect("runtime");
@@ -42,12 +45,26 @@ pub fn run() {
         })
         .collect();
 
-    header("Activation of a generation of three policies", &["cache", "p50 (ms)", "max (ms)"]);
-    println!("| cold (compile all three) | {:.2} | {:.2} |", cold.as_secs_f64() * 1e3, cold.as_secs_f64() * 1e3);
-    for (what, samples) in [("warm, in memory (same process)", &mut warm_memory), ("warm, on disk (new process)", &mut warm_disk)] {
+    header(
+        "Activation of a generation of three policies",
+        &["cache", "p50 (ms)", "max (ms)"],
+    );
+    println!(
+        "| cold (compile all three) | {:.2} | {:.2} |",
+        cold.as_secs_f64() * 1e3,
+        cold.as_secs_f64() * 1e3
+    );
+    for (what, samples) in [
+        ("warm, in memory (same process)", &mut warm_memory),
+        ("warm, on disk (new process)", &mut warm_disk),
+    ] {
         let max = samples.iter().max().copied().unwrap_or_default();
         let (p50, _) = percentiles(samples);
-        println!("| {what} | {:.2} | {:.2} |", p50 / 1e3, max.as_secs_f64() * 1e3);
+        println!(
+            "| {what} | {:.2} | {:.2} |",
+            p50 / 1e3,
+            max.as_secs_f64() * 1e3
+        );
     }
     println!();
 }

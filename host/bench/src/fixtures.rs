@@ -10,17 +10,22 @@ use switchyard_runtime::policy::{PolicyPlugin, PolicySource};
 
 /// `SWITCHYARD_PLUGINS_DIR`, or `$CARGO_TARGET_DIR/plugins`, or `./target/plugins`.
 pub fn plugins_dir() -> PathBuf {
-    std::env::var_os("SWITCHYARD_PLUGINS_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("target"))
-            .join("plugins")
-    })
+    std::env::var_os("SWITCHYARD_PLUGINS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("target"))
+                .join("plugins")
+        })
 }
 
 /// The three inference policies of the chain, with their settings.
 pub const CHAIN: [(&str, &str); 3] = [
-    ("model-allowlist", r#"{"rules":[{"project":"research","models":["llama-3-*","mistral-7b"]}],"default":["demo-*"]}"#),
+    (
+        "model-allowlist",
+        r#"{"rules":[{"project":"research","models":["llama-3-*","mistral-7b"]}],"default":["demo-*"]}"#,
+    ),
     ("max-tokens", r#"{"max_tokens":4096,"mode":"deny"}"#),
     ("deny-weekends", r#"{"days":[]}"#),
 ];
@@ -31,7 +36,8 @@ pub const REQUEST: &str = r#"{"caller":{"key_id":"k1","project":"research","scop
 /// A component's bytes and digest.
 pub fn component(name: &str) -> (Vec<u8>, String) {
     let path = plugins_dir().join(format!("{name}.wasm"));
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/build-guests.sh)", path.display()));
+    let bytes = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/build-guests.sh)", path.display()));
     let sha = hex::encode(Sha256::digest(&bytes));
     (bytes, sha)
 }
@@ -39,8 +45,17 @@ pub fn component(name: &str) -> (Vec<u8>, String) {
 /// Loads one policy.
 pub fn load(runtime: &Arc<Runtime>, name: &str, settings: &str) -> Arc<PolicyPlugin> {
     let (bytes, sha256) = component(name);
-    PolicyPlugin::load(runtime, PolicySource { name, version: "bench", bytes: &bytes, sha256: &sha256, settings })
-        .unwrap_or_else(|e| panic!("loading {name}: {e}"))
+    PolicyPlugin::load(
+        runtime,
+        PolicySource {
+            name,
+            version: "bench",
+            bytes: &bytes,
+            sha256: &sha256,
+            settings,
+        },
+    )
+    .unwrap_or_else(|e| panic!("loading {name}: {e}"))
 }
 
 /// The chain of [`CHAIN`].

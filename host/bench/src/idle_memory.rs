@@ -17,7 +17,10 @@ pub fn run() {
     let exe = std::env::current_exe().expect("current exe");
     let bin = exe.with_file_name("switchyard");
     if !bin.is_file() {
-        println!("(skipping idle memory: {} is not built; scripts/bench.sh builds it)", bin.display());
+        println!(
+            "(skipping idle memory: {} is not built; scripts/bench.sh builds it)",
+            bin.display()
+        );
         return;
     }
     let data = tempfile::tempdir().expect("temp dir");
@@ -45,7 +48,11 @@ pub fn run() {
             .json(&json!({"policies": policies}))
             .send()
             .expect("set chain");
-        assert!(response.status().is_success(), "binding {point}: {}", response.text().unwrap_or_default());
+        assert!(
+            response.status().is_success(),
+            "binding {point}: {}",
+            response.text().unwrap_or_default()
+        );
     };
     for name in ["model-allowlist", "max-tokens", "gpu-memory-guard"] {
         let (bytes, sha) = component(name);
@@ -59,26 +66,42 @@ pub fn run() {
         assert!(response.status().is_success(), "pushing {name}");
     }
     let settings = |name: &str| -> serde_json::Value {
-        let path = format!("{}/../../policies/{name}/test_data/settings.json", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/../../policies/{name}/test_data/settings.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
         serde_json::from_str(&std::fs::read_to_string(path).expect("settings")).expect("json")
     };
-    bind("inference", json!([
-        {"plugin": "model-allowlist", "version": "1", "settings": settings("model-allowlist")},
-        {"plugin": "max-tokens", "version": "1", "settings": settings("max-tokens")},
-    ]));
-    bind("deploy", json!([{"plugin": "gpu-memory-guard", "version": "1", "settings": settings("gpu-memory-guard")}]));
+    bind(
+        "inference",
+        json!([
+            {"plugin": "model-allowlist", "version": "1", "settings": settings("model-allowlist")},
+            {"plugin": "max-tokens", "version": "1", "settings": settings("max-tokens")},
+        ]),
+    );
+    bind(
+        "deploy",
+        json!([{"plugin": "gpu-memory-guard", "version": "1", "settings": settings("gpu-memory-guard")}]),
+    );
 
     std::thread::sleep(Duration::from_secs(3));
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
     let rss_kib: u64 = status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0);
-    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
     let _ = child.wait();
 
     header("Idle server", &["what", "resident memory (MiB)"]);
-    println!("| switchyard serve, three policies bound, idle 3 s | {:.1} |", rss_kib as f64 / 1024.0);
+    println!(
+        "| switchyard serve, three policies bound, idle 3 s | {:.1} |",
+        rss_kib as f64 / 1024.0
+    );
     println!();
 }

@@ -13,12 +13,19 @@ use crate::stats::{header, percentiles, sample};
 const ITERATIONS: usize = 200_000;
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 pub fn run() {
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
-    let host_request = AdmissionRequest::from_json(AdmissionPoint::Inference, serde_json::from_str(REQUEST).unwrap()).unwrap();
+    let host_request = AdmissionRequest::from_json(
+        AdmissionPoint::Inference,
+        serde_json::from_str(REQUEST).unwrap(),
+    )
+    .unwrap();
     let native_request: InferenceRequest = serde_json::from_str(REQUEST).unwrap();
 
     let allowlist: policy_model_allowlist::Settings = serde_json::from_str(CHAIN[0].1).unwrap();
@@ -31,7 +38,10 @@ pub fn run() {
         black_box(policy.evaluate(black_box(&host_request)).unwrap());
     });
     let mut native_one = sample(ITERATIONS, || {
-        black_box(policy_max_tokens::evaluate_inference(black_box(&max_tokens), black_box(&native_request)));
+        black_box(policy_max_tokens::evaluate_inference(
+            black_box(&max_tokens),
+            black_box(&native_request),
+        ));
     });
 
     // A chain of three.
@@ -46,16 +56,32 @@ pub fn run() {
             policy_max_tokens::evaluate_inference(&max_tokens, request),
             example_deny_weekends::evaluate_inference_at(&weekends, request, now_ms()),
         ];
-        black_box(steps.iter().any(|d| matches!(d, InferenceDecision::Deny(_))));
+        black_box(
+            steps
+                .iter()
+                .any(|d| matches!(d, InferenceDecision::Deny(_))),
+        );
     });
 
     header(
         &format!("Policy evaluation ({ITERATIONS} calls each, warm instance)"),
-        &["what", "host p50 (us)", "host p99 (us)", "native p50 (us)", "native p99 (us)", "host/native p50", "host p99/p50"],
+        &[
+            "what",
+            "host p50 (us)",
+            "host p99 (us)",
+            "native p50 (us)",
+            "native p99 (us)",
+            "host/native p50",
+            "host p99/p50",
+        ],
     );
     for (what, host, native) in [
         ("one policy (max-tokens)", &mut host_one, &mut native_one),
-        ("chain of three (model-allowlist, max-tokens, deny-weekends)", &mut host_chain, &mut native_chain),
+        (
+            "chain of three (model-allowlist, max-tokens, deny-weekends)",
+            &mut host_chain,
+            &mut native_chain,
+        ),
     ] {
         let (h50, h99) = percentiles(host);
         let (n50, n99) = percentiles(native);

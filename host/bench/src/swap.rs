@@ -19,18 +19,29 @@ const RUN_FOR: Duration = Duration::from_secs(3);
 pub fn run() {
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
     let live = Arc::new(ArcSwap::from_pointee(chain(&runtime, 1)));
-    let request = AdmissionRequest::from_json(AdmissionPoint::Inference, serde_json::from_str(REQUEST).unwrap()).unwrap();
+    let request = AdmissionRequest::from_json(
+        AdmissionPoint::Inference,
+        serde_json::from_str(REQUEST).unwrap(),
+    )
+    .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let (calls, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
 
     let callers: Vec<_> = (0..CALLERS)
         .map(|_| {
-            let (live, request, stop, calls, failed) = (live.clone(), request.clone(), stop.clone(), calls.clone(), failed.clone());
+            let (live, request, stop, calls, failed) = (
+                live.clone(),
+                request.clone(),
+                stop.clone(),
+                calls.clone(),
+                failed.clone(),
+            );
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let verdict = live.load().evaluate(request.clone());
                     calls.fetch_add(1, Ordering::Relaxed);
-                    let whole = verdict.steps.len() == 3 && verdict.steps.iter().all(|s| s.error.is_none());
+                    let whole =
+                        verdict.steps.len() == 3 && verdict.steps.iter().all(|s| s.error.is_none());
                     if verdict.decision != Decision::Allow || !whole {
                         failed.fetch_add(1, Ordering::Relaxed);
                     }
@@ -53,7 +64,18 @@ pub fn run() {
     for caller in callers {
         caller.join().expect("caller thread");
     }
-    header(&format!("Swap under load ({CALLERS} callers, a swap every {} ms, {} s)", SWAP_EVERY.as_millis(), RUN_FOR.as_secs()), &["swaps", "calls", "failed calls"]);
-    println!("| {swaps} | {} | {} |", calls.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    header(
+        &format!(
+            "Swap under load ({CALLERS} callers, a swap every {} ms, {} s)",
+            SWAP_EVERY.as_millis(),
+            RUN_FOR.as_secs()
+        ),
+        &["swaps", "calls", "failed calls"],
+    );
+    println!(
+        "| {swaps} | {} | {} |",
+        calls.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed)
+    );
     println!();
 }

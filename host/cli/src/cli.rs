@@ -62,7 +62,12 @@ pub struct ServeArgs {
 #[derive(Debug, Args, Clone)]
 pub struct ApiArgs {
     /// The server.
-    #[arg(long, env = "SWITCHYARD_SERVER", default_value = "http://127.0.0.1:8080", global = true)]
+    #[arg(
+        long,
+        env = "SWITCHYARD_SERVER",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
     pub server: String,
     /// An API key with the admin scope.
     #[arg(long, env = "SWITCHYARD_TOKEN", hide_env_values = true, global = true)]

@@ -15,7 +15,10 @@ pub struct Client {
 
 impl Client {
     pub fn new(api: &ApiArgs) -> Self {
-        let token = api.token.clone().or_else(|| std::env::var("SWITCHYARD_ADMIN_TOKEN").ok());
+        let token = api
+            .token
+            .clone()
+            .or_else(|| std::env::var("SWITCHYARD_ADMIN_TOKEN").ok());
         Self {
             http: reqwest::Client::new(),
             base: api.server.trim_end_matches('/').to_string(),
@@ -33,7 +36,10 @@ impl Client {
 
     /// Sends and returns the JSON body of a 2xx answer, or the API's error as an error.
     pub async fn send(&self, request: RequestBuilder) -> anyhow::Result<Value> {
-        let response = request.send().await.with_context(|| format!("cannot reach {}", self.base))?;
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.base))?;
         let status = response.status();
         let body: Value = response.json().await.unwrap_or(Value::Null);
         if !status.is_success() {

@@ -26,16 +26,22 @@ struct FileConfig {
 pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     let file: FileConfig = match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
             toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
         }
         None => FileConfig::default(),
     };
     let mut config = ServeConfig::default();
     if let Some(listen) = args.listen.or(file.listen) {
-        config.listen = listen.parse().with_context(|| format!("listen address '{listen}'"))?;
+        config.listen = listen
+            .parse()
+            .with_context(|| format!("listen address '{listen}'"))?;
     }
-    config.database_url = args.database_url.or(file.database_url).filter(|u| !u.is_empty());
+    config.database_url = args
+        .database_url
+        .or(file.database_url)
+        .filter(|u| !u.is_empty());
     if let Some(dir) = args.data_dir.or(file.data_dir) {
         config.data_dir = dir;
     }
@@ -49,6 +55,8 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     if let Some(ms) = args.poll_interval_ms.or(file.poll_interval_ms) {
         config.poll_interval = Duration::from_millis(ms);
     }
-    config.admin_token = std::env::var("SWITCHYARD_ADMIN_TOKEN").ok().filter(|t| !t.is_empty());
+    config.admin_token = std::env::var("SWITCHYARD_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
     Ok(config)
 }

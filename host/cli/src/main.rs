@@ -13,8 +13,9 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,wasmtime=warn,cranelift=warn")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("info,wasmtime=warn,cranelift=warn")
+            }),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -88,7 +88,10 @@ pub enum AdmissionRequest {
 
 impl AdmissionRequest {
     /// Parses the JSON record of `point` (snake_case fields; optional fields may be left out).
-    pub fn from_json(point: AdmissionPoint, json: serde_json::Value) -> Result<Self, serde_json::Error> {
+    pub fn from_json(
+        point: AdmissionPoint,
+        json: serde_json::Value,
+    ) -> Result<Self, serde_json::Error> {
         Ok(match point {
             AdmissionPoint::Inference => Self::Inference(serde_json::from_value(json)?),
             AdmissionPoint::Deploy => Self::Deploy(serde_json::from_value(json)?),
@@ -169,8 +172,12 @@ impl Patch {
             }
         }
         match (self, other) {
-            (Patch::Inference(a), Patch::Inference(b)) => a.max_tokens = min(a.max_tokens, b.max_tokens),
-            (Patch::Federation(a), Patch::Federation(b)) => a.max_tokens = min(a.max_tokens, b.max_tokens),
+            (Patch::Inference(a), Patch::Inference(b)) => {
+                a.max_tokens = min(a.max_tokens, b.max_tokens)
+            }
+            (Patch::Federation(a), Patch::Federation(b)) => {
+                a.max_tokens = min(a.max_tokens, b.max_tokens)
+            }
             (Patch::Deploy(a), Patch::Deploy(b)) => {
                 a.memory_per_gpu_bytes = min(a.memory_per_gpu_bytes, b.memory_per_gpu_bytes)
             }

@@ -97,7 +97,10 @@ fn store(component: &Component, path: &Path) {
         let bytes = component.serialize().map_err(std::io::Error::other)?;
         let dir = path.parent().expect("cache path has a parent");
         std::fs::create_dir_all(dir)?;
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("component");
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("component");
         let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
         std::fs::write(&tmp, bytes)?;
         std::fs::rename(&tmp, path)

@@ -122,7 +122,8 @@ impl Drop for Runtime {
 }
 
 fn build_engine(config: &RuntimeConfig, pooled: bool) -> Result<Engine, crate::LoadError> {
-    Engine::new(&engine_config(config, pooled)).map_err(|e| crate::LoadError::Compile(e.to_string()))
+    Engine::new(&engine_config(config, pooled))
+        .map_err(|e| crate::LoadError::Compile(e.to_string()))
 }
 
 fn engine_config(config: &RuntimeConfig, pooled: bool) -> Config {

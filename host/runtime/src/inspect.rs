@@ -81,7 +81,11 @@ pub struct ComponentInfo {
 
 /// Every world this host serves, for error messages.
 pub fn served_worlds() -> String {
-    SERVED.iter().map(|w| w.world).collect::<Vec<_>>().join(", ")
+    SERVED
+        .iter()
+        .map(|w| w.world)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Validates the bytes as a component and finds the world it targets.

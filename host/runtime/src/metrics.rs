@@ -9,7 +9,9 @@ use std::time::Duration;
 use crate::error::CallError;
 
 /// Upper bounds of the latency buckets, in microseconds (Prometheus `le`).
-const BUCKETS_US: [u64; 12] = [1, 2, 5, 10, 25, 50, 100, 250, 1_000, 10_000, 100_000, 1_000_000];
+const BUCKETS_US: [u64; 12] = [
+    1, 2, 5, 10, 25, 50, 100, 250, 1_000, 10_000, 100_000, 1_000_000,
+];
 
 /// What one plugin (`name@version`) has done since this process started.
 #[derive(Debug, Default)]
@@ -49,7 +51,8 @@ impl PluginMetrics {
         if let Some(i) = BUCKETS_US.iter().position(|&b| us <= b) {
             self.buckets[i].fetch_add(1, Relaxed);
         }
-        self.latency_sum_ns.fetch_add(elapsed.as_nanos() as u64, Relaxed);
+        self.latency_sum_ns
+            .fetch_add(elapsed.as_nanos() as u64, Relaxed);
         if let Err(e) = outcome {
             self.errors.fetch_add(1, Relaxed);
             match e {
@@ -80,6 +83,9 @@ impl PluginMetrics {
     }
 }
 
+/// A counter's name, help text and how to read it.
+type Counter = (&'static str, &'static str, fn(&PluginCounts) -> u64);
+
 /// Every plugin's metrics, kept across generations so counters do not reset on a swap.
 #[derive(Debug, Default)]
 pub struct MetricsRegistry {
@@ -100,13 +106,33 @@ impl MetricsRegistry {
     /// Prometheus text for every plugin.
     pub fn render_prometheus(&self, out: &mut String) {
         let plugins = self.plugins.lock().expect("metrics lock");
-        let counters: [(&str, &str, fn(&PluginCounts) -> u64); 6] = [
-            ("switchyard_plugin_calls_total", "Calls into a plugin.", |c| c.calls),
-            ("switchyard_plugin_denials_total", "Deny answers.", |c| c.denials),
-            ("switchyard_plugin_errors_total", "Failed calls.", |c| c.errors),
-            ("switchyard_plugin_traps_total", "Calls that trapped.", |c| c.traps),
-            ("switchyard_plugin_timeouts_total", "Calls past their deadline.", |c| c.timeouts),
-            ("switchyard_plugin_memory_limits_total", "Calls stopped by the memory cap.", |c| c.memory_limits),
+        let counters: [Counter; 6] = [
+            (
+                "switchyard_plugin_calls_total",
+                "Calls into a plugin.",
+                |c| c.calls,
+            ),
+            ("switchyard_plugin_denials_total", "Deny answers.", |c| {
+                c.denials
+            }),
+            ("switchyard_plugin_errors_total", "Failed calls.", |c| {
+                c.errors
+            }),
+            (
+                "switchyard_plugin_traps_total",
+                "Calls that trapped.",
+                |c| c.traps,
+            ),
+            (
+                "switchyard_plugin_timeouts_total",
+                "Calls past their deadline.",
+                |c| c.timeouts,
+            ),
+            (
+                "switchyard_plugin_memory_limits_total",
+                "Calls stopped by the memory cap.",
+                |c| c.memory_limits,
+            ),
         ];
         for (name, help, get) in counters {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -115,17 +141,26 @@ impl MetricsRegistry {
             }
         }
         let name = "switchyard_plugin_call_duration_seconds";
-        let _ = writeln!(out, "# HELP {name} Latency of plugin calls.\n# TYPE {name} histogram");
+        let _ = writeln!(
+            out,
+            "# HELP {name} Latency of plugin calls.\n# TYPE {name} histogram"
+        );
         for (plugin, m) in plugins.iter() {
             let mut cumulative = 0;
             for (i, bound) in BUCKETS_US.iter().enumerate() {
                 cumulative += m.buckets[i].load(Relaxed);
                 let le = *bound as f64 / 1e6;
-                let _ = writeln!(out, "{name}_bucket{{plugin=\"{plugin}\",le=\"{le}\"}} {cumulative}");
+                let _ = writeln!(
+                    out,
+                    "{name}_bucket{{plugin=\"{plugin}\",le=\"{le}\"}} {cumulative}"
+                );
             }
             let count = m.calls.load(Relaxed);
             let sum = m.latency_sum_ns.load(Relaxed) as f64 / 1e9;
-            let _ = writeln!(out, "{name}_bucket{{plugin=\"{plugin}\",le=\"+Inf\"}} {count}");
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{plugin=\"{plugin}\",le=\"+Inf\"}} {count}"
+            );
             let _ = writeln!(out, "{name}_sum{{plugin=\"{plugin}\"}} {sum}");
             let _ = writeln!(out, "{name}_count{{plugin=\"{plugin}\"}} {count}");
         }
@@ -144,7 +179,10 @@ mod tests {
         m.record(Duration::from_micros(3), Err(&CallError::Trap("x".into())));
         m.record_denial();
         let c = m.counts();
-        assert_eq!((c.calls, c.errors, c.timeouts, c.traps, c.denials), (3, 2, 1, 1, 1));
+        assert_eq!(
+            (c.calls, c.errors, c.timeouts, c.traps, c.denials),
+            (3, 2, 1, 1, 1)
+        );
     }
 
     #[test]
@@ -155,8 +193,21 @@ mod tests {
         m.record(Duration::from_micros(40), Ok(()));
         let mut out = String::new();
         registry.render_prometheus(&mut out);
-        assert!(out.contains("switchyard_plugin_call_duration_seconds_bucket{plugin=\"p@1\",le=\"0.000001\"} 1"), "{out}");
-        assert!(out.contains("switchyard_plugin_call_duration_seconds_bucket{plugin=\"p@1\",le=\"0.00005\"} 2"), "{out}");
-        assert!(out.contains("switchyard_plugin_calls_total{plugin=\"p@1\"} 2"), "{out}");
+        assert!(
+            out.contains(
+                "switchyard_plugin_call_duration_seconds_bucket{plugin=\"p@1\",le=\"0.000001\"} 1"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "switchyard_plugin_call_duration_seconds_bucket{plugin=\"p@1\",le=\"0.00005\"} 2"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("switchyard_plugin_calls_total{plugin=\"p@1\"} 2"),
+            "{out}"
+        );
     }
 }

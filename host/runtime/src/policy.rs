@@ -49,7 +49,9 @@ pub struct PolicyPlugin {
 
 impl std::fmt::Debug for PolicyPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PolicyPlugin").field("plugin", &self.label).finish()
+        f.debug_struct("PolicyPlugin")
+            .field("plugin", &self.label)
+            .finish()
     }
 }
 
@@ -83,11 +85,13 @@ impl PolicyPlugin {
                 info.kind.as_str()
             )));
         }
-        let (component, compiled_from) =
-            runtime
-                .cache
-                .get_or_compile(&runtime.engine, &source.sha256.to_ascii_lowercase(), source.bytes)?;
-        let linker = policy_linker(&runtime.engine).map_err(|e| LoadError::Compile(e.to_string()))?;
+        let (component, compiled_from) = runtime.cache.get_or_compile(
+            &runtime.engine,
+            &source.sha256.to_ascii_lowercase(),
+            source.bytes,
+        )?;
+        let linker =
+            policy_linker(&runtime.engine).map_err(|e| LoadError::Compile(e.to_string()))?;
         let pre = linker
             .instantiate_pre(&component)
             .and_then(AdmissionPolicyPre::new)
@@ -103,7 +107,9 @@ impl PolicyPlugin {
             compiled_from,
         };
         let mut warm = plugin.instantiate()?;
-        let points = plugin.call_on(&mut warm, |b, s| b.switchyard_policy_admission().call_points(s))?;
+        let points = plugin.call_on(&mut warm, |b, s| {
+            b.switchyard_policy_admission().call_points(s)
+        })?;
         plugin.points = points.into_iter().map(AdmissionPoint::from).collect();
         plugin.idle.get_mut().expect("idle lock").push(warm);
         Ok(Arc::new(plugin))
@@ -139,10 +145,18 @@ impl PolicyPlugin {
         let decision = self.call(|b, s| {
             let admission = b.switchyard_policy_admission();
             Ok(match request {
-                AdmissionRequest::Inference(r) => Decision::from(admission.call_evaluate_inference(s, r)?),
-                AdmissionRequest::Deploy(r) => Decision::from(admission.call_evaluate_deploy(s, r)?),
-                AdmissionRequest::Transfer(r) => Decision::from(admission.call_evaluate_transfer(s, r)?),
-                AdmissionRequest::Federation(r) => Decision::from(admission.call_evaluate_federation(s, r)?),
+                AdmissionRequest::Inference(r) => {
+                    Decision::from(admission.call_evaluate_inference(s, r)?)
+                }
+                AdmissionRequest::Deploy(r) => {
+                    Decision::from(admission.call_evaluate_deploy(s, r)?)
+                }
+                AdmissionRequest::Transfer(r) => {
+                    Decision::from(admission.call_evaluate_transfer(s, r)?)
+                }
+                AdmissionRequest::Federation(r) => {
+                    Decision::from(admission.call_evaluate_federation(s, r)?)
+                }
             })
         })?;
         if matches!(decision, Decision::Deny(_)) {
@@ -181,8 +195,10 @@ impl PolicyPlugin {
     ) -> Result<T, CallError> {
         self.arm(&mut warm.store);
         let started = Instant::now();
-        let result = f(&warm.bindings, &mut warm.store).map_err(|e| classify(e, &warm.store, &self.runtime));
-        self.metrics.record(started.elapsed(), result.as_ref().map(|_| ()));
+        let result =
+            f(&warm.bindings, &mut warm.store).map_err(|e| classify(e, &warm.store, &self.runtime));
+        self.metrics
+            .record(started.elapsed(), result.as_ref().map(|_| ()));
         result
     }
 
@@ -202,8 +218,11 @@ impl PolicyPlugin {
             .map_err(|e| LoadError::Instantiate(classify(e, &store, &self.runtime)))?;
         let mut warm = Warm { store, bindings };
         let settings = self.settings.clone();
-        self.call_on(&mut warm, |b, s| b.switchyard_policy_admission().call_validate_settings(s, &settings))?
-            .map_err(LoadError::InvalidSettings)?;
+        self.call_on(&mut warm, |b, s| {
+            b.switchyard_policy_admission()
+                .call_validate_settings(s, &settings)
+        })?
+        .map_err(LoadError::InvalidSettings)?;
         Ok(warm)
     }
 
@@ -222,7 +241,9 @@ fn classify(error: wasmtime::Error, store: &Store<SandboxState>, runtime: &Runti
         return CallError::MemoryLimit(runtime.config.memory_limit_bytes);
     }
     match error.downcast_ref::<wasmtime::Trap>() {
-        Some(wasmtime::Trap::Interrupt) => CallError::Timeout(runtime.config.call_deadline.as_millis() as u64),
+        Some(wasmtime::Trap::Interrupt) => {
+            CallError::Timeout(runtime.config.call_deadline.as_millis() as u64)
+        }
         Some(wasmtime::Trap::OutOfFuel) => CallError::FuelExhausted,
         Some(trap) => CallError::Trap(trap.to_string()),
         None => CallError::Trap(format!("{error:#}")),

@@ -34,12 +34,17 @@ pub struct Admission {
 
 impl std::fmt::Debug for Admission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Admission").field("instance_id", &self.instance_id).finish()
+        f.debug_struct("Admission")
+            .field("instance_id", &self.instance_id)
+            .finish()
     }
 }
 
 fn index(point: AdmissionPoint) -> usize {
-    AdmissionPoint::ALL.iter().position(|p| *p == point).expect("every point is in ALL")
+    AdmissionPoint::ALL
+        .iter()
+        .position(|p| *p == point)
+        .expect("every point is in ALL")
 }
 
 impl Admission {
@@ -62,12 +67,20 @@ impl Admission {
 
     /// The newer generation that failed here, and why.
     pub fn failure(&self, point: AdmissionPoint) -> Option<(i64, String)> {
-        self.failed.lock().expect("failed lock").get(&point).cloned()
+        self.failed
+            .lock()
+            .expect("failed lock")
+            .get(&point)
+            .cloned()
     }
 
     /// Builds a stored generation into a callable chain. Loading runs on the
     /// blocking pool: compiling a large component takes seconds.
-    pub async fn build(&self, point: AdmissionPoint, generation: &Generation) -> Result<Chain, ApiError> {
+    pub async fn build(
+        &self,
+        point: AdmissionPoint,
+        generation: &Generation,
+    ) -> Result<Chain, ApiError> {
         let mut entries = Vec::with_capacity(generation.policies.len());
         for stored in &generation.policies {
             let bytes = self.component_bytes(&stored.sha256).await?;
@@ -132,7 +145,8 @@ impl Admission {
 
     /// Builds and activates the newest generation of every point this replica is behind on.
     pub async fn sync(&self) -> Result<(), ApiError> {
-        let latest: HashMap<String, i64> = self.store.latest_generations().await?.into_iter().collect();
+        let latest: HashMap<String, i64> =
+            self.store.latest_generations().await?.into_iter().collect();
         for point in AdmissionPoint::ALL {
             let newest = latest.get(point.as_str()).copied().unwrap_or(0);
             let serving = self.chain(point).generation;
@@ -202,7 +216,11 @@ fn describe(stored: &StoredPolicy, e: LoadError) -> ApiError {
 
 fn list(points: &[AdmissionPoint]) -> String {
     let names: Vec<&str> = points.iter().map(|p| p.as_str()).collect();
-    if names.is_empty() { "no point".into() } else { names.join(", ") }
+    if names.is_empty() {
+        "no point".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// Parses a binding's `mode`.
@@ -210,7 +228,9 @@ pub fn parse_mode(s: &str) -> Result<Mode, ApiError> {
     match s {
         "enforce" => Ok(Mode::Enforce),
         "monitor" => Ok(Mode::Monitor),
-        other => Err(ApiError::invalid_request(format!("mode must be 'enforce' or 'monitor', got '{other}'"))),
+        other => Err(ApiError::invalid_request(format!(
+            "mode must be 'enforce' or 'monitor', got '{other}'"
+        ))),
     }
 }
 
@@ -219,6 +239,8 @@ pub fn parse_fail(s: &str) -> Result<FailMode, ApiError> {
     match s {
         "closed" => Ok(FailMode::Closed),
         "open" => Ok(FailMode::Open),
-        other => Err(ApiError::invalid_request(format!("fail must be 'closed' or 'open', got '{other}'"))),
+        other => Err(ApiError::invalid_request(format!(
+            "fail must be 'closed' or 'open', got '{other}'"
+        ))),
     }
 }

@@ -49,7 +49,10 @@ impl Caller {
 impl FromRequestParts<Arc<AppState>> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, ApiError> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, ApiError> {
         let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
         let token = parts
             .headers
@@ -58,7 +61,9 @@ impl FromRequestParts<Arc<AppState>> for Caller {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .filter(|t| !t.is_empty())
-            .ok_or_else(|| unauthorized("an API key is required (Authorization: Bearer <token>)"))?;
+            .ok_or_else(|| {
+                unauthorized("an API key is required (Authorization: Bearer <token>)")
+            })?;
         let digest = token_digest(token);
         let principal = state.store.principal(&digest).await?;
         match principal {

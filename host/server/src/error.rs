@@ -41,7 +41,11 @@ impl ApiError {
     /// 500 `internal`; the detail goes to the log, not to the client.
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         tracing::error!(error = %detail, "internal error");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error; see the server log")
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; see the server log",
+        )
     }
 }
 
@@ -55,7 +59,11 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Pool(_) => Self::new(StatusCode::SERVICE_UNAVAILABLE, "database_unavailable", "the database is unavailable"),
+            StoreError::Pool(_) => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database_unavailable",
+                "the database is unavailable",
+            ),
             StoreError::NotFound(what) => Self::not_found(format!("{what} not found")),
             other => Self::internal(other),
         }
@@ -66,13 +74,29 @@ impl From<LoadError> for ApiError {
     fn from(e: LoadError) -> Self {
         let message = e.to_string();
         match e {
-            LoadError::InvalidComponent(_) => Self::new(StatusCode::BAD_REQUEST, "invalid_component", message),
-            LoadError::UnsupportedWorld { .. } => Self::new(StatusCode::BAD_REQUEST, "unsupported_world", message),
-            LoadError::DigestMismatch { .. } => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "digest_mismatch", message),
-            LoadError::WrongKind(_) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "wrong_kind", message),
-            LoadError::InvalidSettings(_) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_settings", message),
-            LoadError::Instantiate(_) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_failed", message),
-            LoadError::Compile(_) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "compile_failed", message),
+            LoadError::InvalidComponent(_) => {
+                Self::new(StatusCode::BAD_REQUEST, "invalid_component", message)
+            }
+            LoadError::UnsupportedWorld { .. } => {
+                Self::new(StatusCode::BAD_REQUEST, "unsupported_world", message)
+            }
+            LoadError::DigestMismatch { .. } => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "digest_mismatch", message)
+            }
+            LoadError::WrongKind(_) => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "wrong_kind", message)
+            }
+            LoadError::InvalidSettings(_) => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_settings",
+                message,
+            ),
+            LoadError::Instantiate(_) => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "plugin_failed", message)
+            }
+            LoadError::Compile(_) => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "compile_failed", message)
+            }
         }
     }
 }

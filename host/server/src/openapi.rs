@@ -46,7 +46,9 @@ impl utoipa::Modify for BearerAuth {
 
 /// The document as pretty JSON (what `docs/openapi.json` holds).
 pub fn document() -> String {
-    ApiDoc::openapi().to_pretty_json().expect("the OpenAPI document serialises")
+    ApiDoc::openapi()
+        .to_pretty_json()
+        .expect("the OpenAPI document serialises")
 }
 
 /// `GET /api/openapi.json`.

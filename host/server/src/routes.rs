@@ -32,7 +32,10 @@ pub fn app(state: Arc<AppState>) -> Router {
                 .layer(DefaultBodyLimit::max(MAX_COMPONENT_BYTES)),
         )
         .route("/api/plugins/{name}", get(plugins::show))
-        .route("/api/admission/{point}", put(admission::set).get(admission::show))
+        .route(
+            "/api/admission/{point}",
+            put(admission::set).get(admission::show),
+        )
         .route("/api/admission/{point}/rollback", post(admission::rollback))
         .route("/api/admission/{point}/evaluate", post(admission::evaluate))
         .route("/api/keys", post(keys::create).get(keys::list))

@@ -25,7 +25,10 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs a replica on `config.listen` until `shutdown` resolves, then drains
 /// and stops what it started.
-pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn run(
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -43,7 +46,8 @@ pub async fn run_on(
         Some(url) => url.clone(),
         None => {
             let data_dir = config.data_dir.clone();
-            let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&data_dir)).await??;
+            let pg =
+                tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&data_dir)).await??;
             let url = pg.url();
             embedded = Some(pg);
             url
@@ -62,8 +66,13 @@ async fn serve(
     database_url: &str,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let store = Store::connect(database_url).await.context("connecting to PostgreSQL")?;
-    match store.ensure_admin_key(config.admin_token.as_deref()).await? {
+    let store = Store::connect(database_url)
+        .await
+        .context("connecting to PostgreSQL")?;
+    match store
+        .ensure_admin_key(config.admin_token.as_deref())
+        .await?
+    {
         Some(_) if config.admin_token.is_some() => {
             println!("admin key created with the token from SWITCHYARD_ADMIN_TOKEN");
         }
@@ -73,13 +82,22 @@ async fn serve(
     }
 
     let mut runtime_config = config.runtime.clone();
-    runtime_config.cache_dir.get_or_insert_with(|| config.data_dir.join("cache"));
+    runtime_config
+        .cache_dir
+        .get_or_insert_with(|| config.data_dir.join("cache"));
     let runtime = Runtime::new(runtime_config)?;
     let instance_id = format!("inst_{}", random_hex(8));
-    let hostname = std::fs::read_to_string("/etc/hostname").unwrap_or_default().trim().to_string();
+    let hostname = std::fs::read_to_string("/etc/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
     store.heartbeat_instance(&instance_id, &hostname).await?;
     let state = Arc::new(AppState {
-        admission: Arc::new(Admission::new(store.clone(), runtime.clone(), instance_id.clone())),
+        admission: Arc::new(Admission::new(
+            store.clone(),
+            runtime.clone(),
+            instance_id.clone(),
+        )),
         store: store.clone(),
         runtime,
         instance_id: instance_id.clone(),
@@ -88,7 +106,12 @@ async fn serve(
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let follower = tokio::spawn(follow(state.clone(), config.poll_interval, stop_rx.clone()));
-    let heartbeat = tokio::spawn(heartbeat(store.clone(), instance_id.clone(), hostname, stop_rx));
+    let heartbeat = tokio::spawn(heartbeat(
+        store.clone(),
+        instance_id.clone(),
+        hostname,
+        stop_rx,
+    ));
 
     println!("listening on http://{}", listener.local_addr()?);
     tracing::info!(instance = %instance_id, addr = %listener.local_addr()?, pooled = state.runtime.is_pooled(), "replica serving");

@@ -82,11 +82,15 @@ impl Store {
         note: &str,
         created_by: &str,
     ) -> Result<Generation, StoreError> {
-        let chain = serde_json::to_value(policies).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let chain =
+            serde_json::to_value(policies).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        tx.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard:admission:' || $1))", &[&point])
-            .await?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('switchyard:admission:' || $1))",
+            &[&point],
+        )
+        .await?;
         let row = tx
             .query_one(
                 &format!(
@@ -98,7 +102,8 @@ impl Store {
                 &[&point, &chain, &note, &created_by],
             )
             .await?;
-        tx.execute("SELECT pg_notify($1, $2)", &[&ADMISSION_CHANNEL, &point]).await?;
+        tx.execute("SELECT pg_notify($1, $2)", &[&ADMISSION_CHANNEL, &point])
+            .await?;
         tx.commit().await?;
         generation(&row)
     }
@@ -124,13 +129,20 @@ impl Store {
         let rows = self
             .conn()
             .await?
-            .query("SELECT point, max(generation) FROM admission_generations GROUP BY point", &[])
+            .query(
+                "SELECT point, max(generation) FROM admission_generations GROUP BY point",
+                &[],
+            )
             .await?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     /// One generation (0 is the empty chain).
-    pub async fn generation(&self, point: &str, number: i64) -> Result<Option<Generation>, StoreError> {
+    pub async fn generation(
+        &self,
+        point: &str,
+        number: i64,
+    ) -> Result<Option<Generation>, StoreError> {
         if number == 0 {
             return Ok(Some(empty(point)));
         }
@@ -168,7 +180,11 @@ impl Store {
     }
 
     /// What every live replica serves at a point.
-    pub async fn admission_replicas(&self, point: &str, latest: i64) -> Result<Vec<ReplicaStatus>, StoreError> {
+    pub async fn admission_replicas(
+        &self,
+        point: &str,
+        latest: i64,
+    ) -> Result<Vec<ReplicaStatus>, StoreError> {
         let rows = self
             .conn()
             .await?

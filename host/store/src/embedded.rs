@@ -40,7 +40,8 @@ impl EmbeddedPostgres {
     /// (or reuses one that is already running there).
     pub fn start(data_dir: &Path) -> Result<Self, StoreError> {
         let bin_dir = find_binaries()?;
-        std::fs::create_dir_all(data_dir).map_err(|e| io_err("creating the data directory", data_dir, e))?;
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| io_err("creating the data directory", data_dir, e))?;
         let data_dir = data_dir
             .canonicalize()
             .map_err(|e| io_err("resolving the data directory", data_dir, e))?;
@@ -67,18 +68,27 @@ impl EmbeddedPostgres {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
                 .map_err(|e| io_err("setting permissions on", dir, e))?;
             if let Some((uid, gid)) = run_as {
-                chown(dir, Some(uid), Some(gid)).map_err(|e| io_err("changing the owner of", dir, e))?;
+                chown(dir, Some(uid), Some(gid))
+                    .map_err(|e| io_err("changing the owner of", dir, e))?;
             }
         }
         if !pg.cluster_dir.join("PG_VERSION").exists() {
             tracing::info!(dir = %pg.cluster_dir.display(), "initialising a private PostgreSQL cluster");
             pg.run("initdb", |c| {
-                c.arg("-D")
-                    .arg(&pg.cluster_dir)
-                    .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"])
+                c.arg("-D").arg(&pg.cluster_dir).args([
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                ])
             })?;
         }
-        if pg.run("pg_ctl", |c| c.arg("status").arg("-D").arg(&pg.cluster_dir)).is_ok() {
+        if pg
+            .run("pg_ctl", |c| c.arg("status").arg("-D").arg(&pg.cluster_dir))
+            .is_ok()
+        {
             tracing::info!("reusing the private PostgreSQL already running");
         } else {
             tracing::info!(socket = %pg.socket_dir.display(), "starting the private PostgreSQL");
@@ -122,11 +132,20 @@ impl EmbeddedPostgres {
             return Ok(());
         }
         tracing::info!("stopping the private PostgreSQL");
-        self.run("pg_ctl", |c| c.arg("stop").arg("-D").arg(&self.cluster_dir).args(["-m", "fast", "-w"]))?;
+        self.run("pg_ctl", |c| {
+            c.arg("stop")
+                .arg("-D")
+                .arg(&self.cluster_dir)
+                .args(["-m", "fast", "-w"])
+        })?;
         Ok(())
     }
 
-    fn run(&self, program: &str, args: impl FnOnce(&mut Command) -> &mut Command) -> Result<Output, StoreError> {
+    fn run(
+        &self,
+        program: &str,
+        args: impl FnOnce(&mut Command) -> &mut Command,
+    ) -> Result<Output, StoreError> {
         let mut command = Command::new(self.bin_dir.join(program));
         if program == "psql" && !self.bin_dir.join(program).exists() {
             command = Command::new(program);
@@ -145,7 +164,11 @@ impl EmbeddedPostgres {
                 "{program} failed ({}): {}{}",
                 output.status,
                 stderr.trim(),
-                if stderr.trim().is_empty() { stdout.trim() } else { "" }
+                if stderr.trim().is_empty() {
+                    stdout.trim()
+                } else {
+                    ""
+                }
             )));
         }
         Ok(output)
@@ -214,13 +237,17 @@ fn service_account() -> Result<Option<(u32, u32)>, StoreError> {
 }
 
 fn running_as_root() -> bool {
-    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false)
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
 }
 
 /// The service account must be able to walk down to the data directory.
 fn check_traversable(dir: &Path) -> Result<(), StoreError> {
     for ancestor in dir.ancestors().skip(1) {
-        let mode = std::fs::metadata(ancestor).map(|m| m.permissions().mode()).unwrap_or(0);
+        let mode = std::fs::metadata(ancestor)
+            .map(|m| m.permissions().mode())
+            .unwrap_or(0);
         if mode & 0o001 == 0 {
             return Err(StoreError::Embedded(format!(
                 "the '{SERVICE_ACCOUNT}' account cannot reach {} because {} is not searchable by others; \

@@ -18,7 +18,10 @@ impl Store {
 
     /// Removes this replica on a clean shutdown.
     pub async fn remove_instance(&self, id: &str) -> Result<(), StoreError> {
-        self.conn().await?.execute("DELETE FROM instances WHERE id = $1", &[&id]).await?;
+        self.conn()
+            .await?
+            .execute("DELETE FROM instances WHERE id = $1", &[&id])
+            .await?;
         Ok(())
     }
 }

@@ -71,13 +71,23 @@ fn key(row: &tokio_postgres::Row) -> ApiKey {
 impl Store {
     /// Creates the admin key on first start. Returns the token when one was
     /// created (`chosen`, or a minted one), `None` when an admin key exists.
-    pub async fn ensure_admin_key(&self, chosen: Option<&str>) -> Result<Option<String>, StoreError> {
+    pub async fn ensure_admin_key(
+        &self,
+        chosen: Option<&str>,
+    ) -> Result<Option<String>, StoreError> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         // Two replicas starting at once must not both create one.
-        tx.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard:admin-key'))", &[]).await?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('switchyard:admin-key'))",
+            &[],
+        )
+        .await?;
         let exists = tx
-            .query_opt("SELECT 1 FROM api_keys WHERE name = 'admin' AND revoked_at IS NULL", &[])
+            .query_opt(
+                "SELECT 1 FROM api_keys WHERE name = 'admin' AND revoked_at IS NULL",
+                &[],
+            )
             .await?
             .is_some();
         if exists {
@@ -94,7 +104,11 @@ impl Store {
     }
 
     /// Creates a key; the token is returned once and never stored.
-    pub async fn create_key(&self, name: &str, scopes: &[String]) -> Result<(ApiKey, String), StoreError> {
+    pub async fn create_key(
+        &self,
+        name: &str,
+        scopes: &[String],
+    ) -> Result<(ApiKey, String), StoreError> {
         let token = mint_token();
         let row = self
             .conn()
@@ -112,7 +126,10 @@ impl Store {
         let n = self
             .conn()
             .await?
-            .execute("UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL", &[&id])
+            .execute(
+                "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+                &[&id],
+            )
             .await?;
         Ok(n == 1)
     }
@@ -122,7 +139,10 @@ impl Store {
         let rows = self
             .conn()
             .await?
-            .query(&format!("SELECT {COLUMNS} FROM api_keys ORDER BY created_at DESC"), &[])
+            .query(
+                &format!("SELECT {COLUMNS} FROM api_keys ORDER BY created_at DESC"),
+                &[],
+            )
             .await?;
         Ok(rows.iter().map(key).collect())
     }

@@ -4,17 +4,23 @@
 use crate::{Store, StoreError};
 
 /// Every migration, in order. A released migration is never edited.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "platform", include_str!("../migrations/0001_platform.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[(
+    1,
+    "platform",
+    include_str!("../migrations/0001_platform.sql"),
+)];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").
-const MIGRATION_LOCK: i64 = 0x7377_7964_6d69_67;
+const MIGRATION_LOCK: i64 = 0x0073_7779_646d_6967;
 
 /// Applies every migration this database lacks.
 pub async fn apply(store: &Store) -> Result<(), StoreError> {
     let mut conn = store.conn().await?;
-    conn.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
+    conn.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
     let result = apply_locked(&mut conn).await;
-    conn.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
+    conn.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await?;
     result
 }
 

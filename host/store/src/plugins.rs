@@ -54,12 +54,18 @@ fn record(row: &tokio_postgres::Row) -> PluginRecord {
 
 impl Store {
     /// Stores the bytes (once per digest) and the record (once per name and version).
-    pub async fn insert_plugin(&self, new: &PluginRecord, bytes: &[u8]) -> Result<Inserted, StoreError> {
+    pub async fn insert_plugin(
+        &self,
+        new: &PluginRecord,
+        bytes: &[u8],
+    ) -> Result<Inserted, StoreError> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         if let Some(row) = tx
             .query_opt(
-                &format!("SELECT {COLUMNS} FROM plugins WHERE name = $1 AND version = $2 FOR UPDATE"),
+                &format!(
+                    "SELECT {COLUMNS} FROM plugins WHERE name = $1 AND version = $2 FOR UPDATE"
+                ),
                 &[&new.name, &new.version],
             )
             .await?
@@ -82,7 +88,15 @@ impl Store {
                      VALUES ($1, $2, $3, $4, $5, $6, $7)
                      ON CONFLICT (name, version) DO NOTHING RETURNING {COLUMNS}"
                 ),
-                &[&new.name, &new.version, &new.kind, &new.world, &new.sha256, &new.size, &new.uploaded_by],
+                &[
+                    &new.name,
+                    &new.version,
+                    &new.kind,
+                    &new.world,
+                    &new.sha256,
+                    &new.size,
+                    &new.uploaded_by,
+                ],
             )
             .await?;
         tx.commit().await?;
@@ -103,7 +117,11 @@ impl Store {
     }
 
     /// One version's record.
-    pub async fn plugin(&self, name: &str, version: &str) -> Result<Option<PluginRecord>, StoreError> {
+    pub async fn plugin(
+        &self,
+        name: &str,
+        version: &str,
+    ) -> Result<Option<PluginRecord>, StoreError> {
         let row = self
             .conn()
             .await?
@@ -135,7 +153,10 @@ impl Store {
         let row = self
             .conn()
             .await?
-            .query_opt("SELECT bytes FROM plugin_blobs WHERE sha256 = $1", &[&sha256])
+            .query_opt(
+                "SELECT bytes FROM plugin_blobs WHERE sha256 = $1",
+                &[&sha256],
+            )
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("component {sha256}")))?;
         Ok(row.get(0))

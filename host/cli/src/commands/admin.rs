@@ -18,8 +18,14 @@ fn print(value: &Value) -> anyhow::Result<ExitCode> {
 
 pub async fn plugin(command: PluginCommand) -> anyhow::Result<ExitCode> {
     match command {
-        PluginCommand::Push { file, name, version, api } => {
-            let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+        PluginCommand::Push {
+            file,
+            name,
+            version,
+            api,
+        } => {
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
             let sha256 = hex::encode(Sha256::digest(&bytes));
             let client = Client::new(&api);
             let request = client
@@ -49,13 +55,21 @@ fn nth<'a, T>(values: &'a [T], i: usize, what: &str, n: usize) -> anyhow::Result
 }
 
 fn read_json(path: &PathBuf) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
 }
 
 pub async fn admission(command: AdmissionCommand) -> anyhow::Result<ExitCode> {
     match command {
-        AdmissionCommand::Set { point, policies, settings, mode, fail, api } => {
+        AdmissionCommand::Set {
+            point,
+            policies,
+            settings,
+            mode,
+            fail,
+            api,
+        } => {
             let n = policies.len();
             let mut chain = Vec::new();
             for (i, policy) in policies.iter().enumerate() {
@@ -78,17 +92,33 @@ pub async fn admission(command: AdmissionCommand) -> anyhow::Result<ExitCode> {
         }
         AdmissionCommand::Show { point, api } => {
             let client = Client::new(&api);
-            print(&client.send(client.request(Method::GET, &format!("/api/admission/{point}"))).await?)
+            print(
+                &client
+                    .send(client.request(Method::GET, &format!("/api/admission/{point}")))
+                    .await?,
+            )
         }
         AdmissionCommand::Rollback { point, api } => {
             let client = Client::new(&api);
-            print(&client.send(client.request(Method::POST, &format!("/api/admission/{point}/rollback"))).await?)
+            print(
+                &client
+                    .send(client.request(Method::POST, &format!("/api/admission/{point}/rollback")))
+                    .await?,
+            )
         }
-        AdmissionCommand::Evaluate { point, request, api } => {
+        AdmissionCommand::Evaluate {
+            point,
+            request,
+            api,
+        } => {
             let client = Client::new(&api);
             let body = read_json(&request)?;
             let verdict = client
-                .send(client.request(Method::POST, &format!("/api/admission/{point}/evaluate")).json(&body))
+                .send(
+                    client
+                        .request(Method::POST, &format!("/api/admission/{point}/evaluate"))
+                        .json(&body),
+                )
                 .await?;
             print(&verdict)?;
             Ok(match verdict["decision"].as_str() {
@@ -103,18 +133,31 @@ pub async fn key(command: KeyCommand) -> anyhow::Result<ExitCode> {
     match command {
         KeyCommand::Create { name, scopes, api } => {
             let client = Client::new(&api);
-            let request = client.request(Method::POST, "/api/keys").json(&json!({"name": name, "scopes": scopes}));
+            let request = client
+                .request(Method::POST, "/api/keys")
+                .json(&json!({"name": name, "scopes": scopes}));
             print(&client.send(request).await?)
         }
         KeyCommand::List { api } => {
             let client = Client::new(&api);
-            print(&client.send(client.request(Method::GET, "/api/keys")).await?)
+            print(
+                &client
+                    .send(client.request(Method::GET, "/api/keys"))
+                    .await?,
+            )
         }
         KeyCommand::Revoke { id, api } => {
             let client = Client::new(&api);
-            let response = client.request(Method::DELETE, &format!("/api/keys/{id}")).send().await?;
+            let response = client
+                .request(Method::DELETE, &format!("/api/keys/{id}"))
+                .send()
+                .await?;
             if !response.status().is_success() {
-                bail!("{}: {}", response.status(), response.text().await.unwrap_or_default());
+                bail!(
+                    "{}: {}",
+                    response.status(),
+                    response.text().await.unwrap_or_default()
+                );
             }
             println!("revoked {id}");
             Ok(ExitCode::SUCCESS)

@@ -18,7 +18,9 @@ pub async fn follow(state: Arc<AppState>, poll: Duration, mut shutdown: watch::R
         if listener.is_none() {
             match state.store.listen(ADMISSION_CHANNEL).await {
                 Ok(l) => listener = Some(l),
-                Err(e) => tracing::warn!(error = %e, "cannot LISTEN for admission changes; polling only"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot LISTEN for admission changes; polling only")
+                }
             }
         }
         match state.admission.sync().await {

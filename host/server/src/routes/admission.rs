@@ -83,18 +83,25 @@ pub async fn set(
     for binding in body.policies {
         parse_mode(&binding.mode)?;
         parse_fail(&binding.fail)?;
-        let record = state.store.plugin(&binding.plugin, &binding.version).await?.ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "plugin_not_found",
-                format!("no plugin {}@{}", binding.plugin, binding.version),
-            )
-        })?;
+        let record = state
+            .store
+            .plugin(&binding.plugin, &binding.version)
+            .await?
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "plugin_not_found",
+                    format!("no plugin {}@{}", binding.plugin, binding.version),
+                )
+            })?;
         if record.kind != "policy" {
             return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "wrong_kind",
-                format!("{}@{} is a {} plugin, not an admission policy", record.name, record.version, record.kind),
+                format!(
+                    "{}@{} is a {} plugin, not an admission policy",
+                    record.name, record.version, record.kind
+                ),
             ));
         }
         policies.push(StoredPolicy {
@@ -130,11 +137,18 @@ pub async fn set(
 #[utoipa::path(get, path = "/api/admission/{point}", tag = "admission",
     params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
     responses((status = 200, description = "`{point, generation, policies, replicas: [{instance, generation, status, error}]}`"), (status = 404, description = "`unknown_point`")))]
-pub async fn show(caller: Caller, State(state): State<Arc<AppState>>, Path(point_name): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn show(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Path(point_name): Path<String>,
+) -> ApiResult<Json<Value>> {
     caller.require("admin")?;
     let point = point(&point_name)?;
     let latest = state.store.latest_generation(point.as_str()).await?;
-    let replicas = state.store.admission_replicas(point.as_str(), latest.generation).await?;
+    let replicas = state
+        .store
+        .admission_replicas(point.as_str(), latest.generation)
+        .await?;
     let mut body = json!(latest);
     body["replicas"] = json!(replicas);
     Ok(Json(body))
@@ -148,18 +162,31 @@ pub async fn show(caller: Caller, State(state): State<Arc<AppState>>, Path(point
         (status = 404, description = "`unknown_point`"),
         (status = 409, description = "`nothing_to_rollback`"),
     ))]
-pub async fn rollback(caller: Caller, State(state): State<Arc<AppState>>, Path(point_name): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn rollback(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Path(point_name): Path<String>,
+) -> ApiResult<Json<Value>> {
     caller.require("admin")?;
     let point = point(&point_name)?;
     let latest = state.store.latest_generation(point.as_str()).await?;
     if latest.generation == 0 {
-        return Err(ApiError::new(StatusCode::CONFLICT, "nothing_to_rollback", format!("the {point} point has no generation yet")));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "nothing_to_rollback",
+            format!("the {point} point has no generation yet"),
+        ));
     }
     let previous = state
         .store
         .generation(point.as_str(), latest.generation - 1)
         .await?
-        .ok_or_else(|| ApiError::internal(format!("generation {} of {point} is missing", latest.generation - 1)))?;
+        .ok_or_else(|| {
+            ApiError::internal(format!(
+                "generation {} of {point} is missing",
+                latest.generation - 1
+            ))
+        })?;
     let mut chain = state.admission.build(point, &previous).await?;
     let generation = state
         .store

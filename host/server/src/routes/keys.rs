@@ -26,17 +26,27 @@ pub struct NewKey {
     (status = 201, description = "The key and its token (shown once)"),
     (status = 400, description = "`invalid_request`: unknown scope"),
 ))]
-pub async fn create(caller: Caller, State(state): State<Arc<AppState>>, Json(new): Json<NewKey>) -> ApiResult<(StatusCode, Json<Value>)> {
+pub async fn create(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Json(new): Json<NewKey>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
     caller.require("admin")?;
     if let Some(bad) = new.scopes.iter().find(|s| !SCOPES.contains(&s.as_str())) {
-        return Err(ApiError::invalid_request(format!("unknown scope '{bad}'; known: {}", SCOPES.join(", "))));
+        return Err(ApiError::invalid_request(format!(
+            "unknown scope '{bad}'; known: {}",
+            SCOPES.join(", ")
+        )));
     }
     if new.scopes.is_empty() {
         return Err(ApiError::invalid_request("a key needs at least one scope"));
     }
     let (key, token) = state.store.create_key(&new.name, &new.scopes).await?;
     tracing::info!(key = %key.id, by = %caller.key_id, "API key created");
-    Ok((StatusCode::CREATED, Json(json!({"key": key, "token": token}))))
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"key": key, "token": token})),
+    ))
 }
 
 /// Lists keys (never their tokens).
@@ -51,7 +61,11 @@ pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResu
     (status = 204, description = "Revoked"),
     (status = 404, description = "`not_found`"),
 ))]
-pub async fn revoke(caller: Caller, State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+pub async fn revoke(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
     caller.require("admin")?;
     match state.store.revoke_key(&id).await? {
         true => {

@@ -32,7 +32,8 @@ const MAX_NAME_LEN: usize = 64;
 fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_NAME_LEN
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c))
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c))
 }
 
 /// Uploads a component. The digest is checked before anything else is done with the bytes.
@@ -52,10 +53,17 @@ pub async fn upload(
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     caller.require("admin")?;
-    let (Some(name), Some(version), Some(sha256)) = (params.name, params.version, params.sha256) else {
-        return Err(ApiError::invalid_request("name, version and sha256 are required query parameters"));
+    let (Some(name), Some(version), Some(sha256)) = (params.name, params.version, params.sha256)
+    else {
+        return Err(ApiError::invalid_request(
+            "name, version and sha256 are required query parameters",
+        ));
     };
-    if !valid_name(&name) || version.is_empty() || version.len() > MAX_NAME_LEN || version.contains(char::is_whitespace) {
+    if !valid_name(&name)
+        || version.is_empty()
+        || version.len() > MAX_NAME_LEN
+        || version.contains(char::is_whitespace)
+    {
         return Err(ApiError::invalid_request(
             "name must be 1-64 lowercase letters, digits, '-', '_' or '.', and version 1-64 characters without spaces",
         ));
@@ -84,7 +92,10 @@ pub async fn upload(
         Inserted::Conflict(r) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "version_exists",
-            format!("{}@{} already exists with sha256 {}; upload a new version", r.name, r.version, r.sha256),
+            format!(
+                "{}@{} already exists with sha256 {}; upload a new version",
+                r.name, r.version, r.sha256
+            ),
         )),
     }
 }
@@ -101,7 +112,11 @@ pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResu
     (status = 200, description = "`{name, versions: [...]}`"),
     (status = 404, description = "`not_found`"),
 ))]
-pub async fn show(caller: Caller, State(state): State<Arc<AppState>>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn show(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
     caller.require("admin")?;
     let versions = state.store.plugins(Some(&name)).await?;
     if versions.is_empty() {
