@@ -2,7 +2,6 @@
 //! that judges a request: the first enforced deny wins, patches compose.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -272,7 +271,7 @@ pub struct Chain {
 #[derive(Debug, Clone, Serialize)]
 pub struct Step {
     /// `name@version`.
-    pub plugin: String,
+    pub plugin: Arc<str>,
     /// Enforce or monitor.
     pub mode: Mode,
     /// Fail closed or open.
@@ -334,12 +333,11 @@ impl Chain {
         let mut patch: Option<Patch> = None;
         let mut denial: Option<Denial> = None;
         for entry in &self.entries {
-            let started = Instant::now();
-            let result = entry.policy.evaluate(&request);
-            let time_us = started.elapsed().as_secs_f64() * 1e6;
+            let (result, elapsed) = entry.policy.evaluate_timed(&request);
+            let time_us = elapsed.as_secs_f64() * 1e6;
             let enforce = entry.mode == Mode::Enforce;
             let mut step = Step {
-                plugin: entry.policy.label().to_string(),
+                plugin: entry.policy.label().clone(),
                 mode: entry.mode,
                 fail: entry.fail,
                 decision: None,

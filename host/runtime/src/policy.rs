@@ -3,7 +3,7 @@
 //! reused one ~0.5 us). An instance that failed a call is dropped, never reused.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Store;
@@ -109,14 +109,15 @@ impl PolicyPlugin {
         let mut warm = plugin.instantiate()?;
         let points = plugin.call_on(&mut warm, |b, s| {
             b.switchyard_policy_admission().call_points(s)
-        })?;
+        })
+        .0?;
         plugin.points = points.into_iter().map(AdmissionPoint::from).collect();
         plugin.idle.get_mut().expect("idle lock").push(warm);
         Ok(Arc::new(plugin))
     }
 
     /// `name@version`.
-    pub fn label(&self) -> &str {
+    pub fn label(&self) -> &Arc<str> {
         &self.label
     }
 
@@ -142,7 +143,12 @@ impl PolicyPlugin {
     /// `block_in_place`, or a plain thread): WASI's synchronous host calls,
     /// such as a guest writing to stderr, enter tokio themselves.
     pub fn evaluate(&self, request: &AdmissionRequest) -> Result<Decision, CallError> {
-        let decision = self.call(|b, s| {
+        self.evaluate_timed(request).0
+    }
+
+    /// [`PolicyPlugin::evaluate`], with the time spent in the call.
+    pub fn evaluate_timed(&self, request: &AdmissionRequest) -> (Result<Decision, CallError>, Duration) {
+        let (decision, elapsed) = self.call(|b, s| {
             let admission = b.switchyard_policy_admission();
             Ok(match request {
                 AdmissionRequest::Inference(r) => {
@@ -158,48 +164,50 @@ impl PolicyPlugin {
                     Decision::from(admission.call_evaluate_federation(s, r)?)
                 }
             })
-        })?;
-        if matches!(decision, Decision::Deny(_)) {
+        });
+        if let Ok(Decision::Deny(_)) = decision {
             self.metrics.record_denial();
         }
-        Ok(decision)
+        (decision, elapsed)
     }
 
     /// Runs `f` on a warm instance (or a fresh one), under the call limits.
     fn call<T>(
         &self,
         f: impl FnOnce(&AdmissionPolicy, &mut Store<SandboxState>) -> wasmtime::Result<T>,
-    ) -> Result<T, CallError> {
+    ) -> (Result<T, CallError>, Duration) {
         let idle = self.idle.lock().expect("idle lock").pop();
         let mut warm = match idle {
             Some(warm) => warm,
-            None => self.instantiate().map_err(|e| match e {
-                LoadError::Instantiate(call) => call,
-                other => CallError::Trap(other.to_string()),
-            })?,
+            None => match self.instantiate() {
+                Ok(warm) => warm,
+                Err(LoadError::Instantiate(call)) => return (Err(call), Duration::ZERO),
+                Err(other) => return (Err(CallError::Trap(other.to_string())), Duration::ZERO),
+            },
         };
-        let result = self.call_on(&mut warm, f);
+        let (result, elapsed) = self.call_on(&mut warm, f);
         if result.is_ok() {
             let mut idle = self.idle.lock().expect("idle lock");
             if idle.len() < MAX_IDLE_INSTANCES {
                 idle.push(warm);
             }
         }
-        result
+        (result, elapsed)
     }
 
+    /// One call under the limits, recorded in the metrics.
     fn call_on<T>(
         &self,
         warm: &mut Warm,
         f: impl FnOnce(&AdmissionPolicy, &mut Store<SandboxState>) -> wasmtime::Result<T>,
-    ) -> Result<T, CallError> {
+    ) -> (Result<T, CallError>, Duration) {
         self.arm(&mut warm.store);
         let started = Instant::now();
         let result =
             f(&warm.bindings, &mut warm.store).map_err(|e| classify(e, &warm.store, &self.runtime));
-        self.metrics
-            .record(started.elapsed(), result.as_ref().map(|_| ()));
-        result
+        let elapsed = started.elapsed();
+        self.metrics.record(elapsed, result.as_ref().map(|_| ()));
+        (result, elapsed)
     }
 
     /// A new instance with its settings validated.
@@ -221,7 +229,8 @@ impl PolicyPlugin {
         self.call_on(&mut warm, |b, s| {
             b.switchyard_policy_admission()
                 .call_validate_settings(s, &settings)
-        })?
+        })
+        .0?
         .map_err(LoadError::InvalidSettings)?;
         Ok(warm)
     }
