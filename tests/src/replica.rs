@@ -32,6 +32,8 @@ pub struct Options<'a> {
     pub call_deadline: Duration,
     /// Poll interval of the generation follower.
     pub poll_interval: Duration,
+    /// Approve registering workers at once.
+    pub auto_approve: bool,
 }
 
 impl Replica {
@@ -42,6 +44,7 @@ impl Replica {
             data_dir: options.data_dir.to_path_buf(),
             admin_token: Some(ADMIN_TOKEN.to_string()),
             poll_interval: options.poll_interval,
+            auto_approve: options.auto_approve,
             ..ServeConfig::default()
         };
         config.runtime.call_deadline = options.call_deadline;
@@ -74,6 +77,7 @@ impl Replica {
             data_dir,
             call_deadline: Duration::from_millis(100),
             poll_interval: Duration::from_millis(500),
+            auto_approve: false,
         })
         .await
     }

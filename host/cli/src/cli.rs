@@ -16,6 +16,11 @@ pub struct Cli {
 pub enum Command {
     /// Run a frontend replica.
     Serve(ServeArgs),
+    /// Run a worker: register with a frontend and heartbeat.
+    Worker(WorkerArgs),
+    /// Workers (nodes) and registration tokens.
+    #[command(subcommand)]
+    Node(NodeCommand),
     /// Admission policies, offline.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -56,6 +61,59 @@ pub struct ServeArgs {
     /// How often to check for new generations without a hint, in ms [default: 1000].
     #[arg(long)]
     pub poll_interval_ms: Option<u64>,
+    /// Approve registering workers at once instead of leaving them pending.
+    #[arg(long)]
+    pub auto_approve: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The frontend's URL.
+    #[arg(long, env = "SWITCHYARD_FRONTEND")]
+    pub frontend: String,
+    /// The deployment's registration token (only used to register).
+    #[arg(long, env = "SWITCHYARD_REGISTRATION_TOKEN", hide_env_values = true)]
+    pub registration_token: Option<String>,
+    /// Where the node's identity is kept [default: ./switchyard-worker].
+    #[arg(
+        long,
+        env = "SWITCHYARD_WORKER_DIR",
+        default_value = "./switchyard-worker"
+    )]
+    pub data_dir: PathBuf,
+    /// The node's name [default: the host name].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// An address frontends may dial, if this machine has one.
+    #[arg(long)]
+    pub address: Option<String>,
+    /// Heartbeat interval in ms.
+    #[arg(long, default_value_t = 3000)]
+    pub heartbeat_ms: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// List nodes.
+    List {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Approve a pending node.
+    Approve {
+        /// The node id.
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Create a registration token (printed once).
+    Token {
+        /// A label.
+        #[arg(long, default_value = "workers")]
+        name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
 }
 
 /// Where the admin API is and who is calling.

@@ -20,6 +20,21 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             switchyard_server::run(config, switchyard_server::server::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)
         }),
+        Command::Worker(args) => block_on(async {
+            let config = switchyard_worker::WorkerConfig {
+                frontend: args.frontend,
+                registration_token: args.registration_token,
+                data_dir: args.data_dir,
+                name: args
+                    .name
+                    .unwrap_or_else(switchyard_worker::inventory::hostname),
+                address: args.address,
+                heartbeat_interval: std::time::Duration::from_millis(args.heartbeat_ms),
+            };
+            switchyard_worker::run(config, switchyard_server::server::shutdown_signal()).await?;
+            Ok(ExitCode::SUCCESS)
+        }),
+        Command::Node(c) => block_on(admin::node(c)),
         Command::Plugin(c) => block_on(admin::plugin(c)),
         Command::Admission(c) => block_on(admin::admission(c)),
         Command::Key(c) => block_on(admin::key(c)),

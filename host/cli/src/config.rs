@@ -55,6 +55,7 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     if let Some(ms) = args.poll_interval_ms.or(file.poll_interval_ms) {
         config.poll_interval = Duration::from_millis(ms);
     }
+    config.auto_approve = args.auto_approve;
     config.admin_token = std::env::var("SWITCHYARD_ADMIN_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());

@@ -107,10 +107,11 @@ impl PolicyPlugin {
             compiled_from,
         };
         let mut warm = plugin.instantiate()?;
-        let points = plugin.call_on(&mut warm, |b, s| {
-            b.switchyard_policy_admission().call_points(s)
-        })
-        .0?;
+        let points = plugin
+            .call_on(&mut warm, |b, s| {
+                b.switchyard_policy_admission().call_points(s)
+            })
+            .0?;
         plugin.points = points.into_iter().map(AdmissionPoint::from).collect();
         plugin.idle.get_mut().expect("idle lock").push(warm);
         Ok(Arc::new(plugin))
@@ -147,7 +148,10 @@ impl PolicyPlugin {
     }
 
     /// [`PolicyPlugin::evaluate`], with the time spent in the call.
-    pub fn evaluate_timed(&self, request: &AdmissionRequest) -> (Result<Decision, CallError>, Duration) {
+    pub fn evaluate_timed(
+        &self,
+        request: &AdmissionRequest,
+    ) -> (Result<Decision, CallError>, Duration) {
         let (decision, elapsed) = self.call(|b, s| {
             let admission = b.switchyard_policy_admission();
             Ok(match request {

@@ -46,6 +46,52 @@ impl Caller {
     }
 }
 
+/// The header that names the node presenting its credential.
+pub const NODE_HEADER: &str = "x-switchyard-node";
+
+/// The bearer token of a request, if any.
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// Authenticates a node by `X-Switchyard-Node` and its own credential.
+/// Every failure is 401 with one message, so a caller cannot tell an unknown
+/// node from a wrong credential; a failed lookup is 500.
+pub async fn authenticate_node(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+) -> Result<(String, switchyard_store::nodes::NodeCredential), ApiError> {
+    let unauthorized = || {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a node id and its credential are required",
+        )
+    };
+    let token = bearer(headers).ok_or_else(unauthorized)?;
+    let node_id = headers
+        .get(NODE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(unauthorized)?;
+    let digest = token_digest(token);
+    let credential = state
+        .store
+        .node_credential(node_id)
+        .await
+        .map_err(ApiError::internal)?;
+    match credential {
+        Some(c) if bool::from(c.credential_sha256.as_slice().ct_eq(&digest)) => {
+            Ok((node_id.to_string(), c))
+        }
+        _ => Err(unauthorized()),
+    }
+}
+
 impl FromRequestParts<Arc<AppState>> for Caller {
     type Rejection = ApiError;
 
@@ -54,16 +100,9 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         state: &Arc<AppState>,
     ) -> Result<Self, ApiError> {
         let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
-        let token = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
-                unauthorized("an API key is required (Authorization: Bearer <token>)")
-            })?;
+        let token = bearer(&parts.headers).ok_or_else(|| {
+            unauthorized("an API key is required (Authorization: Bearer <token>)")
+        })?;
         let digest = token_digest(token);
         let principal = state.store.principal(&digest).await?;
         match principal {

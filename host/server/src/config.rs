@@ -21,6 +21,8 @@ pub struct ServeConfig {
     pub runtime: RuntimeConfig,
     /// How often the replica checks for new generations without a hint.
     pub poll_interval: Duration,
+    /// Approve registering workers at once instead of leaving them pending.
+    pub auto_approve: bool,
 }
 
 impl Default for ServeConfig {
@@ -32,6 +34,7 @@ impl Default for ServeConfig {
             admin_token: None,
             runtime: RuntimeConfig::default(),
             poll_interval: Duration::from_secs(1),
+            auto_approve: false,
         }
     }
 }

@@ -24,8 +24,22 @@ use crate::routes;
         routes::keys::create,
         routes::keys::list,
         routes::keys::revoke,
+        routes::nodes::create_registration_token,
+        routes::nodes::register,
+        routes::nodes::heartbeat,
+        routes::nodes::list,
+        routes::nodes::show,
+        routes::nodes::approve,
+        routes::cluster::connect,
     ),
-    components(schemas(routes::admission::SetChain, routes::admission::PolicyBinding, routes::keys::NewKey)),
+    components(schemas(
+        routes::admission::SetChain,
+        routes::admission::PolicyBinding,
+        routes::keys::NewKey,
+        routes::nodes::NewRegistrationToken,
+        routes::nodes::RegisterNode,
+        routes::nodes::Heartbeat,
+    )),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
 )]
@@ -37,10 +51,13 @@ impl utoipa::Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-        );
+        let bearer =
+            || SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build());
+        // An API key; a registration token (registers workers only); a node's own
+        // credential, sent with the `X-Switchyard-Node` header naming the node.
+        for name in ["bearer", "registration_token", "node_credential"] {
+            components.add_security_scheme(name, bearer());
+        }
     }
 }
 

@@ -1,9 +1,11 @@
 //! The HTTP API, one file per area.
 
 pub mod admission;
+pub mod cluster;
 pub mod health;
 pub mod keys;
 pub mod metrics;
+pub mod nodes;
 pub mod plugins;
 
 use std::sync::Arc;
@@ -40,5 +42,15 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/api/admission/{point}/evaluate", post(admission::evaluate))
         .route("/api/keys", post(keys::create).get(keys::list))
         .route("/api/keys/{id}", axum::routing::delete(keys::revoke))
+        .route("/api/nodes", get(nodes::list))
+        .route(
+            "/api/nodes/registration-tokens",
+            post(nodes::create_registration_token),
+        )
+        .route("/api/nodes/register", post(nodes::register))
+        .route("/api/nodes/{id}", get(nodes::show))
+        .route("/api/nodes/{id}/approve", post(nodes::approve))
+        .route("/api/nodes/{id}/heartbeat", post(nodes::heartbeat))
+        .route("/api/cluster/connect", get(cluster::connect))
         .with_state(state)
 }

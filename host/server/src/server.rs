@@ -101,6 +101,7 @@ async fn serve(
         store: store.clone(),
         runtime,
         instance_id: instance_id.clone(),
+        auto_approve: config.auto_approve,
         admission_synced: AtomicBool::new(false),
     });
 

@@ -19,6 +19,8 @@ pub struct AppState {
     pub admission: Arc<Admission>,
     /// This replica's id in `instances`.
     pub instance_id: String,
+    /// Approve registering workers at once (`--auto-approve`).
+    pub auto_approve: bool,
     /// Set once the first sync of admission generations finished.
     pub admission_synced: AtomicBool,
 }

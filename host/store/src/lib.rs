@@ -7,6 +7,7 @@
 //! - [`keys`]: the admin token and API keys (SHA-256 only).
 //! - [`admission`]: admission generations and each replica's status.
 //! - [`instances`]: frontend replica membership.
+//! - [`nodes`]: registration tokens, workers and their credentials, connection claims.
 //! - [`error`]: the store's error type.
 
 pub mod admission;
@@ -15,6 +16,7 @@ pub mod error;
 pub mod instances;
 pub mod keys;
 pub mod migrations;
+pub mod nodes;
 pub mod plugins;
 
 use std::str::FromStr;

@@ -4,11 +4,14 @@
 use crate::{Store, StoreError};
 
 /// Every migration, in order. A released migration is never edited.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "platform",
-    include_str!("../migrations/0001_platform.sql"),
-)];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "platform",
+        include_str!("../migrations/0001_platform.sql"),
+    ),
+    (2, "nodes", include_str!("../migrations/0002_nodes.sql")),
+];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").
 const MIGRATION_LOCK: i64 = 0x0073_7779_646d_6967;

@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::cli::{AdmissionCommand, KeyCommand, PluginCommand};
+use crate::cli::{AdmissionCommand, KeyCommand, NodeCommand, PluginCommand};
 use crate::client::Client;
 
 fn print(value: &Value) -> anyhow::Result<ExitCode> {
@@ -161,6 +161,34 @@ pub async fn key(command: KeyCommand) -> anyhow::Result<ExitCode> {
             }
             println!("revoked {id}");
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+pub async fn node(command: NodeCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        NodeCommand::List { api } => {
+            let client = Client::new(&api);
+            print(
+                &client
+                    .send(client.request(Method::GET, "/api/nodes"))
+                    .await?,
+            )
+        }
+        NodeCommand::Approve { id, api } => {
+            let client = Client::new(&api);
+            print(
+                &client
+                    .send(client.request(Method::POST, &format!("/api/nodes/{id}/approve")))
+                    .await?,
+            )
+        }
+        NodeCommand::Token { name, api } => {
+            let client = Client::new(&api);
+            let request = client
+                .request(Method::POST, "/api/nodes/registration-tokens")
+                .json(&json!({"name": name}));
+            print(&client.send(request).await?)
         }
     }
 }

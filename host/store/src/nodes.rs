@@ -1,0 +1,306 @@
+//! Workers: registration tokens (which only register), nodes with their own
+//! credentials (SHA-256 only; every registration mints a new one), and the
+//! claims on each worker's connection.
+
+use rand::RngCore;
+use serde::Serialize;
+
+use crate::keys::{mint_token, token_digest};
+use crate::{Store, StoreError};
+
+/// A registration token as listed (never the token).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RegistrationToken {
+    /// Stable id (`reg_...`).
+    pub id: String,
+    /// A label.
+    pub name: String,
+    /// When it was created.
+    pub created_at: String,
+    /// When it was revoked.
+    pub revoked_at: Option<String>,
+}
+
+/// A node as the API shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Node {
+    /// Stable id (`node_...`).
+    pub id: String,
+    /// The worker's name (unique).
+    pub name: String,
+    /// pending, healthy, unhealthy, draining or offline.
+    pub state: String,
+    /// An address the frontends may dial, if the worker has one.
+    pub address: Option<String>,
+    /// What the worker reported: machine, GPUs, disk.
+    pub inventory: serde_json::Value,
+    /// When it (last) registered.
+    pub registered_at: String,
+    /// When an admin approved it.
+    pub approved_at: Option<String>,
+    /// Its last heartbeat.
+    pub last_heartbeat_at: Option<String>,
+}
+
+/// What the connect endpoint needs to authenticate a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeCredential {
+    /// The node's state.
+    pub state: String,
+    /// SHA-256 of its current credential.
+    pub credential_sha256: Vec<u8>,
+}
+
+fn random_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 8];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("{prefix}_{}", hex::encode(bytes))
+}
+
+const TIME: &str = "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'";
+
+fn node_columns() -> String {
+    format!(
+        "id, name, state, address, inventory, \
+         to_char(registered_at AT TIME ZONE 'UTC', {TIME}), \
+         to_char(approved_at AT TIME ZONE 'UTC', {TIME}), \
+         to_char(last_heartbeat_at AT TIME ZONE 'UTC', {TIME})"
+    )
+}
+
+fn node(row: &tokio_postgres::Row) -> Node {
+    Node {
+        id: row.get(0),
+        name: row.get(1),
+        state: row.get(2),
+        address: row.get(3),
+        inventory: row.get(4),
+        registered_at: row.get(5),
+        approved_at: row.get(6),
+        last_heartbeat_at: row.get(7),
+    }
+}
+
+/// What a worker sends when it registers.
+#[derive(Debug, Clone)]
+pub struct Registration<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// A routable address, if any.
+    pub address: Option<&'a str>,
+    /// Its inventory.
+    pub inventory: &'a serde_json::Value,
+    /// Approve at once (the frontend's `--auto-approve`).
+    pub auto_approve: bool,
+}
+
+impl Store {
+    /// Creates a registration token; the token is returned once.
+    pub async fn create_registration_token(
+        &self,
+        name: &str,
+        created_by: &str,
+    ) -> Result<(RegistrationToken, String), StoreError> {
+        let token = mint_token();
+        let row = self
+            .conn()
+            .await?
+            .query_one(
+                &format!(
+                    "INSERT INTO registration_tokens (id, name, token_sha256, created_by) VALUES ($1, $2, $3, $4)
+                     RETURNING id, name, to_char(created_at AT TIME ZONE 'UTC', {TIME}), NULL::text"
+                ),
+                &[&random_id("reg"), &name, &token_digest(&token), &created_by],
+            )
+            .await?;
+        let record = RegistrationToken {
+            id: row.get(0),
+            name: row.get(1),
+            created_at: row.get(2),
+            revoked_at: row.get(3),
+        };
+        Ok((record, token))
+    }
+
+    /// The stored digest of the live registration token with this digest.
+    pub async fn registration_token(&self, digest: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let row = self
+            .conn()
+            .await?
+            .query_opt(
+                "SELECT token_sha256 FROM registration_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL",
+                &[&digest],
+            )
+            .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Registers (or re-registers) a worker by name with a fresh credential,
+    /// returned once. A re-registration replaces the old credential and
+    /// waits for approval again unless `auto_approve`: holding the
+    /// registration token must not be enough to take over an approved node.
+    pub async fn register_node(
+        &self,
+        registration: Registration<'_>,
+    ) -> Result<(Node, String), StoreError> {
+        let credential = mint_token();
+        let state = if registration.auto_approve {
+            "healthy"
+        } else {
+            "pending"
+        };
+        let row = self
+            .conn()
+            .await?
+            .query_one(
+                &format!(
+                    "INSERT INTO nodes (id, name, state, credential_sha256, address, inventory, approved_at, approved_by)
+                     VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7 THEN now() END, CASE WHEN $7 THEN 'auto-approve' END)
+                     ON CONFLICT (name) DO UPDATE SET
+                        state = EXCLUDED.state, credential_sha256 = EXCLUDED.credential_sha256,
+                        address = EXCLUDED.address, inventory = EXCLUDED.inventory,
+                        registered_at = now(), approved_at = EXCLUDED.approved_at,
+                        approved_by = EXCLUDED.approved_by
+                     RETURNING {}",
+                    node_columns()
+                ),
+                &[
+                    &random_id("node"),
+                    &registration.name,
+                    &state,
+                    &token_digest(&credential),
+                    &registration.address,
+                    registration.inventory,
+                    &registration.auto_approve,
+                ],
+            )
+            .await?;
+        Ok((node(&row), credential))
+    }
+
+    /// What authenticating a node needs; `None` for an unknown node.
+    pub async fn node_credential(&self, id: &str) -> Result<Option<NodeCredential>, StoreError> {
+        let row = self
+            .conn()
+            .await?
+            .query_opt(
+                "SELECT state, credential_sha256 FROM nodes WHERE id = $1",
+                &[&id],
+            )
+            .await?;
+        Ok(row.map(|r| NodeCredential {
+            state: r.get(0),
+            credential_sha256: r.get(1),
+        }))
+    }
+
+    /// Records a heartbeat. An approved node that was unhealthy or offline is healthy again.
+    pub async fn heartbeat_node(
+        &self,
+        id: &str,
+        inventory: &serde_json::Value,
+    ) -> Result<Node, StoreError> {
+        let row = self
+            .conn()
+            .await?
+            .query_opt(
+                &format!(
+                    "UPDATE nodes SET last_heartbeat_at = now(), inventory = $2,
+                        state = CASE WHEN state IN ('unhealthy', 'offline') THEN 'healthy' ELSE state END
+                     WHERE id = $1 RETURNING {}",
+                    node_columns()
+                ),
+                &[&id, inventory],
+            )
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("node {id}")))?;
+        Ok(node(&row))
+    }
+
+    /// Approves a pending node; `None` when there is no such node.
+    pub async fn approve_node(&self, id: &str, by: &str) -> Result<Option<Node>, StoreError> {
+        let row = self
+            .conn()
+            .await?
+            .query_opt(
+                &format!(
+                    "UPDATE nodes SET
+                        state = CASE WHEN state = 'pending' THEN 'healthy' ELSE state END,
+                        approved_at = coalesce(approved_at, now()), approved_by = coalesce(approved_by, $2)
+                     WHERE id = $1 RETURNING {}",
+                    node_columns()
+                ),
+                &[&id, &by],
+            )
+            .await?;
+        Ok(row.as_ref().map(node))
+    }
+
+    /// Every node, by name.
+    pub async fn nodes(&self) -> Result<Vec<Node>, StoreError> {
+        let rows = self
+            .conn()
+            .await?
+            .query(
+                &format!("SELECT {} FROM nodes ORDER BY name", node_columns()),
+                &[],
+            )
+            .await?;
+        Ok(rows.iter().map(node).collect())
+    }
+
+    /// One node.
+    pub async fn node(&self, id: &str) -> Result<Option<Node>, StoreError> {
+        let row = self
+            .conn()
+            .await?
+            .query_opt(
+                &format!("SELECT {} FROM nodes WHERE id = $1", node_columns()),
+                &[&id],
+            )
+            .await?;
+        Ok(row.as_ref().map(node))
+    }
+
+    /// Claims a node's lane for a replica; returns the claim's epoch.
+    pub async fn claim_connection(
+        &self,
+        node: &str,
+        lane: &str,
+        instance: &str,
+    ) -> Result<i64, StoreError> {
+        let row = self
+            .conn()
+            .await?
+            .query_one(
+                "INSERT INTO node_connections (node_id, lane, instance_id, epoch)
+                 VALUES ($1, $2, $3, nextval('node_connection_epochs'))
+                 ON CONFLICT (node_id, lane) DO UPDATE SET instance_id = EXCLUDED.instance_id,
+                    epoch = EXCLUDED.epoch, claimed_at = now(), released_at = NULL
+                 RETURNING epoch",
+                &[&node, &lane, &instance],
+            )
+            .await?;
+        Ok(row.get(0))
+    }
+
+    /// Releases a claim, only if this replica still holds it at this epoch.
+    pub async fn release_connection(
+        &self,
+        node: &str,
+        lane: &str,
+        instance: &str,
+        epoch: i64,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .conn()
+            .await?
+            .execute(
+                "UPDATE node_connections SET released_at = now()
+                 WHERE node_id = $1 AND lane = $2 AND instance_id = $3 AND epoch = $4 AND released_at IS NULL",
+                &[&node, &lane, &instance, &epoch],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+}

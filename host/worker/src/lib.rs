@@ -1,0 +1,39 @@
+//! The worker (`switchyard worker`): registers with a frontend using the
+//! deployment's registration token, keeps the per-node credential it is
+//! given (the registration token is never used again), and heartbeats over
+//! HTTP, which exists whatever the carrier.
+//!
+//! # Layout
+//! - [`config`]: what the worker is configured with.
+//! - [`identity`]: the node id and credential kept under the data directory.
+//! - [`inventory`]: what the machine reports (CPUs, memory).
+//! - [`client`]: the frontend's node API.
+//! - [`run`]: registration and the heartbeat loop.
+
+pub mod client;
+pub mod config;
+pub mod identity;
+pub mod inventory;
+mod run;
+
+pub use config::WorkerConfig;
+pub use run::run;
+
+/// What can stop a worker.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The frontend could not be reached or answered something unusable.
+    #[error("frontend {0}")]
+    Frontend(String),
+    /// The registration token was refused.
+    #[error("the frontend refused the registration token")]
+    RegistrationRefused,
+    /// The identity file could not be read or written.
+    #[error("identity file {path}: {message}")]
+    Identity {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+}

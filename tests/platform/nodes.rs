@@ -1,0 +1,272 @@
+//! Worker identity: registration with the registration token, the node's
+//! own credential, approval, heartbeats, and the connect endpoint's answers.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use switchyard_tests::db::fresh_database;
+use switchyard_tests::process::binary;
+use switchyard_tests::replica::Replica;
+
+async fn registration_token(replica: &Replica) -> String {
+    let (status, body) = replica
+        .call(
+            replica
+                .admin(Method::POST, "/api/nodes/registration-tokens")
+                .json(&json!({"name": "test"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body["value"].as_str().unwrap().to_string()
+}
+
+async fn register(replica: &Replica, token: &str, name: &str) -> (StatusCode, Value) {
+    replica
+        .call(
+            replica
+                .http
+                .post(format!("{}/api/nodes/register", replica.url))
+                .bearer_auth(token)
+                .json(&json!({"name": name, "inventory": {"cpus": 2}})),
+        )
+        .await
+}
+
+async fn connect(
+    replica: &Replica,
+    node: Option<&str>,
+    token: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut request = replica.http.get(format!(
+        "{}/api/cluster/connect?lane=inference",
+        replica.url
+    ));
+    if let Some(node) = node {
+        request = request.header("x-switchyard-node", node);
+    }
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    replica.call(request).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_approval_and_the_connect_endpoints_answers() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Replica::on(&db, dir.path()).await;
+    let token = registration_token(&replica).await;
+
+    let (status, _) = register(&replica, "sy_not_a_token", "gpu-1").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, registered) = register(&replica, &token, "gpu-1").await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    assert_eq!(registered["node"]["state"], "pending");
+    let node = registered["node"]["id"].as_str().unwrap().to_string();
+    let credential = registered["credential"].as_str().unwrap().to_string();
+    assert!(
+        credential.len() >= 3 + 32,
+        "at least 128 random bits: {credential}"
+    );
+
+    // The connect endpoint's answers, one by one.
+    assert_eq!(
+        connect(&replica, Some(&node), None).await.0,
+        StatusCode::UNAUTHORIZED,
+        "no token"
+    );
+    assert_eq!(
+        connect(&replica, Some("node_unknown"), Some(&credential))
+            .await
+            .0,
+        StatusCode::UNAUTHORIZED,
+        "unknown node is 401, not 404"
+    );
+    assert_eq!(
+        connect(&replica, Some(&node), Some("sy_wrong")).await.0,
+        StatusCode::UNAUTHORIZED,
+        "wrong token"
+    );
+    assert_eq!(
+        connect(&replica, Some(&node), Some(&token)).await.0,
+        StatusCode::UNAUTHORIZED,
+        "the registration token never opens a session"
+    );
+    let (status, body) = connect(&replica, Some(&node), Some(&credential)).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (StatusCode::FORBIDDEN, json!("node_pending")),
+        "{body}"
+    );
+
+    // Heartbeats work while pending; approval makes the node healthy.
+    let heartbeat = |credential: String| {
+        replica
+            .http
+            .post(format!("{}/api/nodes/{node}/heartbeat", replica.url))
+            .bearer_auth(credential)
+            .header("x-switchyard-node", &node)
+            .json(&json!({"inventory": {"cpus": 2}}))
+    };
+    let (status, answer) = replica.call(heartbeat(credential.clone())).await;
+    assert_eq!(
+        (status, answer["state"].clone()),
+        (StatusCode::OK, json!("pending")),
+        "{answer}"
+    );
+    let (status, approved) = replica
+        .call(replica.admin(Method::POST, &format!("/api/nodes/{node}/approve")))
+        .await;
+    assert_eq!(
+        (status, approved["state"].clone()),
+        (StatusCode::OK, json!("healthy")),
+        "{approved}"
+    );
+    let (_, answer) = replica.call(heartbeat(credential.clone())).await;
+    assert_eq!(answer["state"], "healthy");
+
+    // Approved, but this frontend holds no carrier registry yet.
+    let (status, body) = connect(&replica, Some(&node), Some(&credential)).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!("carrier_unavailable")
+        ),
+        "{body}"
+    );
+
+    // Re-registering mints a new credential: the old one is refused, and the node waits again.
+    let (_, again) = register(&replica, &token, "gpu-1").await;
+    assert_eq!(again["node"]["id"], node.as_str());
+    assert_eq!(again["node"]["state"], "pending");
+    assert_ne!(again["credential"], credential.as_str());
+    assert_eq!(
+        replica.call(heartbeat(credential)).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // Nothing secret in the listing.
+    let (_, nodes) = replica.call(replica.admin(Method::GET, "/api/nodes")).await;
+    assert_eq!(nodes["nodes"].as_array().unwrap().len(), 1);
+    assert!(!nodes.to_string().contains("sy_"), "{nodes}");
+
+    // A lookup that fails is 500, never a 401 that hides it.
+    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute("ALTER TABLE nodes RENAME TO nodes_gone")
+        .await
+        .unwrap();
+    let (status, body) = connect(&replica, Some(&node), Some("sy_anything")).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    assert!(
+        !body.to_string().contains("nodes_gone"),
+        "no internals in the error body: {body}"
+    );
+    client
+        .batch_execute("ALTER TABLE nodes_gone RENAME TO nodes")
+        .await
+        .unwrap();
+    replica.stop().await;
+}
+
+struct WorkerProcess(Child);
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.0.id().to_string())
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_worker(frontend: &str, token: &str, dir: &std::path::Path) -> WorkerProcess {
+    let child = Command::new(binary())
+        .args([
+            "worker",
+            "--frontend",
+            frontend,
+            "--registration-token",
+            token,
+            "--name",
+            "gpu-7",
+            "--heartbeat-ms",
+            "100",
+            "--data-dir",
+        ])
+        .arg(dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawning switchyard worker");
+    WorkerProcess(child)
+}
+
+async fn wait_for_node(replica: &Replica, done: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let (_, nodes) = replica.call(replica.admin(Method::GET, "/api/nodes")).await;
+        if let Some(node) = nodes["nodes"]
+            .as_array()
+            .and_then(|n| n.first())
+            .filter(|n| done(n))
+        {
+            return node.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the worker never got there: {nodes}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_process_registers_heartbeats_and_keeps_its_identity() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Replica::start(switchyard_tests::replica::Options {
+        database_url: &db,
+        data_dir: dir.path(),
+        call_deadline: Duration::from_millis(100),
+        poll_interval: Duration::from_millis(500),
+        auto_approve: true,
+    })
+    .await;
+    let token = registration_token(&replica).await;
+    let worker_dir = tempfile::tempdir().unwrap();
+
+    let worker = start_worker(&replica.url, &token, worker_dir.path());
+    let node = wait_for_node(&replica, |n| {
+        n["state"] == "healthy" && !n["last_heartbeat_at"].is_null()
+    })
+    .await;
+    assert_eq!(node["name"], "gpu-7");
+    assert_eq!(
+        node["inventory"]["cpus"].as_u64().map(|c| c > 0),
+        Some(true),
+        "{node}"
+    );
+    let identity = std::fs::read_to_string(worker_dir.path().join("node.json")).unwrap();
+    assert!(identity.contains(node["id"].as_str().unwrap()));
+    drop(worker);
+
+    // A restart reuses the stored credential: same node, no new registration.
+    let registered_at = node["registered_at"].clone();
+    let first_beat = node["last_heartbeat_at"].clone();
+    let _worker = start_worker(&replica.url, "sy_revoked_or_absent", worker_dir.path());
+    let node = wait_for_node(&replica, |n| n["last_heartbeat_at"] != first_beat).await;
+    assert_eq!(
+        node["registered_at"], registered_at,
+        "the worker did not register again"
+    );
+    assert_eq!(node["state"], "healthy");
+    replica.stop().await;
+}
