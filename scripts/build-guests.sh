@@ -69,6 +69,7 @@ GUESTS=(
     "policy-gpu-memory-guard policy_gpu_memory_guard gpu-memory-guard"
     "example-deny-weekends example_deny_weekends deny-weekends"
     "fixture-other-world fixture_other_world other-world"
+    "switchyard-plugin-nats switchyard_plugin_nats nats"
 )
 packages=()
 for guest in "${GUESTS[@]}"; do

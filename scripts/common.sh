@@ -44,3 +44,11 @@ default_target_dir() {
     elif [[ -d "$HOME/.cache/switchyard-target" ]]; then echo "$HOME/.cache/switchyard-target"
     else echo "$PWD/target"; fi
 }
+
+# A real nats-server for the carrier suites (Debian's nats-server package).
+ensure_nats_server() {
+    if command -v nats-server >/dev/null || [[ -x /usr/sbin/nats-server ]]; then
+        return
+    fi
+    apt_install nats-server
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test. Installs what is missing (PostgreSQL, the wasm32-wasip2
-# target), builds the guest components and the binary, starts a private
+# Runs every test. Installs what is missing (PostgreSQL, nats-server, the
+# wasm32-wasip2 target), builds the guest components and the binary, starts a private
 # PostgreSQL for the suites (stopped on exit), then: rustfmt, clippy, and
 # every test of the workspace (unit, SDK and policy cases, end-to-end suites).
 set -euo pipefail
@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 
 ensure_postgres
+ensure_nats_server
 ensure_wasm_target
 export CARGO_TARGET_DIR
 CARGO_TARGET_DIR=$(default_target_dir)

@@ -28,6 +28,7 @@ pub mod carrier {
     wasmtime::component::bindgen!({
         world: "switchyard:carrier/carrier@0.1.0",
         path: "../../wit",
+        additional_derives: [PartialEq],
         with: {
             "switchyard:plugin/types@0.1.0": crate::bindings::policy::switchyard::plugin::types,
             "switchyard:plugin/log@0.1.0": crate::bindings::policy::switchyard::plugin::log,

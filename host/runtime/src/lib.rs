@@ -9,6 +9,7 @@
 //! - [`cache`]: compiled components cached on disk per (SHA-256, engine configuration).
 //! - [`sandbox`]: per-store state: the memory limiter, WASI with an empty context, host imports.
 //! - [`policy`]: an admission policy ready to call, with its pool of warm instances.
+//! - [`carrier`]: a carrier plugin, one stateful protocol engine driven by the host's reactor.
 //! - [`admission`]: admission points, requests, decisions and the ordered chain.
 //! - [`metrics`]: per-plugin counters and latency histograms.
 //! - [`error`]: what a load or a call can fail with.
@@ -16,6 +17,7 @@
 pub mod admission;
 pub mod bindings;
 pub mod cache;
+pub mod carrier;
 pub mod engine;
 pub mod error;
 pub mod inspect;

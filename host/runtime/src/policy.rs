@@ -15,7 +15,7 @@ use crate::engine::Runtime;
 use crate::error::{CallError, LoadError};
 use crate::inspect::{PluginKind, inspect};
 use crate::metrics::PluginMetrics;
-use crate::sandbox::{SandboxState, policy_linker};
+use crate::sandbox::{SandboxState, arm, classify, policy_linker};
 
 /// Warm instances kept per policy; more concurrent callers instantiate fresh ones.
 const MAX_IDLE_INSTANCES: usize = 16;
@@ -240,25 +240,6 @@ impl PolicyPlugin {
     }
 
     fn arm(&self, store: &mut Store<SandboxState>) {
-        store.set_epoch_deadline(self.runtime.deadline_ticks());
-        if let Some(fuel) = self.runtime.config.fuel_per_call {
-            // Fuel is enabled on the engine exactly when `fuel_per_call` is set.
-            let _ = store.set_fuel(fuel);
-        }
-    }
-}
-
-/// Maps a wasmtime error to what the operator should read.
-fn classify(error: wasmtime::Error, store: &Store<SandboxState>, runtime: &Runtime) -> CallError {
-    if store.data().limiter.hit {
-        return CallError::MemoryLimit(runtime.config.memory_limit_bytes);
-    }
-    match error.downcast_ref::<wasmtime::Trap>() {
-        Some(wasmtime::Trap::Interrupt) => {
-            CallError::Timeout(runtime.config.call_deadline.as_millis() as u64)
-        }
-        Some(wasmtime::Trap::OutOfFuel) => CallError::FuelExhausted,
-        Some(trap) => CallError::Trap(trap.to_string()),
-        None => CallError::Trap(format!("{error:#}")),
+        arm(&self.runtime, store);
     }
 }

@@ -9,6 +9,7 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::CallError;
 use crate::bindings::LogLevel;
 use crate::bindings::policy::switchyard::plugin::{clock, log, types};
 
@@ -83,6 +84,8 @@ impl types::Host for SandboxState {}
 
 impl crate::bindings::policy_types::Host for SandboxState {}
 
+impl crate::bindings::carrier::switchyard::carrier::types::Host for SandboxState {}
+
 impl log::Host for SandboxState {
     fn log(&mut self, level: LogLevel, message: String) {
         let mut message = message;
@@ -129,4 +132,39 @@ pub(crate) fn policy_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linke
     let mut linker = base_linker(engine)?;
     crate::bindings::policy::AdmissionPolicy::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
     Ok(linker)
+}
+
+/// The linker of carriers.
+pub(crate) fn carrier_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<SandboxState>> {
+    let mut linker = base_linker(engine)?;
+    crate::bindings::carrier::Carrier::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+    Ok(linker)
+}
+
+/// Arms a store for one call: the wall-clock deadline, and fuel when metered.
+pub(crate) fn arm(runtime: &crate::Runtime, store: &mut wasmtime::Store<SandboxState>) {
+    store.set_epoch_deadline(runtime.deadline_ticks());
+    if let Some(fuel) = runtime.config.fuel_per_call {
+        // Fuel is enabled on the engine exactly when `fuel_per_call` is set.
+        let _ = store.set_fuel(fuel);
+    }
+}
+
+/// Maps a wasmtime error to what the operator should read.
+pub(crate) fn classify(
+    error: wasmtime::Error,
+    store: &wasmtime::Store<SandboxState>,
+    runtime: &crate::Runtime,
+) -> CallError {
+    if store.data().limiter.hit {
+        return CallError::MemoryLimit(runtime.config.memory_limit_bytes);
+    }
+    match error.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::Interrupt) => {
+            CallError::Timeout(runtime.config.call_deadline.as_millis() as u64)
+        }
+        Some(wasmtime::Trap::OutOfFuel) => CallError::FuelExhausted,
+        Some(trap) => CallError::Trap(trap.to_string()),
+        None => CallError::Trap(format!("{error:#}")),
+    }
 }

@@ -57,10 +57,12 @@ impl Auth {
     /// Reads a NATS `.creds` file: the user JWT and the user seed between
     /// their `-----BEGIN ...-----` and `------END ...------` lines.
     pub fn from_creds(text: &str) -> Result<Auth, Error> {
-        let jwt = armored(text, "NATS USER JWT")
-            .ok_or_else(|| Error::InvalidAuth("no NATS USER JWT block in the credentials".into()))?;
-        let seed = armored(text, "USER NKEY SEED")
-            .ok_or_else(|| Error::InvalidAuth("no USER NKEY SEED block in the credentials".into()))?;
+        let jwt = armored(text, "NATS USER JWT").ok_or_else(|| {
+            Error::InvalidAuth("no NATS USER JWT block in the credentials".into())
+        })?;
+        let seed = armored(text, "USER NKEY SEED").ok_or_else(|| {
+            Error::InvalidAuth("no USER NKEY SEED block in the credentials".into())
+        })?;
         Ok(Auth::Credentials { jwt, seed })
     }
 }
@@ -163,7 +165,7 @@ impl Credentials {
 /// Signs the server's nonce (its UTF-8 bytes, as the server sent them) and
 /// encodes the Ed25519 signature as base64url without padding, as the server
 /// expects in CONNECT's `sig`.
-pub fn sign_nonce(key: &KeyPair, nonce: &str) -> Result<String, Error> {
+pub(crate) fn sign_nonce(key: &KeyPair, nonce: &str) -> Result<String, Error> {
     let sig = key
         .sign(nonce.as_bytes())
         .map_err(|e| Error::InvalidAuth(format!("cannot sign the server nonce: {e}")))?;
@@ -211,7 +213,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(Auth::from_creds("nothing"), Err(Error::InvalidAuth(_))));
+        assert!(matches!(
+            Auth::from_creds("nothing"),
+            Err(Error::InvalidAuth(_))
+        ));
     }
 
     #[test]
@@ -220,7 +225,9 @@ mod tests {
         let fields = creds.connect_fields(Some("lCQmdWJpL9U0Jb8")).unwrap();
         let public = fields.nkey.unwrap();
         assert!(public.starts_with('U'));
-        let sig = BASE64URL_NOPAD.decode(fields.sig.unwrap().as_bytes()).unwrap();
+        let sig = BASE64URL_NOPAD
+            .decode(fields.sig.unwrap().as_bytes())
+            .unwrap();
         let verifier = KeyPair::from_public_key(&public).unwrap();
         verifier.verify(b"lCQmdWJpL9U0Jb8", &sig).unwrap();
         assert!(verifier.verify(b"other nonce", &sig).is_err());
@@ -229,7 +236,9 @@ mod tests {
     #[test]
     fn refuses_bad_seeds_and_hides_secrets() {
         assert!(matches!(
-            Credentials::new(&Auth::NKey { seed: "SUNOTASEED".into() }),
+            Credentials::new(&Auth::NKey {
+                seed: "SUNOTASEED".into()
+            }),
             Err(Error::InvalidAuth(_))
         ));
         let account = KeyPair::new_from_raw(KeyPairType::Account, [1; 32])

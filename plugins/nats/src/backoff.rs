@@ -63,7 +63,10 @@ mod tests {
         let bases = [250, 500, 1000, 2000, 4000, 8000, 8000, 8000, 8000];
         for base in bases {
             let d = b.next_delay();
-            assert!(d <= base && d >= base * 3 / 4, "{d} not within 3/4 of {base}");
+            assert!(
+                d <= base && d >= base * 3 / 4,
+                "{d} not within 3/4 of {base}"
+            );
         }
         b.reset();
         assert_eq!(b.attempt(), 0);

@@ -83,7 +83,8 @@ pub(crate) fn write_connect(
         sig,
     };
     out.extend_from_slice(b"CONNECT ");
-    // Serialising plain strings and booleans into a Vec cannot fail.
+    // Strings and booleans into a Vec do not fail to serialise; the error is
+    // mapped rather than unwrapped so that no path can panic.
     serde_json::to_writer(&mut *out, &connect)
         .map_err(|e| Error::Protocol(format!("cannot encode CONNECT: {e}")))?;
     out.extend_from_slice(b"\r\n");

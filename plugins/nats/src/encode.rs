@@ -49,7 +49,12 @@ pub(crate) fn publish(
 }
 
 /// Appends `SUB <subject> [queue] <sid>`.
-pub(crate) fn subscribe(out: &mut Vec<u8>, subject: &str, queue: Option<&str>, sid: u64) -> Result<(), Error> {
+pub(crate) fn subscribe(
+    out: &mut Vec<u8>,
+    subject: &str,
+    queue: Option<&str>,
+    sid: u64,
+) -> Result<(), Error> {
     let start = out.len();
     out.extend_from_slice(b"SUB ");
     out.extend_from_slice(subject.as_bytes());
@@ -81,7 +86,10 @@ fn check_line(out: &mut Vec<u8>, start: usize) -> Result<(), Error> {
     let len = out.len() - start;
     if len > MAX_CLIENT_LINE {
         out.truncate(start);
-        return Err(Error::ControlLineTooLong { len, max: MAX_CLIENT_LINE });
+        return Err(Error::ControlLineTooLong {
+            len,
+            max: MAX_CLIENT_LINE,
+        });
     }
     Ok(())
 }

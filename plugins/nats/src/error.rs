@@ -39,7 +39,9 @@ pub enum Error {
     #[error("the server does not support headers (INFO has headers=false)")]
     HeadersNotSupported,
     /// A protocol line longer than the server's default `max_control_line`.
-    #[error("protocol line of {len} bytes exceeds the server's limit of {max} bytes; use a shorter subject")]
+    #[error(
+        "protocol line of {len} bytes exceeds the server's limit of {max} bytes; use a shorter subject"
+    )]
     ControlLineTooLong {
         /// The line's length.
         len: usize,
@@ -62,7 +64,9 @@ pub enum Error {
     #[error("protocol error: {0}")]
     Protocol(String),
     /// An unfinished frame grew past what any valid frame can be.
-    #[error("unfinished frame of {size} bytes exceeds the read limit of {limit} bytes (max_payload plus room for the protocol line)")]
+    #[error(
+        "unfinished frame of {size} bytes exceeds the read limit of {limit} bytes (max_payload plus room for the protocol line)"
+    )]
     ReadBufferFull {
         /// The bytes held for the unfinished frame.
         size: usize,

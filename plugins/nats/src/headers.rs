@@ -139,7 +139,9 @@ mod tests {
     use super::*;
 
     fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
-        p.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        p.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     }
 
     #[test]
@@ -161,7 +163,10 @@ mod tests {
     #[test]
     fn empty_block() {
         assert_eq!(encoded_len(&[]).unwrap(), 12);
-        assert_eq!(parse_headers(b"NATS/1.0\r\n\r\n").unwrap(), Headers::default());
+        assert_eq!(
+            parse_headers(b"NATS/1.0\r\n\r\n").unwrap(),
+            Headers::default()
+        );
     }
 
     #[test]
@@ -181,11 +186,29 @@ mod tests {
 
     #[test]
     fn malformed() {
-        assert_eq!(parse_headers(b"HTTP/1.1\r\n\r\n"), Err(HeaderError::Version));
-        assert_eq!(parse_headers(b"NATS/1.0\r\nnocolon\r\n\r\n"), Err(HeaderError::Line("nocolon".into())));
-        assert_eq!(parse_headers(b"NATS/1.0\r\n\xff: x\r\n\r\n"), Err(HeaderError::NotUtf8));
-        assert_eq!(encoded_len(&pairs(&[("a b", "x")])), Err(HeaderError::Name("a b".into())));
-        assert_eq!(encoded_len(&pairs(&[("", "x")])), Err(HeaderError::Name(String::new())));
-        assert_eq!(encoded_len(&pairs(&[("a", "x\r\nEvil: 1")])), Err(HeaderError::Value("a".into())));
+        assert_eq!(
+            parse_headers(b"HTTP/1.1\r\n\r\n"),
+            Err(HeaderError::Version)
+        );
+        assert_eq!(
+            parse_headers(b"NATS/1.0\r\nnocolon\r\n\r\n"),
+            Err(HeaderError::Line("nocolon".into()))
+        );
+        assert_eq!(
+            parse_headers(b"NATS/1.0\r\n\xff: x\r\n\r\n"),
+            Err(HeaderError::NotUtf8)
+        );
+        assert_eq!(
+            encoded_len(&pairs(&[("a b", "x")])),
+            Err(HeaderError::Name("a b".into()))
+        );
+        assert_eq!(
+            encoded_len(&pairs(&[("", "x")])),
+            Err(HeaderError::Name(String::new()))
+        );
+        assert_eq!(
+            encoded_len(&pairs(&[("a", "x\r\nEvil: 1")])),
+            Err(HeaderError::Value("a".into()))
+        );
     }
 }

@@ -38,7 +38,10 @@ pub(crate) struct MsgFrame<'a> {
 /// yet, `Ok(Some((op, used)))` when it is. A message larger than
 /// `max_payload` is an error as soon as its line is read, so the caller never
 /// buffers it.
-pub(crate) fn parse_frame(buf: &[u8], max_payload: usize) -> Result<Option<(ServerOp<'_>, usize)>, Error> {
+pub(crate) fn parse_frame(
+    buf: &[u8],
+    max_payload: usize,
+) -> Result<Option<(ServerOp<'_>, usize)>, Error> {
     let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > MAX_SERVER_LINE {
             return Err(Error::Protocol(format!(
@@ -92,11 +95,17 @@ fn is_space(b: u8) -> bool {
 
 /// The operation name and the rest of the line, leading blanks removed.
 fn split_op(line: &[u8]) -> (&[u8], &[u8]) {
-    let start = line.iter().position(|&b| !is_space(b)).unwrap_or(line.len());
+    let start = line
+        .iter()
+        .position(|&b| !is_space(b))
+        .unwrap_or(line.len());
     let line = &line[start..];
     let end = line.iter().position(|&b| is_space(b)).unwrap_or(line.len());
     let rest = &line[end..];
-    let rest_start = rest.iter().position(|&b| !is_space(b)).unwrap_or(rest.len());
+    let rest_start = rest
+        .iter()
+        .position(|&b| !is_space(b))
+        .unwrap_or(rest.len());
     (&line[..end], &rest[rest_start..])
 }
 
@@ -212,12 +221,24 @@ mod tests {
         assert_eq!(used, 20);
         assert_eq!(
             op,
-            ServerOp::Msg(MsgFrame { subject: b"a.b", sid: 9, reply_to: None, header: None, payload: b"hello" })
+            ServerOp::Msg(MsgFrame {
+                subject: b"a.b",
+                sid: 9,
+                reply_to: None,
+                header: None,
+                payload: b"hello"
+            })
         );
         let (op, _) = one(b"MSG a.b\t9  r.1 0\r\n\r\n");
         assert_eq!(
             op,
-            ServerOp::Msg(MsgFrame { subject: b"a.b", sid: 9, reply_to: Some(b"r.1"), header: None, payload: b"" })
+            ServerOp::Msg(MsgFrame {
+                subject: b"a.b",
+                sid: 9,
+                reply_to: Some(b"r.1"),
+                header: None,
+                payload: b""
+            })
         );
         let frame = b"HMSG a 1 r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n";
         let (op, used) = one(frame);
@@ -238,7 +259,11 @@ mod tests {
     fn incomplete() {
         let frame = b"MSG a.b 9 5\r\nhello\r\n";
         for cut in 0..frame.len() {
-            assert_eq!(parse_frame(&frame[..cut], 1 << 20).unwrap(), None, "cut at {cut}");
+            assert_eq!(
+                parse_frame(&frame[..cut], 1 << 20).unwrap(),
+                None,
+                "cut at {cut}"
+            );
         }
     }
 
@@ -250,8 +275,13 @@ mod tests {
         assert!(matches!(err(b"MSG a x 2\r\n"), Error::Protocol(m) if m.contains("sid")));
         assert!(matches!(err(b"MSG a 1\r\n"), Error::Protocol(_)));
         assert!(matches!(err(b"MSG a 1 b c d e\r\n"), Error::Protocol(_)));
-        assert!(matches!(err(b"HMSG a 1 5 2\r\n"), Error::Protocol(m) if m.contains("header size")));
-        assert!(matches!(err(b"MSG a 1 99999999999999999999\r\n"), Error::Protocol(_)));
+        assert!(
+            matches!(err(b"HMSG a 1 5 2\r\n"), Error::Protocol(m) if m.contains("header size"))
+        );
+        assert!(matches!(
+            err(b"MSG a 1 99999999999999999999\r\n"),
+            Error::Protocol(_)
+        ));
         assert!(matches!(err(b"HELLO\r\n"), Error::Protocol(m) if m.contains("HELLO")));
         assert!(matches!(err(b"INFO {\r\n"), Error::Protocol(m) if m.contains("INFO")));
         let long = vec![b'x'; MAX_SERVER_LINE + 1];

@@ -83,7 +83,10 @@ impl Requests {
 
     /// The id the next [`Requests::start`] will hand out, and its reply subject.
     pub(crate) fn peek(&self) -> (RequestId, String) {
-        (RequestId(self.next_id), format!("{}{}", self.prefix, self.next_id))
+        (
+            RequestId(self.next_id),
+            format!("{}{}", self.prefix, self.next_id),
+        )
     }
 
     /// Registers the request [`Requests::peek`] named.

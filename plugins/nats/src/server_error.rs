@@ -101,14 +101,32 @@ mod tests {
     #[test]
     fn fatal_and_per_operation() {
         let fatal = [
-            ("Authorization Violation", ServerErrorKind::AuthorizationViolation),
-            ("Authentication Timeout", ServerErrorKind::AuthenticationTimeout),
-            ("User Authentication Expired", ServerErrorKind::AuthenticationExpired),
-            ("Maximum Payload Violation", ServerErrorKind::MaxPayloadViolation),
-            ("Maximum Connections Exceeded", ServerErrorKind::MaxConnectionsExceeded),
+            (
+                "Authorization Violation",
+                ServerErrorKind::AuthorizationViolation,
+            ),
+            (
+                "Authentication Timeout",
+                ServerErrorKind::AuthenticationTimeout,
+            ),
+            (
+                "User Authentication Expired",
+                ServerErrorKind::AuthenticationExpired,
+            ),
+            (
+                "Maximum Payload Violation",
+                ServerErrorKind::MaxPayloadViolation,
+            ),
+            (
+                "Maximum Connections Exceeded",
+                ServerErrorKind::MaxConnectionsExceeded,
+            ),
             ("Stale Connection", ServerErrorKind::StaleConnection),
             ("Slow Consumer", ServerErrorKind::SlowConsumer),
-            ("Secure Connection - TLS Required", ServerErrorKind::TlsRequired),
+            (
+                "Secure Connection - TLS Required",
+                ServerErrorKind::TlsRequired,
+            ),
             ("Unknown Protocol Operation", ServerErrorKind::Other),
         ];
         for (text, kind) in fatal {

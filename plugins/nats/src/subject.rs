@@ -220,7 +220,10 @@ mod tests {
         assert_eq!(p.check("_INBOX.abc.1", false), Ok(()));
         for outside in ["jobs", "jobsx.1", "cachex", "other.1"] {
             assert!(
-                matches!(p.check(outside, false), Err(SubjectError::NotAllowed { .. })),
+                matches!(
+                    p.check(outside, false),
+                    Err(SubjectError::NotAllowed { .. })
+                ),
                 "{outside}"
             );
         }
@@ -234,12 +237,18 @@ mod tests {
             p.check("jobs.>", true),
             Err(SubjectError::FullWildcard("jobs.>".into()))
         );
-        assert_eq!(SubjectPolicy::allow_all().check("anything.at.all", false), Ok(()));
+        assert_eq!(
+            SubjectPolicy::allow_all().check("anything.at.all", false),
+            Ok(())
+        );
         assert_eq!(
             SubjectPolicy::with_roots(["jobs.*"]),
             Err(SubjectError::WildcardNotAllowed("jobs.*".into()))
         );
         let msg = p.check("other", false).unwrap_err().to_string();
-        assert_eq!(msg, "subject `other` is outside the allowed roots (jobs., cache., _INBOX.)");
+        assert_eq!(
+            msg,
+            "subject `other` is outside the allowed roots (jobs., cache., _INBOX.)"
+        );
     }
 }

@@ -1,0 +1,214 @@
+//! [`Carrier`]: what host code holds to publish, subscribe and request.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use switchyard_runtime::Runtime;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::engine::{self, Counters, Event};
+use crate::message::{CarrierStats, Message, SendError};
+
+/// Messages a subscription's handler may have waiting; beyond that new ones
+/// are dropped and counted (fan-out is at most once; a slow handler must
+/// not stall the carrier).
+pub const SUBSCRIPTION_QUEUE: usize = 65_536;
+
+/// Which component runs a carrier, and with what configuration.
+#[derive(Clone)]
+pub struct CarrierSpec {
+    /// Plugin name (also the carrier's name in logs).
+    pub name: String,
+    /// Plugin version.
+    pub version: String,
+    /// The component bytes.
+    pub bytes: Arc<[u8]>,
+    /// Their pinned SHA-256.
+    pub sha256: String,
+    /// The carrier's configuration (JSON; may hold credentials, never logged).
+    pub config: String,
+}
+
+impl std::fmt::Debug for CarrierSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CarrierSpec")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("sha256", &self.sha256)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running carrier: a plugin on its engine thread with its connections.
+/// Dropping the last handle stops it.
+#[derive(Debug)]
+pub struct Carrier {
+    name: String,
+    events: std_mpsc::Sender<Event>,
+    ready: watch::Receiver<bool>,
+    counters: Arc<Counters>,
+    next_subscription: AtomicU64,
+}
+
+/// A subscription; dropping it unsubscribes.
+#[derive(Debug)]
+pub struct Subscription {
+    id: u64,
+    events: std_mpsc::Sender<Event>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let _ = self.events.send(Event::Unsubscribe(self.id));
+    }
+}
+
+impl Carrier {
+    /// Loads the plugin and starts its engine thread; I/O runs on the current tokio runtime.
+    pub fn start(spec: CarrierSpec, runtime: Arc<Runtime>) -> Result<Arc<Self>, SendError> {
+        let io = tokio::runtime::Handle::try_current().map_err(|_| {
+            SendError::Unavailable("a carrier needs a tokio runtime for its I/O".into())
+        })?;
+        let (ready_tx, ready) = watch::channel(false);
+        let counters = Arc::new(Counters::default());
+        let name = spec.name.clone();
+        let events = engine::spawn(spec, runtime, io, ready_tx, counters.clone())?;
+        Ok(Arc::new(Self {
+            name,
+            events,
+            ready,
+            counters,
+            next_subscription: AtomicU64::new(1),
+        }))
+    }
+
+    /// The carrier's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Waits until the carrier is connected; `false` after `timeout`.
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        self.wait_for(true, timeout).await
+    }
+
+    /// Waits until the carrier has lost its connection; `false` after `timeout`.
+    pub async fn wait_lost(&self, timeout: Duration) -> bool {
+        self.wait_for(false, timeout).await
+    }
+
+    async fn wait_for(&self, connected: bool, timeout: Duration) -> bool {
+        let mut ready = self.ready.clone();
+        tokio::time::timeout(timeout, ready.wait_for(|r| *r == connected))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Whether it is connected now.
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// Publishes (at most once).
+    pub async fn publish(&self, subject: &str, payload: Bytes) -> Result<(), SendError> {
+        self.publish_with_headers(subject, Vec::new(), payload)
+            .await
+    }
+
+    /// Publishes with headers.
+    pub async fn publish_with_headers(
+        &self,
+        subject: &str,
+        headers: Vec<(String, String)>,
+        payload: Bytes,
+    ) -> Result<(), SendError> {
+        let (done, answer) = oneshot::channel();
+        self.send(Event::Publish {
+            subject: subject.into(),
+            headers,
+            payload,
+            done,
+        })?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Subscribes `handler` to a subject (`*` matches one token); with a queue
+    /// group, each message goes to one member of the group.
+    pub async fn subscribe_into(
+        &self,
+        subject: &str,
+        queue_group: Option<&str>,
+        handler: mpsc::Sender<Message>,
+    ) -> Result<Subscription, SendError> {
+        let id = self.next_subscription.fetch_add(1, Ordering::Relaxed);
+        let (done, answer) = oneshot::channel();
+        self.send(Event::Subscribe {
+            id,
+            subject: subject.into(),
+            queue_group: queue_group.map(str::to_string),
+            handler,
+            done,
+        })?;
+        answer.await.map_err(|_| stopped())??;
+        Ok(Subscription {
+            id,
+            events: self.events.clone(),
+        })
+    }
+
+    /// Subscribes with a handler queue of its own.
+    pub async fn subscribe(
+        &self,
+        subject: &str,
+        queue_group: Option<&str>,
+    ) -> Result<(Subscription, mpsc::Receiver<Message>), SendError> {
+        let (handler, messages) = mpsc::channel(SUBSCRIPTION_QUEUE);
+        let subscription = self.subscribe_into(subject, queue_group, handler).await?;
+        Ok((subscription, messages))
+    }
+
+    /// Sends a request and waits for its reply.
+    pub async fn request(
+        &self,
+        subject: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Message, SendError> {
+        let (done, answer) = oneshot::channel();
+        self.send(Event::Request {
+            subject: subject.into(),
+            headers: Vec::new(),
+            payload,
+            timeout_ms: timeout.as_millis() as u64,
+            done,
+        })?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> CarrierStats {
+        CarrierStats {
+            published: self.counters.published.load(Ordering::Relaxed),
+            delivered: self.counters.delivered.load(Ordering::Relaxed),
+            dropped: self.counters.dropped.load(Ordering::Relaxed),
+            reconnects: self.counters.reconnects.load(Ordering::Relaxed),
+        }
+    }
+
+    fn send(&self, event: Event) -> Result<(), SendError> {
+        self.events.send(event).map_err(|_| stopped())
+    }
+}
+
+impl Drop for Carrier {
+    fn drop(&mut self) {
+        let _ = self.events.send(Event::Shutdown);
+    }
+}
+
+fn stopped() -> SendError {
+    SendError::Unavailable("the carrier stopped".into())
+}

@@ -1,0 +1,254 @@
+//! A carrier plugin: one stateful instance (a protocol engine holds
+//! connection state), called by the host's reactor for every event and
+//! operation. A call that traps poisons the instance; the reactor rebuilds
+//! the carrier from its source, which reconnects.
+
+use std::sync::Arc;
+
+use wasmtime::Store;
+
+use crate::bindings::carrier::switchyard::carrier::types;
+use crate::bindings::carrier::{Carrier, CarrierPre};
+use crate::engine::Runtime;
+use crate::error::{CallError, LoadError};
+use crate::inspect::PluginKind;
+use crate::policy::verify;
+use crate::sandbox::{SandboxState, arm, carrier_linker, classify};
+
+pub use types::{Action, CarrierError, Delivery, Endpoint, Header, Reply};
+
+/// What is needed to load one carrier.
+#[derive(Debug, Clone)]
+pub struct CarrierSource<'a> {
+    /// Plugin name.
+    pub name: &'a str,
+    /// Plugin version.
+    pub version: &'a str,
+    /// The component bytes.
+    pub bytes: &'a [u8],
+    /// The SHA-256 the bytes must have (hex).
+    pub sha256: &'a str,
+    /// The carrier's configuration, a JSON document.
+    pub config: &'a str,
+    /// Seed of the plugin's randomness.
+    pub seed: u64,
+}
+
+/// A loaded, configured carrier instance.
+pub struct CarrierPlugin {
+    runtime: Arc<Runtime>,
+    store: Store<SandboxState>,
+    bindings: Carrier,
+    label: Arc<str>,
+    endpoints: Vec<Endpoint>,
+    max_payload: u64,
+    poisoned: Option<CallError>,
+}
+
+impl std::fmt::Debug for CarrierPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CarrierPlugin")
+            .field("plugin", &self.label)
+            .finish()
+    }
+}
+
+impl CarrierPlugin {
+    /// Verifies, compiles (or takes from the cache), instantiates and
+    /// configures; returns the plugin and its first actions.
+    pub fn load(
+        runtime: &Arc<Runtime>,
+        source: CarrierSource<'_>,
+        now_ms: u64,
+    ) -> Result<(Self, Vec<Action>), LoadError> {
+        let info = verify(source.bytes, source.sha256)?;
+        if info.kind != PluginKind::Carrier {
+            return Err(LoadError::WrongKind(format!(
+                "{}@{} is a {} plugin, not a carrier",
+                source.name,
+                source.version,
+                info.kind.as_str()
+            )));
+        }
+        let (component, _) = runtime.cache.get_or_compile(
+            &runtime.engine,
+            &source.sha256.to_ascii_lowercase(),
+            source.bytes,
+        )?;
+        let linker =
+            carrier_linker(&runtime.engine).map_err(|e| LoadError::Compile(e.to_string()))?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .and_then(CarrierPre::new)
+            .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        let label: Arc<str> = format!("{}@{}", source.name, source.version).into();
+        let mut store = Store::new(
+            &runtime.engine,
+            SandboxState::new(label.clone(), runtime.config.memory_limit_bytes),
+        );
+        store.limiter(|s| &mut s.limiter);
+        arm(runtime, &mut store);
+        let bindings = pre
+            .instantiate(&mut store)
+            .map_err(|e| LoadError::Instantiate(classify(e, &store, runtime)))?;
+        let mut plugin = Self {
+            runtime: runtime.clone(),
+            store,
+            bindings,
+            label,
+            endpoints: Vec::new(),
+            max_payload: 0,
+            poisoned: None,
+        };
+        let actions = plugin
+            .call(|b, s| {
+                b.switchyard_carrier_protocol().call_configure(
+                    s,
+                    source.config,
+                    source.seed,
+                    now_ms,
+                )
+            })?
+            .map_err(LoadError::InvalidSettings)?;
+        plugin.endpoints = plugin.call(|b, s| b.switchyard_carrier_protocol().call_endpoints(s))?;
+        plugin.max_payload =
+            plugin.call(|b, s| b.switchyard_carrier_protocol().call_max_payload(s))?;
+        Ok((plugin, actions))
+    }
+
+    /// `name@version`.
+    pub fn label(&self) -> &Arc<str> {
+        &self.label
+    }
+
+    /// Whether the configuration allows opening `endpoint`: checked by the
+    /// host before any I/O.
+    pub fn allows(&self, endpoint: &Endpoint) -> bool {
+        self.endpoints.contains(endpoint)
+    }
+
+    /// The endpoints of the configuration.
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    /// The largest payload a message may carry (the server's, once connected).
+    pub fn max_payload(&mut self) -> Result<u64, CallError> {
+        self.max_payload = self.call(|b, s| b.switchyard_carrier_protocol().call_max_payload(s))?;
+        Ok(self.max_payload)
+    }
+
+    /// Why the instance can no longer be called, if it cannot.
+    pub fn poisoned(&self) -> Option<&CallError> {
+        self.poisoned.as_ref()
+    }
+
+    /// A connection opened.
+    pub fn opened(&mut self, handle: u64, now_ms: u64) -> Result<Vec<Action>, CallError> {
+        self.call(|b, s| {
+            b.switchyard_carrier_protocol()
+                .call_opened(s, handle, now_ms)
+        })
+    }
+
+    /// A connection closed or could not be opened.
+    pub fn closed(
+        &mut self,
+        handle: u64,
+        reason: &str,
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CallError> {
+        self.call(|b, s| {
+            b.switchyard_carrier_protocol()
+                .call_closed(s, handle, reason, now_ms)
+        })
+    }
+
+    /// Bytes arrived on a connection.
+    pub fn received(
+        &mut self,
+        handle: u64,
+        data: &[u8],
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CallError> {
+        self.call(|b, s| {
+            b.switchyard_carrier_protocol()
+                .call_received(s, handle, data, now_ms)
+        })
+    }
+
+    /// The timer fired.
+    pub fn timer(&mut self, now_ms: u64) -> Result<Vec<Action>, CallError> {
+        self.call(|b, s| b.switchyard_carrier_protocol().call_timer(s, now_ms))
+    }
+
+    /// Publishes a message.
+    pub fn publish(
+        &mut self,
+        subject: &str,
+        reply_to: Option<&str>,
+        headers: &[Header],
+        payload: &[u8],
+        now_ms: u64,
+    ) -> Result<Result<Vec<Action>, CarrierError>, CallError> {
+        self.call(|b, s| {
+            b.switchyard_carrier_protocol()
+                .call_publish(s, subject, reply_to, headers, payload, now_ms)
+        })
+    }
+
+    /// Subscribes the host's subscription `id`.
+    pub fn subscribe(
+        &mut self,
+        id: u64,
+        subject: &str,
+        queue_group: Option<&str>,
+        now_ms: u64,
+    ) -> Result<Result<Vec<Action>, CarrierError>, CallError> {
+        self.call(|b, s| {
+            b.switchyard_carrier_protocol()
+                .call_subscribe(s, id, subject, queue_group, now_ms)
+        })
+    }
+
+    /// Removes a subscription.
+    pub fn unsubscribe(&mut self, id: u64, now_ms: u64) -> Result<Vec<Action>, CallError> {
+        self.call(|b, s| {
+            b.switchyard_carrier_protocol()
+                .call_unsubscribe(s, id, now_ms)
+        })
+    }
+
+    /// Sends a request; the reply comes back as an action.
+    pub fn request(
+        &mut self,
+        id: u64,
+        subject: &str,
+        headers: &[Header],
+        payload: &[u8],
+        timeout_ms: u64,
+        now_ms: u64,
+    ) -> Result<Result<Vec<Action>, CarrierError>, CallError> {
+        self.call(|b, s| {
+            b.switchyard_carrier_protocol()
+                .call_request(s, id, subject, headers, payload, timeout_ms, now_ms)
+        })
+    }
+
+    fn call<T>(
+        &mut self,
+        f: impl FnOnce(&Carrier, &mut Store<SandboxState>) -> wasmtime::Result<T>,
+    ) -> Result<T, CallError> {
+        if let Some(e) = &self.poisoned {
+            return Err(e.clone());
+        }
+        arm(&self.runtime, &mut self.store);
+        let result =
+            f(&self.bindings, &mut self.store).map_err(|e| classify(e, &self.store, &self.runtime));
+        if let Err(e) = &result {
+            // A trapped store cannot be entered again.
+            self.poisoned = Some(e.clone());
+        }
+        result
+    }
+}

@@ -1,0 +1,310 @@
+//! The `switchyard:carrier/carrier@0.1.0` component around the engine: maps
+//! the host's events and operations to engine calls, and the engine's output
+//! to the host's actions. It owns the reconnect timer and server rotation.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use crate::{
+    Action as EngineAction, CloseReason, ComponentConfig, Connection, Error, RequestError,
+    RequestId,
+};
+
+wit_bindgen::generate!({
+    path: "../../wit",
+    world: "switchyard:carrier/carrier@0.1.0",
+    generate_all,
+});
+
+use exports::switchyard::carrier::protocol::Guest;
+use switchyard::carrier::types::{Action, CarrierError, Delivery, Endpoint, Header, Reply};
+use switchyard::plugin::log::log;
+use switchyard::plugin::types::LogLevel;
+
+struct Glue {
+    engine: Connection,
+    servers: Vec<String>,
+    next_server: usize,
+    /// The connection in use; handles are never reused.
+    handle: u64,
+    reconnect_at: Option<u64>,
+    /// Engine request ids to the host's.
+    requests: HashMap<u64, u64>,
+}
+
+thread_local! {
+    static GLUE: RefCell<Option<Glue>> = const { RefCell::new(None) };
+}
+
+fn with<R>(f: impl FnOnce(&mut Glue) -> R, fallback: R) -> R {
+    GLUE.with(|g| g.borrow_mut().as_mut().map(f).unwrap_or(fallback))
+}
+
+impl Glue {
+    /// Opens the next server in turn.
+    fn dial(&mut self) -> Action {
+        self.handle += 1;
+        let server = self.servers[self.next_server % self.servers.len()].clone();
+        self.next_server += 1;
+        Action::Open((self.handle, Endpoint::Tcp(server)))
+    }
+
+    /// The engine's output as host actions, followed by the timer.
+    fn translate(&mut self, output: Vec<EngineAction>, now_ms: u64) -> Vec<Action> {
+        let mut actions = Vec::with_capacity(output.len() + 1);
+        let mut queue: std::collections::VecDeque<EngineAction> = output.into();
+        while let Some(action) = queue.pop_front() {
+            match action {
+                EngineAction::Write(bytes) => actions.push(Action::Write((self.handle, bytes))),
+                EngineAction::Deliver {
+                    sid,
+                    subject,
+                    reply_to,
+                    headers,
+                    payload,
+                } => actions.push(Action::Deliver(Delivery {
+                    subscription: sid,
+                    subject,
+                    reply_to,
+                    headers: headers.map(|h| wit_headers(h.entries)).unwrap_or_default(),
+                    payload,
+                })),
+                EngineAction::Reply {
+                    request_id: RequestId(id),
+                    result,
+                } => {
+                    let Some(request) = self.requests.remove(&id) else {
+                        continue;
+                    };
+                    let outcome = result
+                        .map(|m| Delivery {
+                            subscription: 0,
+                            subject: m.subject,
+                            reply_to: None,
+                            headers: m
+                                .headers
+                                .map(|h| wit_headers(h.entries))
+                                .unwrap_or_default(),
+                            payload: m.payload,
+                        })
+                        .map_err(|e| match e {
+                            RequestError::TimedOut => CarrierError::Timeout,
+                            RequestError::NoResponders => CarrierError::NoResponders,
+                            _ => CarrierError::NotConnected,
+                        });
+                    actions.push(Action::Reply(Reply { request, outcome }));
+                }
+                EngineAction::Connected | EngineAction::Reconnected { .. } => {
+                    actions.push(Action::Ready)
+                }
+                EngineAction::Reconnect { after_ms } => {
+                    self.reconnect_at = Some(now_ms + after_ms);
+                    actions.push(Action::Lost(format!("reconnecting in {after_ms} ms")));
+                }
+                EngineAction::Error(e) => log(LogLevel::Warn, &format!("nats: {e}")),
+                EngineAction::Close => {
+                    // The engine dropped the connection: close it, and tell the
+                    // engine it is closed so that it schedules the reconnect.
+                    actions.push(Action::Close(self.handle));
+                    queue.extend(
+                        self.engine
+                            .on_closed(CloseReason::Failed("closed by the client".into()), now_ms),
+                    );
+                }
+            }
+        }
+        let deadline = [self.reconnect_at, self.engine.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some(at) = deadline {
+            actions.push(Action::SetTimer(at.saturating_sub(now_ms)));
+        }
+        actions
+    }
+}
+
+fn wit_headers(entries: Vec<(String, String)>) -> Vec<Header> {
+    entries
+        .into_iter()
+        .map(|(name, value)| Header { name, value })
+        .collect()
+}
+
+fn engine_headers(headers: &[Header]) -> Option<Vec<(String, String)>> {
+    (!headers.is_empty()).then(|| {
+        headers
+            .iter()
+            .map(|h| (h.name.clone(), h.value.clone()))
+            .collect()
+    })
+}
+
+fn refusal(e: Error) -> CarrierError {
+    match e {
+        Error::NotConnected | Error::Closed => CarrierError::NotConnected,
+        Error::PayloadTooLarge { size, max } => {
+            CarrierError::PayloadTooLarge((size as u64, max as u64))
+        }
+        Error::Subject(e) => CarrierError::InvalidSubject(e.to_string()),
+        other => CarrierError::Refused(other.to_string()),
+    }
+}
+
+struct NatsCarrier;
+
+impl Guest for NatsCarrier {
+    fn configure(config: String, seed: u64, _now_ms: u64) -> Result<Vec<Action>, String> {
+        let config = ComponentConfig::parse(&config)?;
+        let engine = Connection::new(config.engine_config(seed).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        let mut glue = Glue {
+            engine,
+            servers: config.servers,
+            next_server: 0,
+            handle: 0,
+            reconnect_at: None,
+            requests: HashMap::new(),
+        };
+        let open = glue.dial();
+        GLUE.with(|g| *g.borrow_mut() = Some(glue));
+        Ok(vec![open])
+    }
+
+    fn endpoints() -> Vec<Endpoint> {
+        with(
+            |g| g.servers.iter().cloned().map(Endpoint::Tcp).collect(),
+            Vec::new(),
+        )
+    }
+
+    fn max_payload() -> u64 {
+        with(|g| g.engine.max_payload() as u64, 0)
+    }
+
+    fn opened(connection: u64, now_ms: u64) -> Vec<Action> {
+        with(
+            |g| match connection == g.handle {
+                true => {
+                    let output = g.engine.on_connected(now_ms);
+                    g.translate(output, now_ms)
+                }
+                false => vec![Action::Close(connection)],
+            },
+            Vec::new(),
+        )
+    }
+
+    fn closed(connection: u64, reason: String, now_ms: u64) -> Vec<Action> {
+        with(
+            |g| match connection == g.handle {
+                true => {
+                    let output = g.engine.on_closed(CloseReason::Failed(reason), now_ms);
+                    g.translate(output, now_ms)
+                }
+                false => Vec::new(),
+            },
+            Vec::new(),
+        )
+    }
+
+    fn received(connection: u64, data: Vec<u8>, now_ms: u64) -> Vec<Action> {
+        with(
+            |g| match connection == g.handle {
+                true => {
+                    let output = g.engine.on_bytes(&data, now_ms);
+                    g.translate(output, now_ms)
+                }
+                false => Vec::new(),
+            },
+            Vec::new(),
+        )
+    }
+
+    fn timer(now_ms: u64) -> Vec<Action> {
+        with(
+            |g| {
+                let mut actions = Vec::new();
+                if g.reconnect_at.is_some_and(|at| at <= now_ms) {
+                    g.reconnect_at = None;
+                    actions.push(g.dial());
+                }
+                let output = g.engine.on_tick(now_ms);
+                actions.extend(g.translate(output, now_ms));
+                actions
+            },
+            Vec::new(),
+        )
+    }
+
+    fn publish(
+        subject: String,
+        reply_to: Option<String>,
+        headers: Vec<Header>,
+        payload: Vec<u8>,
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CarrierError> {
+        with(
+            |g| {
+                let headers = engine_headers(&headers);
+                let output = g
+                    .engine
+                    .publish(&subject, reply_to.as_deref(), headers.as_deref(), &payload)
+                    .map_err(refusal)?;
+                Ok(g.translate(output, now_ms))
+            },
+            Err(CarrierError::NotConnected),
+        )
+    }
+
+    fn subscribe(
+        id: u64,
+        subject: String,
+        queue_group: Option<String>,
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CarrierError> {
+        with(
+            |g| {
+                let output = g
+                    .engine
+                    .subscribe(id, &subject, queue_group.as_deref())
+                    .map_err(refusal)?;
+                Ok(g.translate(output, now_ms))
+            },
+            Err(CarrierError::NotConnected),
+        )
+    }
+
+    fn unsubscribe(id: u64, now_ms: u64) -> Vec<Action> {
+        with(
+            |g| match g.engine.unsubscribe(id, None) {
+                Ok(output) => g.translate(output, now_ms),
+                Err(_) => Vec::new(),
+            },
+            Vec::new(),
+        )
+    }
+
+    fn request(
+        id: u64,
+        subject: String,
+        _headers: Vec<Header>,
+        payload: Vec<u8>,
+        timeout_ms: u64,
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CarrierError> {
+        with(
+            |g| {
+                let (RequestId(engine_id), output) = g
+                    .engine
+                    .request(&subject, &payload, timeout_ms, now_ms)
+                    .map_err(refusal)?;
+                g.requests.insert(engine_id, id);
+                Ok(g.translate(output, now_ms))
+            },
+            Err(CarrierError::NotConnected),
+        )
+    }
+}
+
+export!(NatsCarrier);

@@ -1,0 +1,235 @@
+//! The reading side: frames out of each read, the handshake, deliveries and
+//! replies.
+
+use super::{Connection, Phase, READ_ROOM};
+use crate::action::{Action, Batch, Message, Output};
+use crate::connect::{ClientOptions, write_connect};
+use crate::encode;
+use crate::error::Error;
+use crate::headers::{Headers, parse_headers};
+use crate::info::ServerInfo;
+use crate::parser::{MsgFrame, ServerOp, parse_frame};
+use crate::request::{INBOX_SID, RequestError};
+use crate::server_error::ServerError;
+
+impl Connection {
+    /// Bytes arrived: one whole read, with any number of frames and possibly
+    /// an unfinished one at the end, which the engine keeps for the next read.
+    pub fn on_bytes(&mut self, data: &[u8], now_ms: u64) -> Output {
+        let mut batch = Batch::default();
+        if !self.has_transport() {
+            // Bytes from a transport that is closing or gone mean nothing.
+            return batch.finish();
+        }
+        let mut held = std::mem::take(&mut self.read_buf);
+        let from_held = !held.is_empty();
+        if from_held {
+            held.extend_from_slice(data);
+        }
+        // Common case: no unfinished frame, so parse the caller's buffer in
+        // place and copy only its tail.
+        let input: &[u8] = if from_held { &held } else { data };
+        let (used, result) = self.read_frames(input, now_ms, &mut batch);
+        let rest = input.len() - used;
+        match result {
+            Err(error) => self.fail(error, &mut batch),
+            Ok(()) if !self.has_transport() => {}
+            Ok(()) if rest > self.read_limit() => {
+                let error = Error::ReadBufferFull {
+                    size: rest,
+                    limit: self.read_limit(),
+                };
+                self.fail(error, &mut batch);
+            }
+            Ok(()) => {
+                if from_held {
+                    held.drain(..used);
+                } else {
+                    held.extend_from_slice(&data[used..]);
+                }
+                self.read_buf = held;
+            }
+        }
+        batch.finish()
+    }
+
+    /// The most an unfinished frame may hold.
+    fn read_limit(&self) -> usize {
+        self.max_payload_for_reading() + READ_ROOM
+    }
+
+    /// Incoming messages are bounded by the server's max_payload, not by the
+    /// (possibly smaller) cap on what we send.
+    fn max_payload_for_reading(&self) -> usize {
+        let server = self
+            .info
+            .as_ref()
+            .map_or(crate::info::DEFAULT_MAX_PAYLOAD, |i| i.max_payload);
+        server.min(super::MAX_PAYLOAD_CEILING)
+    }
+
+    /// Handles every complete frame; returns the bytes used and the first
+    /// fault, after which nothing more is read.
+    fn read_frames(
+        &mut self,
+        input: &[u8],
+        now_ms: u64,
+        batch: &mut Batch,
+    ) -> (usize, Result<(), Error>) {
+        let mut used = 0;
+        while self.has_transport() {
+            match parse_frame(&input[used..], self.max_payload_for_reading()) {
+                Ok(None) => break,
+                Ok(Some((op, len))) => {
+                    used += len;
+                    if let Err(error) = self.handle(op, now_ms, batch) {
+                        return (used, Err(error));
+                    }
+                }
+                Err(error) => return (used, Err(error)),
+            }
+        }
+        (used, Ok(()))
+    }
+
+    fn handle(&mut self, op: ServerOp<'_>, now_ms: u64, batch: &mut Batch) -> Result<(), Error> {
+        match op {
+            ServerOp::Info(info) => self.on_info(*info, batch),
+            ServerOp::Ping => {
+                batch.write.extend_from_slice(encode::PONG);
+                Ok(())
+            }
+            ServerOp::Pong => {
+                self.on_pong(now_ms, batch);
+                Ok(())
+            }
+            ServerOp::Ok => Ok(()),
+            ServerOp::Err(text) => {
+                let error = ServerError::new(text);
+                if error.is_fatal() {
+                    // The server closes after these; close first.
+                    return Err(Error::Server(error));
+                }
+                // A refused subject or permission: the connection goes on.
+                batch.push(Action::Error(Error::Server(error)));
+                Ok(())
+            }
+            ServerOp::Msg(frame) => {
+                if matches!(self.phase, Phase::AwaitInfo { .. }) {
+                    return Err(Error::Protocol("MSG before INFO".into()));
+                }
+                self.on_msg(frame, batch);
+                Ok(())
+            }
+        }
+    }
+
+    fn on_info(&mut self, info: ServerInfo, batch: &mut Batch) -> Result<(), Error> {
+        let Phase::AwaitInfo { deadline } = self.phase else {
+            // An update (cluster URLs, lame duck mode) on a live connection.
+            self.info = Some(info);
+            return Ok(());
+        };
+        if info.tls_required && !self.config.tls {
+            self.info = Some(info);
+            return Err(Error::TlsRequired);
+        }
+        let options = ClientOptions {
+            name: self.config.name.as_deref(),
+            echo: self.config.echo,
+            tls: self.config.tls,
+        };
+        // CONNECT, the subscriptions and PING in one write: the PONG then
+        // confirms both the credentials and the subscriptions.
+        let out = &mut batch.write;
+        write_connect(out, &options, &self.credentials, &info)?;
+        if self.requests.is_active() {
+            encode::subscribe(out, &self.requests.pattern(), None, INBOX_SID)?;
+        }
+        let resubscribed = self.subs.write_all(out)?;
+        out.extend_from_slice(encode::PING);
+        self.info = Some(info);
+        self.phase = Phase::AwaitPong {
+            deadline,
+            resubscribed,
+        };
+        Ok(())
+    }
+
+    fn on_pong(&mut self, now_ms: u64, batch: &mut Batch) {
+        match std::mem::replace(&mut self.phase, Phase::Connected) {
+            Phase::AwaitPong { resubscribed, .. } => {
+                self.backoff.reset();
+                self.pings_out = 0;
+                self.next_ping_at = now_ms.saturating_add(self.config.ping_interval_ms);
+                batch.push(if self.has_connected {
+                    Action::Reconnected { resubscribed }
+                } else {
+                    Action::Connected
+                });
+                self.has_connected = true;
+            }
+            Phase::Connected => self.pings_out = 0,
+            // A stray PONG before CONNECT means nothing.
+            other => self.phase = other,
+        }
+    }
+
+    fn on_msg(&mut self, frame: MsgFrame<'_>, batch: &mut Batch) {
+        let headers = match frame.header.map(parse_headers).transpose() {
+            Ok(headers) => headers,
+            Err(error) => {
+                // A reply with bad headers leaves its request to time out.
+                // One publisher's bad headers must not cost every subscriber
+                // its connection: report and skip the message.
+                if frame.sid != INBOX_SID {
+                    self.subs.deliver(frame.sid);
+                }
+                self.dropped += 1;
+                batch.push(Action::Error(Error::Header(error)));
+                return;
+            }
+        };
+        if frame.sid == INBOX_SID {
+            self.on_reply(frame, headers, batch);
+            return;
+        }
+        if !self.subs.deliver(frame.sid) {
+            self.dropped += 1;
+            return;
+        }
+        batch.push(Action::Deliver {
+            sid: frame.sid,
+            subject: lossy(frame.subject),
+            reply_to: frame.reply_to.map(lossy),
+            headers,
+            payload: frame.payload.to_vec(),
+        });
+    }
+
+    fn on_reply(&mut self, frame: MsgFrame<'_>, headers: Option<Headers>, batch: &mut Batch) {
+        let Some(request_id) = self.requests.resolve(frame.subject) else {
+            // Late (timed out) or not ours.
+            self.dropped += 1;
+            return;
+        };
+        let no_responders =
+            headers.as_ref().is_some_and(Headers::is_no_responders) && frame.payload.is_empty();
+        let result = if no_responders {
+            Err(RequestError::NoResponders)
+        } else {
+            Ok(Message {
+                subject: lossy(frame.subject),
+                headers,
+                payload: frame.payload.to_vec(),
+            })
+        };
+        batch.push(Action::Reply { request_id, result });
+    }
+}
+
+/// Subjects are ASCII in practice; a publisher's stray byte is replaced
+/// rather than allowed to break the connection.
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
