@@ -52,161 +52,27 @@ async fn next(messages: &mut mpsc::Receiver<Message>) -> Message {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fan_out_reaches_every_subscriber_on_both_ends_at_every_size() {
+async fn the_conformance_suite_passes() {
     let server = NatsServer::start(&[]);
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let (a, b) = (
-        connected(&runtime, "a", &server).await,
-        connected(&runtime, "b", &server).await,
-    );
-    let (_sa, mut on_a) = a.subscribe("cache.invalidate", None).await.unwrap();
-    let (_sb, mut on_b) = b.subscribe("cache.invalidate", None).await.unwrap();
-    round_trip(&b).await;
-    round_trip(&a).await;
-
-    for size in [1usize, 7999, 8000, 65536] {
-        let payload = Bytes::from((0..size).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
-        a.publish("cache.invalidate", payload.clone())
-            .await
-            .unwrap();
-        for messages in [&mut on_a, &mut on_b] {
-            let message = next(messages).await;
-            assert_eq!(message.subject, "cache.invalidate");
-            assert_eq!(message.payload, payload, "{size} bytes arrive whole");
-        }
-    }
-
-    // Above the server's maximum: refused before anything is written.
-    let max = 1 << 20;
-    let refused = a
-        .publish("cache.invalidate", Bytes::from(vec![0u8; max + 1]))
-        .await;
-    assert!(
-        matches!(refused, Err(SendError::PayloadTooLarge(_, m)) if m == max as u64),
-        "{refused:?}"
-    );
-    assert_eq!((a.stats().dropped, b.stats().dropped), (0, 0));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn subjects_wildcards_and_unsubscribe() {
-    let server = NatsServer::start(&[]);
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let carrier = connected(&runtime, "c", &server).await;
-
-    // Other wildcard forms and subjects outside the roots are refused.
-    for bad in ["jobs.>", "jobs.a*", "jobs..x", "other.topic"] {
-        let refused = carrier.subscribe(bad, None).await.err();
-        assert!(
-            matches!(refused, Some(SendError::InvalidSubject(_))),
-            "{bad}: {refused:?}"
-        );
-    }
-    assert!(matches!(
-        carrier.publish("other.topic", Bytes::new()).await,
-        Err(SendError::InvalidSubject(_))
-    ));
-
-    // `*` matches exactly one token.
-    let (_star, mut progress) = carrier.subscribe("jobs.*.progress", None).await.unwrap();
-    let (own, mut own_messages) = carrier.subscribe("jobs.7.progress", None).await.unwrap();
-    round_trip(&carrier).await;
-    carrier
-        .publish("jobs.7.x.progress", Bytes::from_static(b"two tokens"))
+    let bytes = component("nats");
+    let spec = CarrierSpec {
+        name: "nats".into(),
+        version: "test".into(),
+        sha256: sha256(&bytes),
+        bytes: bytes.into(),
+        config: serde_json::json!({"servers": [server.address()], "roots": ["jobs", "cache"]})
+            .to_string(),
+    };
+    let results = switchyard_carrier::conformance::run(spec, runtime)
         .await
         .unwrap();
-    carrier
-        .publish("jobs.7.progress", Bytes::from_static(b"one token"))
-        .await
-        .unwrap();
-    assert_eq!(
-        next(&mut progress).await.payload,
-        Bytes::from_static(b"one token"),
-        "the two-token subject did not match"
-    );
-    assert_eq!(
-        next(&mut own_messages).await.payload,
-        Bytes::from_static(b"one token")
-    );
-
-    // Unsubscribing removes only that subscription.
-    drop(own);
-    round_trip(&carrier).await;
-    carrier
-        .publish("jobs.7.progress", Bytes::from_static(b"after"))
-        .await
-        .unwrap();
-    assert_eq!(
-        next(&mut progress).await.payload,
-        Bytes::from_static(b"after")
-    );
-    carrier
-        .publish("jobs.8.progress", Bytes::from_static(b"marker"))
-        .await
-        .unwrap();
-    assert_eq!(
-        next(&mut progress).await.payload,
-        Bytes::from_static(b"marker")
-    );
-    assert!(
-        own_messages.try_recv().is_err(),
-        "the dropped subscription got nothing more"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queue_groups_and_request_reply() {
-    let server = NatsServer::start(&[]);
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let (a, b) = (
-        connected(&runtime, "a", &server).await,
-        connected(&runtime, "b", &server).await,
-    );
-
-    // A work queue: each unit goes to exactly one member of the group.
-    let (_qa, mut on_a) = a.subscribe("jobs.units", Some("workers")).await.unwrap();
-    let (_qb, mut on_b) = b.subscribe("jobs.units", Some("workers")).await.unwrap();
-    round_trip(&a).await;
-    round_trip(&b).await;
-    const UNITS: usize = 200;
-    for i in 0..UNITS {
-        a.publish("jobs.units", Bytes::from(i.to_string()))
-            .await
-            .unwrap();
-    }
-    let mut seen = Vec::new();
-    while seen.len() < UNITS {
-        tokio::select! {
-            Some(m) = on_a.recv() => seen.push(m.payload),
-            Some(m) = on_b.recv() => seen.push(m.payload),
-            _ = tokio::time::sleep(WAIT) => panic!("only {} of {UNITS} units arrived", seen.len()),
-        }
-    }
-    seen.sort();
-    seen.dedup();
-    assert_eq!(seen.len(), UNITS, "every unit exactly once");
-
-    // Request and reply: a responder on b answers a's request.
-    let (_responder, mut requests) = b.subscribe("jobs.echo", None).await.unwrap();
-    round_trip(&b).await;
-    let responder = tokio::spawn({
-        let b = b.clone();
-        async move {
-            let request = next(&mut requests).await;
-            let reply_to = request.reply_to.expect("a request carries its inbox");
-            b.publish(&reply_to, request.payload).await.unwrap();
-        }
-    });
-    let reply = a
-        .request("jobs.echo", Bytes::from_static(b"ping"), WAIT)
-        .await
-        .unwrap();
-    assert_eq!(reply.payload, Bytes::from_static(b"ping"));
-    responder.await.unwrap();
-    assert!(matches!(
-        a.request("jobs.nobody", Bytes::new(), WAIT).await,
-        Err(SendError::NoResponders)
-    ));
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.outcome.as_ref().err().map(|e| format!("{}: {e}", r.name)))
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(results.len() >= 9, "every check ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -318,5 +184,41 @@ async fn the_fan_out_holder_listens_on_two_carriers_during_a_change() {
         old.stats().published,
         0,
         "nothing went through the old carrier after the swap"
+    );
+}
+
+#[test]
+fn the_conformance_command_runs_on_a_component_file() {
+    let server = NatsServer::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = switchyard_tests::plugins::dir().join("nats.wasm");
+    let run = |roots: serde_json::Value| {
+        let config = dir.path().join("config.json");
+        std::fs::write(
+            &config,
+            serde_json::json!({"servers": [server.address()], "roots": roots}).to_string(),
+        )
+        .unwrap();
+        std::process::Command::new(switchyard_tests::process::binary())
+            .args(["carrier", "conformance"])
+            .arg(&wasm)
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap()
+    };
+    let passing = run(serde_json::json!(["jobs", "cache"]));
+    let stdout = String::from_utf8_lossy(&passing.stdout);
+    assert!(passing.status.success(), "{stdout}");
+    assert!(stdout.contains("9 of 9 checks passed"), "{stdout}");
+
+    // A configuration that does not allow `cache` fails the delivery check, and says so.
+    let failing = run(serde_json::json!(["jobs"]));
+    let stdout = String::from_utf8_lossy(&failing.stdout);
+    assert_eq!(failing.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("FAIL  delivery to every subscriber"),
+        "{stdout}"
     );
 }

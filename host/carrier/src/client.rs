@@ -188,6 +188,11 @@ impl Carrier {
         answer.await.map_err(|_| stopped())?
     }
 
+    /// The largest payload a message may carry (known once connected; 0 before).
+    pub fn max_payload(&self) -> u64 {
+        self.counters.max_payload.load(Ordering::Relaxed)
+    }
+
     /// The counters now.
     pub fn stats(&self) -> CarrierStats {
         CarrierStats {

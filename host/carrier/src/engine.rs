@@ -54,6 +54,8 @@ pub(crate) struct Counters {
     pub delivered: AtomicU64,
     pub dropped: AtomicU64,
     pub reconnects: AtomicU64,
+    /// The largest payload, as the plugin reports it once connected.
+    pub max_payload: AtomicU64,
 }
 
 struct Subscription {
@@ -326,6 +328,9 @@ impl Engine {
                     }
                 }
                 Action::Ready => {
+                    if let Some(Ok(max)) = self.plugin.as_mut().map(|p| p.max_payload()) {
+                        self.counters.max_payload.store(max, Ordering::Relaxed);
+                    }
                     if self.ever_ready {
                         self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
                     }

@@ -11,10 +11,12 @@
 //! - [`engine`]: the engine thread: events in, plugin calls, actions out.
 //! - [`io`]: connection tasks (dial, read, write) and the timer.
 //! - [`client`]: [`Carrier`], the handle host code uses (publish, subscribe, request).
+//! - [`conformance`]: the suite every carrier passes, also a CLI command.
 //! - [`fanout`]: the fan-out holder: an atomic pointer to the active carrier and
 //!   a registry of subscriptions that can listen on two carriers at once.
 
 pub mod client;
+pub mod conformance;
 mod engine;
 pub mod fanout;
 mod io;

@@ -21,6 +21,9 @@ pub enum Command {
     /// Workers (nodes) and registration tokens.
     #[command(subcommand)]
     Node(NodeCommand),
+    /// Carriers, offline.
+    #[command(subcommand)]
+    Carrier(CarrierCommand),
     /// Admission policies, offline.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -130,6 +133,19 @@ pub struct ApiArgs {
     /// An API key with the admin scope.
     #[arg(long, env = "SWITCHYARD_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CarrierCommand {
+    /// Run the conformance suite on a carrier component against its real
+    /// server. Exit 0 when every check passes, 1 otherwise.
+    Conformance {
+        /// The component.
+        component: PathBuf,
+        /// The carrier's configuration (JSON); it must allow the subject roots `jobs` and `cache`.
+        #[arg(long)]
+        config: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]

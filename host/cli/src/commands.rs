@@ -1,12 +1,13 @@
 //! One module per command.
 
 mod admin;
+mod conformance;
 mod policy_test;
 
 use std::future::Future;
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, PolicyCommand};
+use crate::cli::{CarrierCommand, Cli, Command, PolicyCommand};
 
 /// Runs the command; `Ok` carries the exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -35,6 +36,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }),
         Command::Node(c) => block_on(admin::node(c)),
+        Command::Carrier(CarrierCommand::Conformance { component, config }) => {
+            block_on(conformance::run(component, config))
+        }
         Command::Plugin(c) => block_on(admin::plugin(c)),
         Command::Admission(c) => block_on(admin::admission(c)),
         Command::Key(c) => block_on(admin::key(c)),

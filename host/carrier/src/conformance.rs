@@ -1,0 +1,289 @@
+//! The conformance suite every carrier passes, against its real server.
+//! `switchyard carrier conformance <component.wasm> --config <json>` runs it
+//! on a plugin author's component; the project's tests run it on ours.
+//!
+//! The configuration must allow the subject roots `jobs` and `cache`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use switchyard_runtime::Runtime;
+use tokio::sync::mpsc;
+
+use crate::client::{Carrier, CarrierSpec};
+use crate::message::{Message, SendError};
+
+/// How long any one expectation may take.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The payload sizes every carrier carries whole (around pgbus's 8000-byte
+/// notification limit, and a 64 KiB body).
+pub const PAYLOAD_SIZES: [usize; 4] = [1, 7999, 8000, 65536];
+
+/// One check's outcome.
+#[derive(Debug, Clone)]
+pub struct CheckResult {
+    /// The check's name.
+    pub name: &'static str,
+    /// `Ok` or why it failed.
+    pub outcome: Result<(), String>,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+type Check =
+    fn(Arc<Carrier>, Arc<Carrier>) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
+/// Every check, in order.
+const CHECKS: &[(&str, Check)] = &[
+    (
+        "delivery to every subscriber on both ends, at every size",
+        |a, b| Box::pin(delivery(a, b)),
+    ),
+    ("* matches exactly one token", |a, _| Box::pin(one_token(a))),
+    ("other wildcard forms are refused", |a, _| {
+        Box::pin(other_wildcards(a))
+    }),
+    ("subjects outside the allowed roots are refused", |a, _| {
+        Box::pin(outside_roots(a))
+    }),
+    ("unsubscribe removes only its own subscription", |a, _| {
+        Box::pin(unsubscribe(a))
+    }),
+    ("a payload above the maximum is refused", |a, _| {
+        Box::pin(above_maximum(a))
+    }),
+    (
+        "a queue group gives each unit to exactly one member",
+        |a, b| Box::pin(queue_group(a, b)),
+    ),
+    ("request and reply", |a, b| Box::pin(request_reply(a, b))),
+];
+
+/// Starts two instances of the carrier (two ends) and runs every check.
+pub async fn run(spec: CarrierSpec, runtime: Arc<Runtime>) -> Result<Vec<CheckResult>, String> {
+    let start = |name: &str| {
+        let mut spec = spec.clone();
+        spec.name = format!("{}-{name}", spec.name);
+        Carrier::start(spec, runtime.clone())
+            .map_err(|e| format!("the carrier does not start: {e}"))
+    };
+    let (a, b) = (start("a")?, start("b")?);
+    for carrier in [&a, &b] {
+        if !carrier.wait_ready(WAIT).await {
+            return Err(format!(
+                "{} did not connect within {WAIT:?}",
+                carrier.name()
+            ));
+        }
+    }
+    let mut results = Vec::new();
+    for (name, check) in CHECKS {
+        let started = Instant::now();
+        let outcome = check(a.clone(), b.clone()).await;
+        results.push(CheckResult {
+            name,
+            outcome,
+            elapsed: started.elapsed(),
+        });
+    }
+    let dropped = a.stats().dropped + b.stats().dropped;
+    results.push(CheckResult {
+        name: "no message dropped",
+        outcome: if dropped == 0 {
+            Ok(())
+        } else {
+            Err(format!("{dropped} dropped"))
+        },
+        elapsed: Duration::ZERO,
+    });
+    Ok(results)
+}
+
+fn fail(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Everything sent before it is in force: a request nobody serves comes back.
+async fn round_trip(carrier: &Carrier) -> Result<(), String> {
+    match carrier
+        .request("jobs.conformance.round-trip", Bytes::new(), WAIT)
+        .await
+    {
+        Err(SendError::NoResponders) | Err(SendError::Timeout) => Ok(()),
+        other => Err(format!("a round trip answered {other:?}")),
+    }
+}
+
+async fn next(messages: &mut mpsc::Receiver<Message>) -> Result<Message, String> {
+    match tokio::time::timeout(WAIT, messages.recv()).await {
+        Ok(Some(m)) => Ok(m),
+        Ok(None) => Err("the subscription closed".into()),
+        Err(_) => Err(format!("nothing arrived within {WAIT:?}")),
+    }
+}
+
+fn pattern(size: usize) -> Bytes {
+    Bytes::from((0..size).map(|i| (i % 251) as u8).collect::<Vec<u8>>())
+}
+
+async fn delivery(a: Arc<Carrier>, b: Arc<Carrier>) -> Result<(), String> {
+    let (_sa, mut on_a) = a.subscribe("cache.conformance", None).await.map_err(fail)?;
+    let (_sb, mut on_b) = b.subscribe("cache.conformance", None).await.map_err(fail)?;
+    round_trip(&a).await?;
+    round_trip(&b).await?;
+    for size in PAYLOAD_SIZES {
+        let payload = pattern(size);
+        a.publish("cache.conformance", payload.clone())
+            .await
+            .map_err(fail)?;
+        for (end, messages) in [("a", &mut on_a), ("b", &mut on_b)] {
+            let m = next(messages)
+                .await
+                .map_err(|e| format!("{size} bytes to {end}: {e}"))?;
+            if m.payload != payload || m.subject != "cache.conformance" {
+                return Err(format!("{size} bytes to {end} arrived altered"));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn one_token(a: Arc<Carrier>) -> Result<(), String> {
+    let (_s, mut messages) = a.subscribe("jobs.*.progress", None).await.map_err(fail)?;
+    round_trip(&a).await?;
+    a.publish("jobs.7.x.progress", Bytes::from_static(b"two"))
+        .await
+        .map_err(fail)?;
+    a.publish("jobs.7.progress", Bytes::from_static(b"one"))
+        .await
+        .map_err(fail)?;
+    match next(&mut messages).await?.payload.as_ref() {
+        b"one" => Ok(()),
+        other => Err(format!(
+            "'jobs.*.progress' matched {:?}",
+            String::from_utf8_lossy(other)
+        )),
+    }
+}
+
+async fn other_wildcards(a: Arc<Carrier>) -> Result<(), String> {
+    for bad in ["jobs.>", "jobs.a*", "jobs.*x", "jobs..progress", "jobs.a b"] {
+        match a.subscribe(bad, None).await {
+            Err(SendError::InvalidSubject(_)) => {}
+            Err(other) => {
+                return Err(format!(
+                    "'{bad}' refused as {other:?}, not as an invalid subject"
+                ));
+            }
+            Ok(_) => return Err(format!("'{bad}' was accepted")),
+        }
+    }
+    Ok(())
+}
+
+async fn outside_roots(a: Arc<Carrier>) -> Result<(), String> {
+    match a.publish("elsewhere.topic", Bytes::new()).await {
+        Err(SendError::InvalidSubject(_)) => {}
+        other => return Err(format!("publish outside the roots answered {other:?}")),
+    }
+    match a.subscribe("elsewhere.*", None).await {
+        Err(SendError::InvalidSubject(_)) => Ok(()),
+        Err(other) => Err(format!("subscribe outside the roots answered {other}")),
+        Ok(_) => Err("subscribe outside the roots was accepted".into()),
+    }
+}
+
+async fn unsubscribe(a: Arc<Carrier>) -> Result<(), String> {
+    let (kept, mut kept_messages) = a.subscribe("jobs.unsub", None).await.map_err(fail)?;
+    let (dropped, mut dropped_messages) = a.subscribe("jobs.unsub", None).await.map_err(fail)?;
+    drop(dropped);
+    round_trip(&a).await?;
+    a.publish("jobs.unsub", Bytes::from_static(b"x"))
+        .await
+        .map_err(fail)?;
+    next(&mut kept_messages)
+        .await
+        .map_err(|e| format!("the other subscription lost its message: {e}"))?;
+    round_trip(&a).await?;
+    drop(kept);
+    match dropped_messages.try_recv() {
+        Ok(_) => Err("the removed subscription still received".into()),
+        Err(_) => Ok(()),
+    }
+}
+
+async fn above_maximum(a: Arc<Carrier>) -> Result<(), String> {
+    let max = a.max_payload();
+    if max == 0 {
+        return Err("the carrier reports no maximum payload".into());
+    }
+    match a
+        .publish("jobs.big", Bytes::from(vec![0u8; max as usize + 1]))
+        .await
+    {
+        Err(SendError::PayloadTooLarge(_, reported)) if reported == max => Ok(()),
+        other => Err(format!("{} bytes answered {other:?}", max + 1)),
+    }
+}
+
+async fn queue_group(a: Arc<Carrier>, b: Arc<Carrier>) -> Result<(), String> {
+    const UNITS: usize = 200;
+    let (_qa, mut on_a) = a
+        .subscribe("jobs.units", Some("workers"))
+        .await
+        .map_err(fail)?;
+    let (_qb, mut on_b) = b
+        .subscribe("jobs.units", Some("workers"))
+        .await
+        .map_err(fail)?;
+    round_trip(&a).await?;
+    round_trip(&b).await?;
+    for i in 0..UNITS {
+        a.publish("jobs.units", Bytes::from(i.to_string()))
+            .await
+            .map_err(fail)?;
+    }
+    let mut seen = Vec::with_capacity(UNITS);
+    while seen.len() < UNITS {
+        tokio::select! {
+            Some(m) = on_a.recv() => seen.push(m.payload),
+            Some(m) = on_b.recv() => seen.push(m.payload),
+            _ = tokio::time::sleep(WAIT) => return Err(format!("{} of {UNITS} units arrived", seen.len())),
+        }
+    }
+    round_trip(&a).await?;
+    if on_a.try_recv().is_ok() || on_b.try_recv().is_ok() {
+        return Err("a unit arrived twice".into());
+    }
+    seen.sort();
+    seen.dedup();
+    match seen.len() == UNITS {
+        true => Ok(()),
+        false => Err(format!("{} distinct units of {UNITS}", seen.len())),
+    }
+}
+
+async fn request_reply(a: Arc<Carrier>, b: Arc<Carrier>) -> Result<(), String> {
+    let (_s, mut requests) = b.subscribe("jobs.echo", None).await.map_err(fail)?;
+    round_trip(&b).await?;
+    let responder = tokio::spawn(async move {
+        let request = next(&mut requests).await?;
+        let inbox = request
+            .reply_to
+            .ok_or("a request carries no reply subject")?;
+        b.publish(&inbox, request.payload).await.map_err(fail)
+    });
+    let reply = a
+        .request("jobs.echo", Bytes::from_static(b"ping"), WAIT)
+        .await
+        .map_err(fail)?;
+    responder.await.map_err(fail)??;
+    match reply.payload.as_ref() {
+        b"ping" => Ok(()),
+        other => Err(format!("the reply was {other:?}")),
+    }
+}

@@ -1,0 +1,57 @@
+//! `switchyard carrier conformance`: the suite every carrier passes, on a
+//! plugin author's component, against the server its configuration names.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+use switchyard_carrier::CarrierSpec;
+use switchyard_runtime::{Runtime, RuntimeConfig};
+
+pub async fn run(component: PathBuf, config: PathBuf) -> anyhow::Result<ExitCode> {
+    let bytes =
+        std::fs::read(&component).with_context(|| format!("reading {}", component.display()))?;
+    let config = std::fs::read_to_string(&config)
+        .with_context(|| format!("reading {}", config.display()))?;
+    let spec = CarrierSpec {
+        name: component
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("carrier")
+            .to_string(),
+        version: "local".into(),
+        sha256: hex::encode(Sha256::digest(&bytes)),
+        bytes: bytes.into(),
+        config,
+    };
+    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let results = switchyard_carrier::conformance::run(spec, runtime)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let mut failed = 0;
+    for result in &results {
+        let (mark, detail) = match &result.outcome {
+            Ok(()) => ("pass", String::new()),
+            Err(e) => {
+                failed += 1;
+                ("FAIL", format!(": {e}"))
+            }
+        };
+        println!(
+            "{mark}  {:<60} {:>8.1} ms{detail}",
+            result.name,
+            result.elapsed.as_secs_f64() * 1e3
+        );
+    }
+    println!(
+        "{} of {} checks passed",
+        results.len() - failed,
+        results.len()
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
