@@ -21,6 +21,7 @@ fn start(runtime: &Arc<Runtime>, name: &str, config: serde_json::Value) -> Arc<C
             sha256: sha256(&bytes),
             bytes: bytes.into(),
             config: config.to_string(),
+            database_url: None,
         },
         runtime.clone(),
     )
@@ -63,6 +64,7 @@ async fn the_conformance_suite_passes() {
         bytes: bytes.into(),
         config: serde_json::json!({"servers": [server.address()], "roots": ["jobs", "cache"]})
             .to_string(),
+        database_url: None,
     };
     let results = switchyard_carrier::conformance::run(spec, runtime)
         .await

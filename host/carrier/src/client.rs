@@ -30,6 +30,9 @@ pub struct CarrierSpec {
     pub sha256: String,
     /// The carrier's configuration (JSON; may hold credentials, never logged).
     pub config: String,
+    /// The database the host dials for the plugin's `database` endpoint
+    /// (never shown to the plugin).
+    pub database_url: Option<String>,
 }
 
 impl std::fmt::Debug for CarrierSpec {

@@ -23,19 +23,30 @@ const WAIT: Duration = Duration::from_secs(10);
 /// notification limit, and a 64 KiB body).
 pub const PAYLOAD_SIZES: [usize; 4] = [1, 7999, 8000, 65536];
 
+/// What a check found when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Passed {
+    /// The behaviour holds.
+    Yes,
+    /// The carrier does not serve this seam (it refused, as it should).
+    NotServed,
+}
+
+/// How a check passed, or why it failed.
+pub type Outcome = Result<Passed, String>;
+
 /// One check's outcome.
 #[derive(Debug, Clone)]
 pub struct CheckResult {
     /// The check's name.
     pub name: &'static str,
-    /// `Ok` or why it failed.
-    pub outcome: Result<(), String>,
+    /// How it passed, or why it failed.
+    pub outcome: Outcome,
     /// How long it took.
     pub elapsed: Duration,
 }
 
-type Check =
-    fn(Arc<Carrier>, Arc<Carrier>) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+type Check = fn(Arc<Carrier>, Arc<Carrier>) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;
 
 /// Every check, in order.
 const CHECKS: &[(&str, Check)] = &[
@@ -94,7 +105,7 @@ pub async fn run(spec: CarrierSpec, runtime: Arc<Runtime>) -> Result<Vec<CheckRe
     results.push(CheckResult {
         name: "no message dropped",
         outcome: if dropped == 0 {
-            Ok(())
+            Ok(Passed::Yes)
         } else {
             Err(format!("{dropped} dropped"))
         },
@@ -107,15 +118,27 @@ fn fail(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// Everything sent before it is in force: a request nobody serves comes back.
+/// Everything this carrier sent before is in force: a marker it publishes
+/// to itself has come back.
 async fn round_trip(carrier: &Carrier) -> Result<(), String> {
-    match carrier
-        .request("jobs.conformance.round-trip", Bytes::new(), WAIT)
-        .await
-    {
-        Err(SendError::NoResponders) | Err(SendError::Timeout) => Ok(()),
-        other => Err(format!("a round trip answered {other:?}")),
+    static MARKERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = MARKERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let subject = format!("jobs.conformance.marker{n}");
+    let (_s, mut markers) = carrier.subscribe(&subject, None).await.map_err(fail)?;
+    let started = Instant::now();
+    while started.elapsed() < WAIT {
+        carrier
+            .publish(&subject, Bytes::new())
+            .await
+            .map_err(fail)?;
+        // The subscription is in force once the server has it; until then, publish again.
+        match tokio::time::timeout(Duration::from_millis(200), markers.recv()).await {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) => return Err("the marker subscription closed".into()),
+            Err(_) => continue,
+        }
     }
+    Err(format!("a marker did not come back within {WAIT:?}"))
 }
 
 async fn next(messages: &mut mpsc::Receiver<Message>) -> Result<Message, String> {
@@ -130,7 +153,7 @@ fn pattern(size: usize) -> Bytes {
     Bytes::from((0..size).map(|i| (i % 251) as u8).collect::<Vec<u8>>())
 }
 
-async fn delivery(a: Arc<Carrier>, b: Arc<Carrier>) -> Result<(), String> {
+async fn delivery(a: Arc<Carrier>, b: Arc<Carrier>) -> Outcome {
     let (_sa, mut on_a) = a.subscribe("cache.conformance", None).await.map_err(fail)?;
     let (_sb, mut on_b) = b.subscribe("cache.conformance", None).await.map_err(fail)?;
     round_trip(&a).await?;
@@ -149,10 +172,10 @@ async fn delivery(a: Arc<Carrier>, b: Arc<Carrier>) -> Result<(), String> {
             }
         }
     }
-    Ok(())
+    Ok(Passed::Yes)
 }
 
-async fn one_token(a: Arc<Carrier>) -> Result<(), String> {
+async fn one_token(a: Arc<Carrier>) -> Outcome {
     let (_s, mut messages) = a.subscribe("jobs.*.progress", None).await.map_err(fail)?;
     round_trip(&a).await?;
     a.publish("jobs.7.x.progress", Bytes::from_static(b"two"))
@@ -162,7 +185,7 @@ async fn one_token(a: Arc<Carrier>) -> Result<(), String> {
         .await
         .map_err(fail)?;
     match next(&mut messages).await?.payload.as_ref() {
-        b"one" => Ok(()),
+        b"one" => Ok(Passed::Yes),
         other => Err(format!(
             "'jobs.*.progress' matched {:?}",
             String::from_utf8_lossy(other)
@@ -170,7 +193,7 @@ async fn one_token(a: Arc<Carrier>) -> Result<(), String> {
     }
 }
 
-async fn other_wildcards(a: Arc<Carrier>) -> Result<(), String> {
+async fn other_wildcards(a: Arc<Carrier>) -> Outcome {
     for bad in ["jobs.>", "jobs.a*", "jobs.*x", "jobs..progress", "jobs.a b"] {
         match a.subscribe(bad, None).await {
             Err(SendError::InvalidSubject(_)) => {}
@@ -182,22 +205,22 @@ async fn other_wildcards(a: Arc<Carrier>) -> Result<(), String> {
             Ok(_) => return Err(format!("'{bad}' was accepted")),
         }
     }
-    Ok(())
+    Ok(Passed::Yes)
 }
 
-async fn outside_roots(a: Arc<Carrier>) -> Result<(), String> {
+async fn outside_roots(a: Arc<Carrier>) -> Outcome {
     match a.publish("elsewhere.topic", Bytes::new()).await {
         Err(SendError::InvalidSubject(_)) => {}
         other => return Err(format!("publish outside the roots answered {other:?}")),
     }
     match a.subscribe("elsewhere.*", None).await {
-        Err(SendError::InvalidSubject(_)) => Ok(()),
+        Err(SendError::InvalidSubject(_)) => Ok(Passed::Yes),
         Err(other) => Err(format!("subscribe outside the roots answered {other}")),
         Ok(_) => Err("subscribe outside the roots was accepted".into()),
     }
 }
 
-async fn unsubscribe(a: Arc<Carrier>) -> Result<(), String> {
+async fn unsubscribe(a: Arc<Carrier>) -> Outcome {
     let (kept, mut kept_messages) = a.subscribe("jobs.unsub", None).await.map_err(fail)?;
     let (dropped, mut dropped_messages) = a.subscribe("jobs.unsub", None).await.map_err(fail)?;
     drop(dropped);
@@ -212,11 +235,11 @@ async fn unsubscribe(a: Arc<Carrier>) -> Result<(), String> {
     drop(kept);
     match dropped_messages.try_recv() {
         Ok(_) => Err("the removed subscription still received".into()),
-        Err(_) => Ok(()),
+        Err(_) => Ok(Passed::Yes),
     }
 }
 
-async fn above_maximum(a: Arc<Carrier>) -> Result<(), String> {
+async fn above_maximum(a: Arc<Carrier>) -> Outcome {
     let max = a.max_payload();
     if max == 0 {
         return Err("the carrier reports no maximum payload".into());
@@ -225,12 +248,12 @@ async fn above_maximum(a: Arc<Carrier>) -> Result<(), String> {
         .publish("jobs.big", Bytes::from(vec![0u8; max as usize + 1]))
         .await
     {
-        Err(SendError::PayloadTooLarge(_, reported)) if reported == max => Ok(()),
+        Err(SendError::PayloadTooLarge(_, reported)) if reported == max => Ok(Passed::Yes),
         other => Err(format!("{} bytes answered {other:?}", max + 1)),
     }
 }
 
-async fn queue_group(a: Arc<Carrier>, b: Arc<Carrier>) -> Result<(), String> {
+async fn queue_group(a: Arc<Carrier>, b: Arc<Carrier>) -> Outcome {
     const UNITS: usize = 200;
     let (_qa, mut on_a) = a
         .subscribe("jobs.units", Some("workers"))
@@ -262,12 +285,12 @@ async fn queue_group(a: Arc<Carrier>, b: Arc<Carrier>) -> Result<(), String> {
     seen.sort();
     seen.dedup();
     match seen.len() == UNITS {
-        true => Ok(()),
+        true => Ok(Passed::Yes),
         false => Err(format!("{} distinct units of {UNITS}", seen.len())),
     }
 }
 
-async fn request_reply(a: Arc<Carrier>, b: Arc<Carrier>) -> Result<(), String> {
+async fn request_reply(a: Arc<Carrier>, b: Arc<Carrier>) -> Outcome {
     let (_s, mut requests) = b.subscribe("jobs.echo", None).await.map_err(fail)?;
     round_trip(&b).await?;
     let responder = tokio::spawn(async move {
@@ -283,7 +306,7 @@ async fn request_reply(a: Arc<Carrier>, b: Arc<Carrier>) -> Result<(), String> {
         .map_err(fail)?;
     responder.await.map_err(fail)??;
     match reply.payload.as_ref() {
-        b"ping" => Ok(()),
+        b"ping" => Ok(Passed::Yes),
         other => Err(format!("the reply was {other:?}")),
     }
 }

@@ -9,11 +9,14 @@ use std::sync::mpsc as std_mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use switchyard_runtime::carrier::{Action, CarrierError, CarrierPlugin, CarrierSource, Header};
+use switchyard_runtime::carrier::{
+    Action, CarrierError, CarrierPlugin, CarrierSource, Endpoint, Header, Notification,
+};
 use switchyard_runtime::{CallError, Runtime};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::client::CarrierSpec;
+use crate::database::DbConnection;
 use crate::io;
 use crate::message::{Message, SendError};
 
@@ -23,6 +26,8 @@ pub(crate) enum Event {
     Closed(u64, String),
     Received(u64, Vec<u8>),
     Timer(u64),
+    Notified(u64, Vec<Notification>, u64),
+    Answered(u64, Result<Vec<Vec<Option<Vec<u8>>>>, String>),
     Publish {
         subject: String,
         headers: Vec<(String, String)>,
@@ -64,13 +69,28 @@ struct Subscription {
     handler: mpsc::Sender<Message>,
 }
 
+/// A connection the plugin opened: a socket or a database session.
+enum Link {
+    Tcp(io::Connection),
+    Database(DbConnection),
+}
+
+impl Link {
+    fn close(self) {
+        match self {
+            Link::Tcp(c) => c.close(),
+            Link::Database(c) => c.close(),
+        }
+    }
+}
+
 struct Engine {
     spec: CarrierSpec,
     runtime: Arc<Runtime>,
     plugin: Option<CarrierPlugin>,
     events: std_mpsc::Sender<Event>,
     io: tokio::runtime::Handle,
-    connections: HashMap<u64, io::Connection>,
+    connections: HashMap<u64, Link>,
     subscriptions: HashMap<u64, Subscription>,
     requests: HashMap<u64, oneshot::Sender<Result<Message, SendError>>>,
     next_request: u64,
@@ -166,6 +186,12 @@ impl Engine {
                     self.call(|p| p.received(h, &data, now));
                 }
             }
+            Event::Notified(h, notifications, dropped) => {
+                if self.connections.contains_key(&h) {
+                    self.call(|p| p.notified(h, &notifications, dropped, now));
+                }
+            }
+            Event::Answered(id, outcome) => self.call(|p| p.answered(id, &outcome, now)),
             Event::Timer(generation) => {
                 if generation == self.timer_generation {
                     self.call(|p| p.timer(now));
@@ -276,30 +302,66 @@ impl Engine {
             match action {
                 Action::Open((h, endpoint)) => {
                     let allowed = self.plugin.as_ref().is_some_and(|p| p.allows(&endpoint));
-                    if !allowed {
-                        tracing::warn!(carrier = %self.spec.name, ?endpoint, "refused: endpoint not in the carrier's configuration");
-                        let now = now_ms();
-                        if let Some(Ok(more)) = self
-                            .plugin
-                            .as_mut()
-                            .map(|p| p.closed(h, "endpoint not allowed by the configuration", now))
-                        {
-                            queue.extend(more);
+                    let link = match endpoint {
+                        _ if !allowed => {
+                            tracing::warn!(carrier = %self.spec.name, ?endpoint, "refused: endpoint not in the carrier's configuration");
+                            queue.extend(
+                                self.refuse(h, "endpoint not allowed by the configuration"),
+                            );
+                            continue;
                         }
-                        continue;
-                    }
-                    let switchyard_runtime::carrier::Endpoint::Tcp(address) = endpoint;
-                    let connection =
-                        io::Connection::dial(&self.io, h, address, self.events.clone());
-                    if let Some(old) = self.connections.insert(h, connection) {
+                        Endpoint::Tcp(address) => Link::Tcp(io::Connection::dial(
+                            &self.io,
+                            h,
+                            address,
+                            self.events.clone(),
+                        )),
+                        Endpoint::Database => match &self.spec.database_url {
+                            Some(url) => Link::Database(DbConnection::dial(
+                                &self.io,
+                                h,
+                                url.clone(),
+                                self.events.clone(),
+                            )),
+                            None => {
+                                queue.extend(
+                                    self.refuse(h, "this host has no database for carriers"),
+                                );
+                                continue;
+                            }
+                        },
+                    };
+                    if let Some(old) = self.connections.insert(h, link) {
                         old.close();
                     }
                 }
                 Action::Write((h, bytes)) => {
-                    if let Some(connection) = self.connections.get(&h) {
+                    if let Some(Link::Tcp(connection)) = self.connections.get(&h) {
                         connection.write(Bytes::from(bytes));
                     }
                 }
+                Action::Listen((h, channel)) => {
+                    if let Some(Link::Database(connection)) = self.connections.get(&h) {
+                        connection.listen(channel);
+                    }
+                }
+                Action::Query(query) => match self.connections.get(&query.connection) {
+                    Some(Link::Database(connection)) => connection.query(query),
+                    _ => {
+                        let now = now_ms();
+                        let outcome = Err(format!(
+                            "connection {} is not an open database connection",
+                            query.connection
+                        ));
+                        if let Some(Ok(more)) = self
+                            .plugin
+                            .as_mut()
+                            .map(|p| p.answered(query.id, &outcome, now))
+                        {
+                            queue.extend(more);
+                        }
+                    }
+                },
                 Action::Close(h) => {
                     if let Some(connection) = self.connections.remove(&h) {
                         connection.close();
@@ -342,6 +404,15 @@ impl Engine {
                     let _ = self.ready.send(false);
                 }
             }
+        }
+    }
+
+    /// Tells the plugin a connection it asked for is closed before it opened.
+    fn refuse(&mut self, h: u64, reason: &str) -> Vec<Action> {
+        let now = now_ms();
+        match self.plugin.as_mut().map(|p| p.closed(h, reason, now)) {
+            Some(Ok(more)) => more,
+            _ => Vec::new(),
         }
     }
 

@@ -10,6 +10,7 @@
 //! - [`message`]: messages, errors and the public types of a carrier.
 //! - [`engine`]: the engine thread: events in, plugin calls, actions out.
 //! - [`io`]: connection tasks (dial, read, write) and the timer.
+//! - `database`: database connections (LISTEN, queries) for carriers on PostgreSQL.
 //! - [`client`]: [`Carrier`], the handle host code uses (publish, subscribe, request).
 //! - [`conformance`]: the suite every carrier passes, also a CLI command.
 //! - [`fanout`]: the fan-out holder: an atomic pointer to the active carrier and
@@ -17,6 +18,7 @@
 
 pub mod client;
 pub mod conformance;
+mod database;
 mod engine;
 pub mod fanout;
 mod io;

@@ -145,6 +145,9 @@ pub enum CarrierCommand {
         /// The carrier's configuration (JSON); it must allow the subject roots `jobs` and `cache`.
         #[arg(long)]
         config: PathBuf,
+        /// The PostgreSQL a carrier's `database` endpoint reaches (pgbus).
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        database_url: Option<String>,
     },
 }
 

@@ -36,9 +36,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }),
         Command::Node(c) => block_on(admin::node(c)),
-        Command::Carrier(CarrierCommand::Conformance { component, config }) => {
-            block_on(conformance::run(component, config))
-        }
+        Command::Carrier(CarrierCommand::Conformance {
+            component,
+            config,
+            database_url,
+        }) => block_on(conformance::run(component, config, database_url)),
         Command::Plugin(c) => block_on(admin::plugin(c)),
         Command::Admission(c) => block_on(admin::admission(c)),
         Command::Key(c) => block_on(admin::key(c)),

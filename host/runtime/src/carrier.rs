@@ -15,7 +15,9 @@ use crate::inspect::PluginKind;
 use crate::policy::verify;
 use crate::sandbox::{SandboxState, arm, carrier_linker, classify};
 
-pub use types::{Action, CarrierError, Delivery, Endpoint, Header, Reply};
+pub use types::{
+    Action, CarrierError, Delivery, Endpoint, Header, Notification, Param, Query, Reply,
+};
 
 /// What is needed to load one carrier.
 #[derive(Debug, Clone)]
@@ -180,6 +182,34 @@ impl CarrierPlugin {
     /// The timer fired.
     pub fn timer(&mut self, now_ms: u64) -> Result<Vec<Action>, CallError> {
         self.call(|b, s| b.switchyard_carrier_protocol().call_timer(s, now_ms))
+    }
+
+    /// Notifications heard on a database connection, in arrival order.
+    pub fn notified(
+        &mut self,
+        handle: u64,
+        notifications: &[Notification],
+        dropped: u64,
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CallError> {
+        self.call(|b, s| {
+            b.switchyard_carrier_protocol()
+                .call_notified(s, handle, notifications, dropped, now_ms)
+        })
+    }
+
+    /// A query's answer: rows of column bytes, or the database's error.
+    pub fn answered(
+        &mut self,
+        query: u64,
+        outcome: &Result<Vec<Vec<Option<Vec<u8>>>>, String>,
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CallError> {
+        let outcome = outcome.as_ref().map(Vec::as_slice).map_err(String::as_str);
+        self.call(|b, s| {
+            b.switchyard_carrier_protocol()
+                .call_answered(s, query, outcome, now_ms)
+        })
     }
 
     /// Publishes a message.

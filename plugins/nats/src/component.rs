@@ -17,7 +17,7 @@ wit_bindgen::generate!({
 });
 
 use exports::switchyard::carrier::protocol::Guest;
-use switchyard::carrier::types::{Action, CarrierError, Delivery, Endpoint, Header, Reply};
+use switchyard::carrier::types::{Action, CarrierError, Delivery, Endpoint, Header, Notification, Reply};
 use switchyard::plugin::log::log;
 use switchyard::plugin::types::LogLevel;
 
@@ -235,6 +235,15 @@ impl Guest for NatsCarrier {
             },
             Vec::new(),
         )
+    }
+
+    fn notified(_: u64, _: Vec<Notification>, _: u64, _: u64) -> Vec<Action> {
+        // NATS opens no database connection.
+        Vec::new()
+    }
+
+    fn answered(_: u64, _: Result<Vec<Vec<Option<Vec<u8>>>>, String>, _: u64) -> Vec<Action> {
+        Vec::new()
     }
 
     fn publish(

@@ -7,9 +7,14 @@ use std::process::ExitCode;
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use switchyard_carrier::CarrierSpec;
+use switchyard_carrier::conformance::Passed;
 use switchyard_runtime::{Runtime, RuntimeConfig};
 
-pub async fn run(component: PathBuf, config: PathBuf) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    component: PathBuf,
+    config: PathBuf,
+    database_url: Option<String>,
+) -> anyhow::Result<ExitCode> {
     let bytes =
         std::fs::read(&component).with_context(|| format!("reading {}", component.display()))?;
     let config = std::fs::read_to_string(&config)
@@ -24,6 +29,7 @@ pub async fn run(component: PathBuf, config: PathBuf) -> anyhow::Result<ExitCode
         sha256: hex::encode(Sha256::digest(&bytes)),
         bytes: bytes.into(),
         config,
+        database_url,
     };
     let runtime = Runtime::new(RuntimeConfig::default())?;
     let results = switchyard_carrier::conformance::run(spec, runtime)
@@ -32,7 +38,8 @@ pub async fn run(component: PathBuf, config: PathBuf) -> anyhow::Result<ExitCode
     let mut failed = 0;
     for result in &results {
         let (mark, detail) = match &result.outcome {
-            Ok(()) => ("pass", String::new()),
+            Ok(Passed::Yes) => ("pass", String::new()),
+            Ok(Passed::NotServed) => ("n/a ", " (not served by this carrier)".to_string()),
             Err(e) => {
                 failed += 1;
                 ("FAIL", format!(": {e}"))

@@ -1,0 +1,190 @@
+//! Database connections for carriers that ride on PostgreSQL (pgbus): the
+//! host dials its own database, runs the plugin's LISTENs and queries in
+//! order, and hands notifications over in batches. The listener never
+//! blocks: notifications wait in a bounded queue and overflow is counted.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc as std_mpsc;
+
+use futures::StreamExt;
+use switchyard_runtime::carrier::{Notification, Param, Query};
+use tokio::sync::mpsc;
+use tokio_postgres::types::{ToSql, Type};
+
+use crate::engine::Event;
+
+/// Notifications waiting for the engine thread; more are dropped and counted.
+pub const NOTIFICATION_QUEUE: usize = 65_536;
+
+/// Notifications handed to the plugin in one call at most.
+const NOTIFICATION_BATCH: usize = 512;
+
+enum Command {
+    Listen(String),
+    Query(Query),
+}
+
+/// One database connection of a carrier.
+pub(crate) struct DbConnection {
+    commands: mpsc::UnboundedSender<Command>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl DbConnection {
+    /// Dials the database; reports `Opened`, then `Notified`s and `Answered`s, then one `Closed`.
+    pub(crate) fn dial(
+        io: &tokio::runtime::Handle,
+        handle: u64,
+        url: String,
+        events: std_mpsc::Sender<Event>,
+    ) -> Self {
+        let (commands, mut inbox) = mpsc::unbounded_channel::<Command>();
+        let (heard, mut queue) = mpsc::channel::<Notification>(NOTIFICATION_QUEUE);
+        let dropped = Arc::new(AtomicU64::new(0));
+
+        // Hands queued notifications to the engine thread in batches.
+        let batcher = {
+            let (events, dropped) = (events.clone(), dropped.clone());
+            io.spawn(async move {
+                while let Some(first) = queue.recv().await {
+                    let mut batch = vec![first];
+                    while batch.len() < NOTIFICATION_BATCH {
+                        match queue.try_recv() {
+                            Ok(n) => batch.push(n),
+                            Err(_) => break,
+                        }
+                    }
+                    let lost = dropped.swap(0, Ordering::Relaxed);
+                    if events.send(Event::Notified(handle, batch, lost)).is_err() {
+                        return;
+                    }
+                }
+            })
+        };
+
+        let session = io.spawn(async move {
+            let config = match tokio_postgres::Config::from_str(&url) {
+                Ok(config) => config,
+                Err(e) => {
+                    let _ = events.send(Event::Closed(handle, format!("invalid database URL: {e}")));
+                    return;
+                }
+            };
+            let (client, mut connection) = match config.connect(tokio_postgres::NoTls).await {
+                Ok(pair) => pair,
+                Err(e) => {
+                    let _ = events.send(Event::Closed(handle, format!("connecting to the database: {e}")));
+                    return;
+                }
+            };
+            // Notifications arrive only while the connection is polled: poll it on its own.
+            let (ended_tx, mut ended) = tokio::sync::oneshot::channel::<String>();
+            tokio::spawn(async move {
+                let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+                let reason = loop {
+                    match messages.next().await {
+                        Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                            let notification = Notification { channel: n.channel().into(), payload: n.payload().into() };
+                            if heard.try_send(notification).is_err() {
+                                dropped.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => break format!("database connection: {e}"),
+                        None => break "database connection closed".to_string(),
+                    }
+                };
+                let _ = ended_tx.send(reason);
+            });
+            let _ = events.send(Event::Opened(handle));
+            let reason = loop {
+                tokio::select! {
+                    reason = &mut ended => break reason.unwrap_or_else(|_| "database connection closed".into()),
+                    command = inbox.recv() => match command {
+                        Some(Command::Listen(channel)) => {
+                            let sql = format!("LISTEN \"{}\"", channel.replace('"', "\"\""));
+                            if let Err(e) = client.batch_execute(&sql).await {
+                                break format!("LISTEN {channel}: {e}");
+                            }
+                        }
+                        Some(Command::Query(query)) => {
+                            let outcome = run(&client, &query).await;
+                            if events.send(Event::Answered(query.id, outcome)).is_err() {
+                                return;
+                            }
+                        }
+                        None => return,
+                    },
+                }
+            };
+            let _ = events.send(Event::Closed(handle, reason));
+        });
+        Self {
+            commands,
+            tasks: vec![batcher, session],
+        }
+    }
+
+    /// LISTEN on a channel.
+    pub(crate) fn listen(&self, channel: String) {
+        let _ = self.commands.send(Command::Listen(channel));
+    }
+
+    /// Runs a query (in order with the others of this connection).
+    pub(crate) fn query(&self, query: Query) {
+        let _ = self.commands.send(Command::Query(query));
+    }
+
+    /// Closes without reporting back.
+    pub(crate) fn close(self) {
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+type Rows = Result<Vec<Vec<Option<Vec<u8>>>>, String>;
+
+async fn run(client: &tokio_postgres::Client, query: &Query) -> Rows {
+    let params: Vec<Box<dyn ToSql + Sync + Send>> = query
+        .params
+        .iter()
+        .map(|p| -> Box<dyn ToSql + Sync + Send> {
+            match p {
+                Param::Null => Box::new(None::<String>),
+                Param::Text(t) => Box::new(t.clone()),
+                Param::Bytes(b) => Box::new(b.clone()),
+                Param::Int(i) => Box::new(*i),
+            }
+        })
+        .collect();
+    let refs: Vec<&(dyn ToSql + Sync)> = params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    let rows = client
+        .query(query.sql.as_str(), &refs)
+        .await
+        .map_err(|e| format!("{e}"))?;
+    rows.iter()
+        .map(|row| {
+            (0..row.len())
+                .map(|i| match *row.columns()[i].type_() {
+                    Type::BYTEA => row
+                        .try_get::<_, Option<Vec<u8>>>(i)
+                        .map_err(|e| e.to_string()),
+                    Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR => row
+                        .try_get::<_, Option<String>>(i)
+                        .map(|v| v.map(String::into_bytes))
+                        .map_err(|e| e.to_string()),
+                    ref other => Err(format!(
+                        "column {} has type {other}; cast it to text or bytea",
+                        row.columns()[i].name()
+                    )),
+                })
+                .collect()
+        })
+        .collect()
+}
