@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 ensure_postgres
+ensure_nats_server
 ensure_wasm_target
 export CARGO_TARGET_DIR
 CARGO_TARGET_DIR=$(default_target_dir)

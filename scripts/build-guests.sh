@@ -70,6 +70,7 @@ GUESTS=(
     "example-deny-weekends example_deny_weekends deny-weekends"
     "fixture-other-world fixture_other_world other-world"
     "switchyard-plugin-nats switchyard_plugin_nats nats"
+    "switchyard-plugin-pgbus switchyard_plugin_pgbus pgbus"
 )
 packages=()
 for guest in "${GUESTS[@]}"; do

@@ -1,4 +1,5 @@
-//! Carriers against real servers: the nats plugin on a real nats-server,
-//! through the host's reactor and the fan-out holder.
+//! Carriers against real servers, through the host's reactor and the
+//! fan-out holder: nats on a real nats-server, pgbus on a real PostgreSQL.
 
 mod nats;
+mod pgbus;

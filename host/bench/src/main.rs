@@ -6,12 +6,14 @@
 //!    through the host, beside the same logic compiled natively;
 //! 2. activation of a new generation with a warm compile cache;
 //! 3. a swap every 5 ms while 8 threads call continuously (failed calls);
-//! 4. resident memory of an idle `switchyard serve` with the three policies bound.
+//! 4. resident memory of an idle `switchyard serve` with the three policies bound;
+//! 5. the nats carrier beside async-nats on one nats-server.
 
 mod activation;
 mod fixtures;
 mod idle_memory;
 mod latency;
+mod nats;
 mod stats;
 mod swap;
 
@@ -23,4 +25,5 @@ fn main() {
     activation::run();
     swap::run();
     idle_memory::run();
+    nats::run();
 }

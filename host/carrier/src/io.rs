@@ -13,6 +13,9 @@ use crate::engine::Event;
 /// Bytes read per `received` call at most: a whole read, many frames.
 const READ_BUFFER: usize = 64 * 1024;
 
+/// Queued writes are coalesced up to this many bytes per write.
+const COALESCE_LIMIT: usize = 256 * 1024;
+
 /// One connection: a writer channel and the task that owns the socket.
 pub(crate) struct Connection {
     writes: mpsc::UnboundedSender<Bytes>,
@@ -55,8 +58,17 @@ impl Connection {
                         Err(e) => break format!("read: {e}"),
                     },
                     bytes = outbox.recv() => match bytes {
-                        Some(bytes) => {
-                            if let Err(e) = writer.write_all(&bytes).await {
+                        Some(first) => {
+                            // Coalesce what is queued into one write: one syscall
+                            // for many small frames.
+                            let mut pending = bytes::BytesMut::from(&first[..]);
+                            while pending.len() < COALESCE_LIMIT {
+                                match outbox.try_recv() {
+                                    Ok(more) => pending.extend_from_slice(&more),
+                                    Err(_) => break,
+                                }
+                            }
+                            if let Err(e) = writer.write_all(&pending).await {
                                 break format!("write: {e}");
                             }
                         }

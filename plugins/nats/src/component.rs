@@ -17,7 +17,9 @@ wit_bindgen::generate!({
 });
 
 use exports::switchyard::carrier::protocol::Guest;
-use switchyard::carrier::types::{Action, CarrierError, Delivery, Endpoint, Header, Notification, Reply};
+use switchyard::carrier::types::{
+    Action, CarrierError, Delivery, Endpoint, Header, Notification, Reply,
+};
 use switchyard::plugin::log::log;
 use switchyard::plugin::types::LogLevel;
 

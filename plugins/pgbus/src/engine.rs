@@ -1,0 +1,410 @@
+//! The engine: one state machine per carrier instance. Each event or
+//! operation of the carrier world is one method here, and each answers the
+//! actions for the host, ending with a `SetTimer` whenever the earliest
+//! deadline moved closer.
+//!
+//! The connections (publisher, listener, readers) and their reconnects are
+//! in `engine/links.rs`; publishing, hearing, spill reads and delivery in
+//! `engine/fanout.rs`.
+
+mod fanout;
+mod links;
+
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::action::{
+    Action, CarrierError, Handle, Header, LogLevel, Notification, Param, Query, Reply, Row,
+};
+use crate::arrivals::Arrivals;
+use crate::config::Config;
+use crate::requests::Requests;
+use crate::rng::XorShift;
+use crate::subscriptions::Subscriptions;
+
+use fanout::Batch;
+pub use fanout::{MAX_BATCH_BYTES, MAX_BATCH_NOTIFICATIONS};
+use links::Link;
+
+/// The largest payload a message may carry, the same for every carrier so
+/// that a carrier switch changes no caller's limit (and NATS's default
+/// `max_payload`). A payload this large is always spilled.
+pub const MAX_PAYLOAD: u64 = 1_048_576;
+
+/// How often the publisher deletes expired spill rows. Rows live for
+/// `retention_seconds` by the database's clock; this only bounds how much
+/// longer they may stay.
+pub const RETENTION_INTERVAL_MS: u64 = 10_000;
+
+/// What a `subscribe` with a queue group answers.
+pub const QUEUE_GROUPS_REFUSED: &str =
+    "queue groups are served by the claim queue, not by pgbus fan-out";
+
+/// What the engine has counted since it started; logged on every reconnect.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Messages accepted by `publish` and `request`.
+    pub published: u64,
+    /// Of those, messages that went through the spill table.
+    pub spilled: u64,
+    /// Deliveries handed to subscriptions.
+    pub delivered: u64,
+    /// Messages heard but never delivered: dropped by the host's queue, spill
+    /// rows gone (expired) or unreadable, reads timed out, the wait queue full.
+    pub lost: u64,
+    /// Times the carrier became ready again after losing a connection.
+    pub reconnects: u64,
+    /// Accepted messages the database refused or that were never sent (the
+    /// publisher closed first).
+    pub failed_publishes: u64,
+    /// Notifications on the channel that are not this format.
+    pub malformed: u64,
+}
+
+impl fmt::Display for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "published={} spilled={} delivered={} lost={} reconnects={} failed_publishes={} malformed={}",
+            self.published,
+            self.spilled,
+            self.delivered,
+            self.lost,
+            self.reconnects,
+            self.failed_publishes,
+            self.malformed
+        )
+    }
+}
+
+/// A query in flight, by what its answer means.
+#[derive(Debug)]
+enum Pending {
+    /// The publisher's table creation or the listener's LISTEN check.
+    Setup { link: usize, handle: Handle },
+    /// Notifications (one, a batch, or a spill).
+    Publish { handle: Handle, messages: u64 },
+    /// A spill read for the arrival `seq`.
+    Read {
+        link: usize,
+        handle: Handle,
+        seq: u64,
+    },
+    /// Deleting expired spill rows.
+    Retention { handle: Handle },
+}
+
+impl Pending {
+    fn handle(&self) -> Handle {
+        match *self {
+            Pending::Setup { handle, .. }
+            | Pending::Publish { handle, .. }
+            | Pending::Read { handle, .. }
+            | Pending::Retention { handle } => handle,
+        }
+    }
+}
+
+/// The pgbus carrier, without I/O: see the crate documentation.
+#[derive(Debug)]
+pub struct Engine {
+    config: Config,
+    /// The publisher, the listener, then the readers.
+    links: Vec<Link>,
+    /// Current handles to their link; a closed handle is removed.
+    by_handle: HashMap<Handle, usize>,
+    next_handle: Handle,
+    next_query: u64,
+    queries: HashMap<u64, Pending>,
+    ready: bool,
+    ever_ready: bool,
+    subscriptions: Subscriptions,
+    requests: Requests,
+    arrivals: Arrivals,
+    batch: Batch,
+    /// Publish queries sent and not answered; new inline messages wait in
+    /// `batch` while there are any.
+    publishes_in_flight: usize,
+    /// Where the round robin over readers starts next.
+    next_reader: usize,
+    retention_at: u64,
+    retention_in_flight: bool,
+    /// When the host's timer fires, if one is set.
+    timer_at: Option<u64>,
+    counters: Counters,
+}
+
+impl Engine {
+    /// Starts an engine: answers the opening of every connection and the
+    /// first timer. `seed` names the request inbox and jitters reconnects.
+    pub fn new(config: Config, seed: u64, now_ms: u64) -> (Self, Vec<Action>) {
+        Self::starting_at(config, seed, now_ms, 1, 1)
+    }
+
+    /// Replaces a running engine (a new configuration): closes its
+    /// connections and numbers the new connections and queries after the
+    /// old ones, so that a late event or answer is recognised as stale.
+    pub fn replace(self, config: Config, seed: u64, now_ms: u64) -> (Self, Vec<Action>) {
+        let mut out: Vec<Action> = self.by_handle.keys().map(|&h| Action::Close(h)).collect();
+        out.sort_by_key(|a| match a {
+            Action::Close(h) => *h,
+            _ => 0,
+        });
+        let (engine, actions) =
+            Self::starting_at(config, seed, now_ms, self.next_handle, self.next_query);
+        out.extend(actions);
+        (engine, out)
+    }
+
+    fn starting_at(
+        config: Config,
+        seed: u64,
+        now_ms: u64,
+        first_handle: Handle,
+        first_query: u64,
+    ) -> (Self, Vec<Action>) {
+        let mut rng = XorShift::new(seed);
+        let requests = Requests::new(&mut rng);
+        let links = (0..2 + config.spill_readers)
+            .map(|_| Link::new(rng.next_u64()))
+            .collect();
+        let mut engine = Self {
+            config,
+            links,
+            by_handle: HashMap::new(),
+            next_handle: first_handle,
+            next_query: first_query,
+            queries: HashMap::new(),
+            ready: false,
+            ever_ready: false,
+            subscriptions: Subscriptions::default(),
+            requests,
+            arrivals: Arrivals::default(),
+            batch: Batch::default(),
+            publishes_in_flight: 0,
+            next_reader: 0,
+            retention_at: now_ms.saturating_add(RETENTION_INTERVAL_MS),
+            retention_in_flight: false,
+            timer_at: None,
+            counters: Counters::default(),
+        };
+        let mut out = Vec::new();
+        for link in 0..engine.links.len() {
+            engine.open(link, &mut out);
+        }
+        let out = engine.finish(out, now_ms);
+        (engine, out)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The largest payload a message may carry ([`MAX_PAYLOAD`]).
+    pub fn max_payload(&self) -> u64 {
+        MAX_PAYLOAD
+    }
+
+    /// What the engine has counted.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Whether publishing is possible now.
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// A connection the engine asked for is open.
+    pub fn opened(&mut self, handle: Handle, now_ms: u64) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.link_opened(handle, &mut out);
+        self.finish(out, now_ms)
+    }
+
+    /// A connection closed or could not be opened.
+    pub fn closed(&mut self, handle: Handle, reason: &str, now_ms: u64) -> Vec<Action> {
+        let mut out = Vec::new();
+        if let Some(link) = self.by_handle.get(&handle).copied() {
+            self.lose(link, reason, now_ms, &mut out);
+        }
+        self.finish(out, now_ms)
+    }
+
+    /// The timer fired: reopens connections, times out requests and spill
+    /// reads, and deletes expired spill rows.
+    pub fn timer(&mut self, now_ms: u64) -> Vec<Action> {
+        self.timer_at = None;
+        let mut out = Vec::new();
+        self.reopen_due(now_ms, &mut out);
+        for request in self.requests.expire(now_ms) {
+            out.push(Action::Reply(Reply {
+                request,
+                outcome: Err(CarrierError::Timeout),
+            }));
+        }
+        let expired = self.arrivals.expire(now_ms) as u64;
+        if expired > 0 {
+            self.counters.lost += expired;
+            out.push(Action::Log(
+                LogLevel::Warn,
+                format!(
+                    "pgbus: {expired} spilled message(s) not read within the read timeout; lost"
+                ),
+            ));
+            self.deliver_ready(&mut out);
+        }
+        if now_ms >= self.retention_at {
+            self.retention_at = now_ms.saturating_add(RETENTION_INTERVAL_MS);
+            self.expire_spill_rows(&mut out);
+        }
+        self.finish(out, now_ms)
+    }
+
+    /// Notifications heard on the listener, in arrival order; `dropped`
+    /// counts those the host had to drop.
+    pub fn notified(
+        &mut self,
+        handle: Handle,
+        notifications: Vec<Notification>,
+        dropped: u64,
+        now_ms: u64,
+    ) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.hear(handle, notifications, dropped, now_ms, &mut out);
+        self.finish(out, now_ms)
+    }
+
+    /// A query's answer.
+    pub fn answered(
+        &mut self,
+        query: u64,
+        outcome: Result<Vec<Row>, String>,
+        now_ms: u64,
+    ) -> Vec<Action> {
+        let mut out = Vec::new();
+        if let Some(pending) = self.queries.remove(&query) {
+            match pending {
+                Pending::Setup { link, handle } => {
+                    self.setup_answered(link, handle, outcome, now_ms, &mut out)
+                }
+                Pending::Publish { messages, .. } => {
+                    self.publish_answered(messages, outcome, &mut out)
+                }
+                Pending::Read { link, handle, seq } => {
+                    self.read_answered(link, handle, seq, outcome, &mut out)
+                }
+                Pending::Retention { .. } => self.retention_answered(outcome, &mut out),
+            }
+        }
+        self.finish(out, now_ms)
+    }
+
+    /// Publishes a message to every frontend's subscriptions (this one's
+    /// included, once the database has it). Accepted means handed to the
+    /// database: fan-out is at most once.
+    pub fn publish(
+        &mut self,
+        subject: &str,
+        reply_to: Option<&str>,
+        headers: &[Header],
+        payload: Vec<u8>,
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CarrierError> {
+        let mut out = Vec::new();
+        self.send(subject, reply_to, headers, payload, &mut out)?;
+        Ok(self.finish(out, now_ms))
+    }
+
+    /// Subscribes the host's subscription `id` to a pattern (`*` matches one
+    /// token). Subscriptions are local: nothing goes to the database.
+    pub fn subscribe(
+        &mut self,
+        id: u64,
+        pattern: &str,
+        queue_group: Option<&str>,
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CarrierError> {
+        if queue_group.is_some() {
+            return Err(CarrierError::Refused(QUEUE_GROUPS_REFUSED.into()));
+        }
+        self.config
+            .policy
+            .check(pattern, true)
+            .map_err(|e| CarrierError::InvalidSubject(e.to_string()))?;
+        if !self.subscriptions.insert(id, pattern) {
+            return Err(CarrierError::Refused(format!(
+                "subscription {id} already exists"
+            )));
+        }
+        Ok(self.finish(Vec::new(), now_ms))
+    }
+
+    /// Removes the subscription `id` (and nothing else).
+    pub fn unsubscribe(&mut self, id: u64, now_ms: u64) -> Vec<Action> {
+        self.subscriptions.remove(id);
+        self.finish(Vec::new(), now_ms)
+    }
+
+    /// Publishes a request with the reply subject `_INBOX.<token>.<id>`; the
+    /// answer comes as a `Reply` for `id`, or `Timeout` after `timeout_ms`.
+    /// pgbus cannot detect that nobody serves the subject.
+    pub fn request(
+        &mut self,
+        id: u64,
+        subject: &str,
+        headers: &[Header],
+        payload: Vec<u8>,
+        timeout_ms: u64,
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CarrierError> {
+        if self.requests.is_waiting(id) {
+            return Err(CarrierError::Refused(format!(
+                "request {id} is already waiting"
+            )));
+        }
+        let inbox = self.requests.inbox(id);
+        let mut out = Vec::new();
+        self.send(subject, Some(&inbox), headers, payload, &mut out)?;
+        self.requests.start(id, now_ms.saturating_add(timeout_ms));
+        Ok(self.finish(out, now_ms))
+    }
+
+    /// A new query id, registered with what its answer means.
+    fn query(&mut self, pending: Pending, sql: &'static str, params: Vec<Param>) -> Action {
+        let id = self.next_query;
+        self.next_query += 1;
+        let connection = pending.handle();
+        self.queries.insert(id, pending);
+        Action::Query(Query {
+            id,
+            connection,
+            sql,
+            params,
+        })
+    }
+
+    /// Appends a `SetTimer` when the earliest deadline is sooner than the
+    /// timer already set (a later timer firing early costs one empty call).
+    fn finish(&mut self, mut out: Vec<Action>, now_ms: u64) -> Vec<Action> {
+        let earliest = self
+            .links
+            .iter()
+            .map(Link::reopen_at)
+            .chain([
+                Some(self.retention_at),
+                self.requests.next_deadline(),
+                self.arrivals.next_deadline(),
+            ])
+            .flatten()
+            .min();
+        if let Some(at) = earliest
+            && self.timer_at.is_none_or(|set| at < set)
+        {
+            self.timer_at = Some(at);
+            out.push(Action::SetTimer(at.saturating_sub(now_ms)));
+        }
+        out
+    }
+}

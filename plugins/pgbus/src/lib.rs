@@ -1,0 +1,81 @@
+//! A sans-IO fan-out engine over PostgreSQL `pg_notify` for the Switchyard
+//! `tunnel` carrier set (the `pgbus` carrier component).
+//!
+//! Every frontend publishes on one channel and listens to it; subscriptions
+//! are local patterns matched on every message heard. A message whose
+//! notification would be `spill_threshold` (8000) bytes or more is written
+//! to the spill table and the notification names its row; spill reads run on
+//! several reader connections at once, and deliveries keep arrival order.
+//! Spill rows expire by the database's clock. Queue groups are refused: work
+//! queues are the claim queue's seam.
+//!
+//! The engine does no I/O and reads no clock: the host owns the database
+//! connections and the timer, reports what happened, and performs the
+//! [`Action`]s each call answers, in order.
+//!
+//! ```
+//! use switchyard_plugin_pgbus::{Action, Config, Engine};
+//!
+//! let (mut engine, out) = Engine::new(Config::default(), 7, 0);
+//! // The publisher, the listener and eight spill readers, then the timer.
+//! assert_eq!(out[0], Action::Open(1));
+//! assert_eq!(out.len(), 11);
+//! let out = engine.opened(1, 1);
+//! let Action::Query(create_table) = &out[0] else { panic!() };
+//! let out = engine.opened(2, 1);
+//! assert_eq!(out[0], Action::Listen(2, "switchyard_bus".into()));
+//! let Action::Query(check) = &out[1] else { panic!() };
+//! engine.answered(create_table.id, Ok(vec![]), 2);
+//! let out = engine.answered(check.id, Ok(vec![vec![Some(b"1".to_vec())]]), 2);
+//! assert_eq!(out, vec![Action::Ready]);
+//! let out = engine.publish("jobs.1.progress", None, &[], b"50%".to_vec(), 3).unwrap();
+//! let Action::Query(notify) = &out[0] else { panic!() };
+//! assert_eq!(notify.sql, "SELECT pg_notify($1, $2)::text");
+//! ```
+//!
+//! # Layout
+//!
+//! - `engine.rs`: the state machine and its calls; `engine/links.rs` the
+//!   connections, their setup, loss and reopening; `engine/fanout.rs`
+//!   publishing, batching, spilling, hearing, spill reads and delivery.
+//! - `action.rs`: what the engine answers, and the values that cross with it.
+//! - `notification.rs`: the text of a notification (the wire format).
+//! - `sql.rs`: every statement.
+//! - `arrivals.rs`: messages heard, in arrival order, until deliverable.
+//! - `subscriptions.rs`, `requests.rs`: local subscriptions; the request inbox.
+//! - `subject.rs`: subject rules and roots; `config.rs`: the configuration.
+//! - `backoff.rs`, `rng.rs`: reconnect delays and the inbox token from the seed.
+//! - `component.rs` (wasm32 only): the carrier world's glue.
+
+mod action;
+mod arrivals;
+mod backoff;
+// SAFETY: only wit-bindgen's generated exports use `unsafe`.
+#[allow(unsafe_code)]
+#[cfg(target_arch = "wasm32")]
+mod component;
+mod config;
+mod engine;
+pub mod notification;
+mod requests;
+mod rng;
+pub mod sql;
+mod subject;
+mod subscriptions;
+
+pub use action::{
+    Action, CarrierError, Delivery, Handle, Header, LogLevel, Notification, Param, Query, Reply,
+    Row,
+};
+pub use arrivals::{MAX_WAITING, SPILL_READ_TIMEOUT_MS};
+pub use backoff::{BACKOFF_MAX_MS, BACKOFF_START_MS, Backoff};
+pub use config::{
+    Config, ConfigError, DEFAULT_CHANNEL, DEFAULT_RETENTION_SECONDS, DEFAULT_ROOTS,
+    DEFAULT_SPILL_READERS, DEFAULT_SPILL_THRESHOLD, MAX_CHANNEL_LEN, MAX_RETENTION_SECONDS,
+    MAX_SPILL_READERS,
+};
+pub use engine::{
+    Counters, Engine, MAX_BATCH_BYTES, MAX_BATCH_NOTIFICATIONS, MAX_PAYLOAD, QUEUE_GROUPS_REFUSED,
+    RETENTION_INTERVAL_MS,
+};
+pub use subject::{SubjectError, SubjectPolicy, subject_matches, validate_subject};

@@ -1,0 +1,10 @@
+//! The engine driven as a host would drive it: connections opening and
+//! closing, queries answered, notifications heard, the timer firing.
+
+mod delivery;
+mod fuzz;
+mod publish;
+mod reconnect;
+mod requests;
+mod retention;
+mod support;

@@ -1,0 +1,137 @@
+//! The `pgbus` carrier component on a real PostgreSQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use switchyard_carrier::conformance::Passed;
+use switchyard_carrier::{Carrier, CarrierSpec};
+use switchyard_runtime::{Runtime, RuntimeConfig};
+use switchyard_store::embedded::EmbeddedPostgres;
+use switchyard_tests::db::fresh_database;
+use switchyard_tests::plugins::{component, sha256};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn spec(database_url: &str, config: serde_json::Value) -> CarrierSpec {
+    let bytes = component("pgbus");
+    CarrierSpec {
+        name: "pgbus".into(),
+        version: "test".into(),
+        sha256: sha256(&bytes),
+        bytes: bytes.into(),
+        config: config.to_string(),
+        database_url: Some(database_url.into()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_suite_passes() {
+    let db = fresh_database().await;
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let results = switchyard_carrier::conformance::run(
+        spec(&db, serde_json::json!({"roots": ["jobs", "cache"]})),
+        runtime,
+    )
+    .await
+    .unwrap();
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.outcome.as_ref().err().map(|e| format!("{}: {e}", r.name)))
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    let queue = results
+        .iter()
+        .find(|r| r.name.contains("queue group"))
+        .unwrap();
+    assert_eq!(
+        queue.outcome,
+        Ok(Passed::NotServed),
+        "pgbus fan-out refuses queue groups: the claim queue serves them"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_messages_spill_and_the_spill_table_is_used() {
+    let db = fresh_database().await;
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let a = Carrier::start(spec(&db, serde_json::json!({})), runtime.clone()).unwrap();
+    let b = Carrier::start(spec(&db, serde_json::json!({})), runtime).unwrap();
+    assert!(a.wait_ready(WAIT).await && b.wait_ready(WAIT).await);
+    let (_s, mut on_b) = b.subscribe("jobs.big", None).await.unwrap();
+    let payloads: Vec<Bytes> = (0..20)
+        .map(|i| Bytes::from(vec![i as u8; if i % 2 == 0 { 65536 } else { 10 }]))
+        .collect();
+    for payload in &payloads {
+        a.publish("jobs.big", payload.clone()).await.unwrap();
+    }
+    for (i, payload) in payloads.iter().enumerate() {
+        let m = tokio::time::timeout(WAIT, on_b.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&m.payload, payload, "message {i} in arrival order, whole");
+    }
+    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let spilled: i64 = client
+        .query_one("SELECT count(*) FROM switchyard_carrier_spill", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        spilled, 10,
+        "the ten 64 KiB messages went through the spill table"
+    );
+    assert_eq!(b.stats().dropped, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_postgres_is_survived_by_reconnecting_and_listening_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pg");
+    let start = {
+        let data = data.clone();
+        move || EmbeddedPostgres::start(&data).expect("a private PostgreSQL")
+    };
+    let mut pg = tokio::task::spawn_blocking(start.clone()).await.unwrap();
+    let url = pg.url();
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let (a, b): (Arc<Carrier>, Arc<Carrier>) = (
+        Carrier::start(spec(&url, serde_json::json!({})), runtime.clone()).unwrap(),
+        Carrier::start(spec(&url, serde_json::json!({})), runtime).unwrap(),
+    );
+    assert!(a.wait_ready(WAIT).await && b.wait_ready(WAIT).await);
+    let (_s, mut on_b) = b.subscribe("cache.after", None).await.unwrap();
+
+    pg = tokio::task::spawn_blocking(move || {
+        pg.stop().unwrap();
+        pg
+    })
+    .await
+    .unwrap();
+    assert!(
+        a.wait_lost(WAIT).await && b.wait_lost(WAIT).await,
+        "both saw the database go"
+    );
+    let restarted = tokio::task::spawn_blocking(start).await.unwrap();
+    assert!(
+        a.wait_ready(Duration::from_secs(30)).await && b.wait_ready(Duration::from_secs(30)).await,
+        "both came back without a restart"
+    );
+    a.publish("cache.after", Bytes::from_static(b"back"))
+        .await
+        .unwrap();
+    let m = tokio::time::timeout(WAIT, on_b.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.payload, Bytes::from_static(b"back"), "b listens again");
+    assert!(a.stats().reconnects >= 1 && b.stats().reconnects >= 1);
+    drop((a, b, pg));
+    tokio::task::spawn_blocking(move || drop(restarted))
+        .await
+        .unwrap();
+}
