@@ -7,13 +7,15 @@
 //! 2. activation of a new generation with a warm compile cache;
 //! 3. a swap every 5 ms while 8 threads call continuously (failed calls);
 //! 4. resident memory of an idle `switchyard serve` with the three policies bound;
-//! 5. the nats carrier beside async-nats on one nats-server.
+//! 5. the nats carrier beside async-nats on one nats-server;
+//! 6. the pgbus carrier: a burst of large broadcasts, and small messages beside bare `pg_notify`.
 
 mod activation;
 mod fixtures;
 mod idle_memory;
 mod latency;
 mod nats;
+mod pgbus;
 mod stats;
 mod swap;
 
@@ -26,4 +28,5 @@ fn main() {
     swap::run();
     idle_memory::run();
     nats::run();
+    pgbus::run();
 }
