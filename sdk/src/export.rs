@@ -99,8 +99,22 @@ pub fn evaluate_federation<P: Policy>(request: FederationRequest) -> FederationD
 ///
 /// Call it once, at the root of the policy's crate:
 ///
-/// ```ignore
-/// switchyard_sdk::export_policy!(MaxTokens);
+/// ```
+/// use switchyard_sdk::{AdmissionPoint, Policy, Validate};
+///
+/// #[derive(serde::Deserialize)]
+/// pub struct Settings {}
+/// impl Validate for Settings {}
+///
+/// pub struct AllowAll;
+/// impl Policy for AllowAll {
+///     type Settings = Settings;
+///     fn points() -> Vec<AdmissionPoint> {
+///         vec![AdmissionPoint::Inference]
+///     }
+/// }
+///
+/// switchyard_sdk::export_policy!(AllowAll);
 /// ```
 ///
 /// `validate-settings` parses the JSON document into `Policy::Settings`,

@@ -125,6 +125,34 @@ impl Admission {
         })
     }
 
+    /// Makes a new generation from `policies`, make before break: the chain
+    /// is built (and every setting validated) here before the generation is
+    /// stored, then it is swapped in; the other replicas follow the row.
+    pub async fn commit(
+        &self,
+        point: AdmissionPoint,
+        policies: &[StoredPolicy],
+        note: &str,
+        by: &str,
+    ) -> Result<Generation, ApiError> {
+        let candidate = Generation {
+            point: point.as_str().into(),
+            generation: 0,
+            policies: policies.to_vec(),
+            note: note.into(),
+            created_by: by.into(),
+            created_at: None,
+        };
+        let mut chain = self.build(point, &candidate).await?;
+        let generation = self
+            .store
+            .push_generation(point.as_str(), policies, note, by)
+            .await?;
+        chain.generation = generation.generation;
+        self.activate(chain).await;
+        Ok(generation)
+    }
+
     /// Swaps a built chain in and records it; an older chain never replaces a newer one.
     pub async fn activate(&self, chain: Chain) {
         let point = chain.point;

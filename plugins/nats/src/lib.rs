@@ -43,7 +43,7 @@
 mod action;
 // SAFETY: only wit-bindgen's generated exports use `unsafe`.
 mod auth;
-mod backoff;
+use switchyard_carrier_kit::backoff;
 #[allow(unsafe_code)]
 #[cfg(target_arch = "wasm32")]
 mod component;
@@ -57,9 +57,9 @@ mod headers;
 mod info;
 mod parser;
 mod request;
-mod rng;
+use switchyard_carrier_kit::rng;
 mod server_error;
-mod subject;
+use switchyard_carrier_kit::subject;
 mod subscription;
 
 pub use action::{Action, Message, Output};

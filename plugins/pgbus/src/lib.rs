@@ -49,7 +49,7 @@
 
 mod action;
 mod arrivals;
-mod backoff;
+use switchyard_carrier_kit::backoff;
 // SAFETY: only wit-bindgen's generated exports use `unsafe`.
 #[allow(unsafe_code)]
 #[cfg(target_arch = "wasm32")]
@@ -58,9 +58,9 @@ mod config;
 mod engine;
 pub mod notification;
 mod requests;
-mod rng;
+use switchyard_carrier_kit::rng;
 pub mod sql;
-mod subject;
+use switchyard_carrier_kit::subject;
 mod subscriptions;
 
 pub use action::{

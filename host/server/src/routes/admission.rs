@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest};
-use switchyard_store::admission::{Generation, StoredPolicy};
+use switchyard_store::admission::StoredPolicy;
 
 use crate::admission::{parse_fail, parse_mode};
 use crate::auth::Caller;
@@ -113,22 +113,10 @@ pub async fn set(
             fail: binding.fail,
         });
     }
-    // Make before break: build the chain here before the generation exists anywhere.
-    let candidate = Generation {
-        point: point.as_str().into(),
-        generation: 0,
-        policies: policies.clone(),
-        note: String::new(),
-        created_by: String::new(),
-        created_at: None,
-    };
-    let mut chain = state.admission.build(point, &candidate).await?;
     let generation = state
-        .store
-        .push_generation(point.as_str(), &policies, "set", &caller.key_id)
+        .admission
+        .commit(point, &policies, "set", &caller.key_id)
         .await?;
-    chain.generation = generation.generation;
-    state.admission.activate(chain).await;
     tracing::info!(%point, generation = generation.generation, by = %caller.key_id, "admission chain set");
     Ok(Json(json!(generation)))
 }
@@ -187,18 +175,11 @@ pub async fn rollback(
                 latest.generation - 1
             ))
         })?;
-    let mut chain = state.admission.build(point, &previous).await?;
+    let note = format!("rollback to {}", previous.generation);
     let generation = state
-        .store
-        .push_generation(
-            point.as_str(),
-            &previous.policies,
-            &format!("rollback to {}", previous.generation),
-            &caller.key_id,
-        )
+        .admission
+        .commit(point, &previous.policies, &note, &caller.key_id)
         .await?;
-    chain.generation = generation.generation;
-    state.admission.activate(chain).await;
     tracing::info!(%point, generation = generation.generation, to = previous.generation, by = %caller.key_id, "admission chain rolled back");
     Ok(Json(json!(generation)))
 }

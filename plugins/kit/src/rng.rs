@@ -1,19 +1,18 @@
-//! A tiny deterministic generator for the inbox token and reconnect jitter.
+//! A tiny deterministic generator for inbox tokens and reconnect jitter.
 //!
 //! The engine has no source of randomness of its own (it must run the same way
 //! inside a component with no WASI random import), so the host hands it a seed
-//! and this expands it. (The same generator as the nats carrier's; the two
-//! components share no crate, so each keeps its copy.)
+//! and this expands it.
 
 /// xorshift64*: fast, small, and good enough for tokens and jitter; not for
 /// secrets.
 #[derive(Debug, Clone)]
-pub(crate) struct XorShift(u64);
+pub struct XorShift(u64);
 
 impl XorShift {
     /// Mixes the seed first (splitmix64) so that nearby seeds such as 1 and 2
     /// do not give nearby streams, and so that a zero seed still works.
-    pub(crate) fn new(seed: u64) -> Self {
+    pub fn new(seed: u64) -> Self {
         let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -22,7 +21,7 @@ impl XorShift {
         Self(if z == 0 { 0x9E37_79B9_7F4A_7C15 } else { z })
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -33,7 +32,7 @@ impl XorShift {
 
     /// A value in `0..n` (0 when `n` is 0). The modulo bias is irrelevant at
     /// the sizes used here.
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         if n == 0 { 0 } else { self.next_u64() % n }
     }
 }

@@ -1,11 +1,12 @@
 //! Subject rules: what a subject may look like, how a pattern matches, and
 //! which roots a Switchyard carrier may use.
 //!
-//! Subjects are `.`-separated tokens and `*` stands for exactly one token.
-//! These are the nats carrier's rules, kept identical so that a switch
-//! between carriers changes nothing a subscriber sees: `>` is refused
-//! everywhere (a fan-out pattern must say how deep it listens). The two
-//! components share no crate, so each keeps its copy.
+//! Subjects are `.`-separated tokens. `*` stands for exactly one token; NATS
+//! also has `>` for one or more trailing tokens, but the Switchyard carrier
+//! contract keeps only `*` (a fan-out pattern must say how deep it listens),
+//! so [`validate_subject`] refuses `>` even though a NATS server would take
+//! it. Every carrier applies these same rules, so a change of carrier changes
+//! nothing a subscriber sees.
 
 /// Why a subject or pattern was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,7 +17,7 @@ pub enum SubjectError {
     /// A leading, trailing or doubled `.` leaves a token empty.
     #[error("subject `{0}` has an empty token (a leading, trailing or doubled `.`)")]
     EmptyToken(String),
-    /// Spaces, tabs, newlines and control characters would break the notification text.
+    /// Spaces, tabs, newlines and control characters would break a protocol line.
     #[error("subject `{0}` contains whitespace or a control character")]
     Whitespace(String),
     /// A `*` where only a literal subject makes sense (publish, reply-to, root).
@@ -64,9 +65,11 @@ pub fn validate_subject(subject: &str, allow_wildcards: bool) -> Result<(), Subj
     Ok(())
 }
 
-/// Whether `subject` (literal) is matched by `pattern`: `*` matches exactly
-/// one token, a final `>` one or more (the general NATS rule; a validated
-/// pattern never has `>`). Neither argument is validated here.
+/// Whether `subject` (literal) is matched by `pattern`, with NATS semantics:
+/// `*` matches exactly one token, a final `>` matches one or more tokens.
+///
+/// This is the general NATS rule, so it knows `>` even though
+/// [`validate_subject`] refuses it; neither argument is validated here.
 pub fn subject_matches(pattern: &str, subject: &str) -> bool {
     let mut pat = pattern.split('.');
     let mut sub = subject.split('.');
