@@ -20,6 +20,10 @@ use crate::database::DbConnection;
 use crate::io;
 use crate::message::{Message, SendError};
 
+/// Events handled before the gathered writes go out, so that a steady
+/// stream of events cannot hold writes back indefinitely.
+const EVENTS_PER_FLUSH: usize = 256;
+
 /// Something for the engine thread to handle.
 pub(crate) enum Event {
     Opened(u64),
@@ -91,6 +95,8 @@ struct Engine {
     events: std_mpsc::Sender<Event>,
     io: tokio::runtime::Handle,
     connections: HashMap<u64, Link>,
+    /// Writes gathered while handling a burst of events, sent once per connection.
+    pending_writes: HashMap<u64, bytes::BytesMut>,
     subscriptions: HashMap<u64, Subscription>,
     requests: HashMap<u64, oneshot::Sender<Result<Message, SendError>>>,
     next_request: u64,
@@ -123,6 +129,7 @@ pub(crate) fn spawn(
         events: events.clone(),
         io,
         connections: HashMap::new(),
+        pending_writes: HashMap::new(),
         subscriptions: HashMap::new(),
         requests: HashMap::new(),
         next_request: 0,
@@ -136,6 +143,7 @@ pub(crate) fn spawn(
         .name(format!("carrier-{}", engine.spec.name))
         .spawn(move || {
             engine.perform(first);
+            engine.flush_writes();
             engine.run(inbox)
         })
         .map_err(|e| SendError::Unavailable(e.to_string()))?;
@@ -160,11 +168,22 @@ impl Engine {
     }
 
     fn run(mut self, inbox: std_mpsc::Receiver<Event>) {
-        while let Ok(event) = inbox.recv() {
-            if matches!(event, Event::Shutdown) {
-                break;
+        'events: while let Ok(first) = inbox.recv() {
+            // Handle everything already waiting, then write once per
+            // connection: one wake-up of each writer for a whole burst.
+            let mut event = Some(first);
+            let mut handled = 0;
+            while let Some(next) = event.take() {
+                if matches!(next, Event::Shutdown) {
+                    break 'events;
+                }
+                self.handle(next);
+                handled += 1;
+                if handled < EVENTS_PER_FLUSH {
+                    event = inbox.try_recv().ok();
+                }
             }
-            self.handle(event);
+            self.flush_writes();
         }
         for (_, connection) in self.connections.drain() {
             connection.close();
@@ -336,8 +355,11 @@ impl Engine {
                     }
                 }
                 Action::Write((h, bytes)) => {
-                    if let Some(Link::Tcp(connection)) = self.connections.get(&h) {
-                        connection.write(Bytes::from(bytes));
+                    if let Some(Link::Tcp(_)) = self.connections.get(&h) {
+                        self.pending_writes
+                            .entry(h)
+                            .or_default()
+                            .extend_from_slice(&bytes);
                     }
                 }
                 Action::Listen((h, channel)) => {
@@ -407,6 +429,15 @@ impl Engine {
         }
     }
 
+    /// Hands each connection what was written to it since the last flush.
+    fn flush_writes(&mut self) {
+        for (h, bytes) in self.pending_writes.drain() {
+            if let Some(Link::Tcp(connection)) = self.connections.get(&h) {
+                connection.write(bytes.freeze());
+            }
+        }
+    }
+
     /// Tells the plugin a connection it asked for is closed before it opened.
     fn refuse(&mut self, h: u64, reason: &str) -> Vec<Action> {
         let now = now_ms();
@@ -422,6 +453,7 @@ impl Engine {
         tracing::error!(carrier = %self.spec.name, error = %failed, "carrier plugin failed; rebuilding it");
         let _ = self.ready.send(false);
         self.plugin = None;
+        self.pending_writes.clear();
         for (_, connection) in self.connections.drain() {
             connection.close();
         }
