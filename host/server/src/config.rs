@@ -7,7 +7,7 @@ use std::time::Duration;
 use switchyard_runtime::RuntimeConfig;
 
 /// A replica's configuration.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServeConfig {
     /// Address of the HTTP API.
     pub listen: SocketAddr,
@@ -36,5 +36,69 @@ impl Default for ServeConfig {
             poll_interval: Duration::from_secs(1),
             auto_approve: false,
         }
+    }
+}
+
+impl std::fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The database URL may hold a password and the token is a secret.
+        f.debug_struct("ServeConfig")
+            .field("listen", &self.listen)
+            .field(
+                "database_url",
+                &self.database_url.as_ref().map(|u| mask_password(u)),
+            )
+            .field("data_dir", &self.data_dir)
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "<set>"))
+            .field("runtime", &self.runtime)
+            .field("poll_interval", &self.poll_interval)
+            .field("auto_approve", &self.auto_approve)
+            .finish()
+    }
+}
+
+/// A database URL with its password replaced by `***` (both URL and
+/// keyword forms), for anything a person may read.
+pub fn mask_password(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://")
+        && let Some((userinfo, host)) = rest.split_once('@')
+        && let Some((user, _)) = userinfo.split_once(':')
+    {
+        return format!("{scheme}://{user}:***@{host}");
+    }
+    url.split_whitespace()
+        .map(|kv| match kv.split_once('=') {
+            Some(("password", _)) => "password=***".to_string(),
+            _ => kv.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_masked_in_both_forms_and_in_debug() {
+        assert_eq!(
+            mask_password("postgres://app:s3cret@db:5432/sy"),
+            "postgres://app:***@db:5432/sy"
+        );
+        assert_eq!(
+            mask_password("host=/run user=app password=s3cret dbname=sy"),
+            "host=/run user=app password=*** dbname=sy"
+        );
+        assert_eq!(mask_password("postgres://db/sy"), "postgres://db/sy");
+        let config = ServeConfig {
+            database_url: Some("postgres://app:s3cret@db/sy".into()),
+            admin_token: Some("sy_token".into()),
+            ..ServeConfig::default()
+        };
+        let printed = format!("{config:?}");
+        assert!(
+            !printed.contains("s3cret") && !printed.contains("sy_token"),
+            "{printed}"
+        );
     }
 }

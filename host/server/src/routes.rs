@@ -52,5 +52,6 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/api/nodes/{id}/approve", post(nodes::approve))
         .route("/api/nodes/{id}/heartbeat", post(nodes::heartbeat))
         .route("/api/cluster/connect", get(cluster::connect))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }
