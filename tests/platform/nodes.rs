@@ -270,3 +270,56 @@ async fn a_worker_process_registers_heartbeats_and_keeps_its_identity() {
     assert_eq!(node["state"], "healthy");
     replica.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_claim_is_released_only_by_its_owner_and_epoch() {
+    let db = fresh_database().await;
+    let store = switchyard_store::Store::connect(&db).await.unwrap();
+    let inventory = json!({});
+    let (node, _) = store
+        .register_node(switchyard_store::nodes::Registration {
+            name: "gpu-1",
+            address: None,
+            inventory: &inventory,
+            auto_approve: true,
+        })
+        .await
+        .unwrap();
+    let first = store
+        .claim_connection(&node.id, "inference", "replica-a")
+        .await
+        .unwrap();
+    // The worker reconnects to another replica, which takes the claim with a newer epoch.
+    let second = store
+        .claim_connection(&node.id, "inference", "replica-b")
+        .await
+        .unwrap();
+    assert!(second > first, "epochs come from a sequence");
+    assert!(
+        !store
+            .release_connection(&node.id, "inference", "replica-a", first)
+            .await
+            .unwrap(),
+        "the loser cannot release the winner's claim"
+    );
+    assert!(
+        !store
+            .release_connection(&node.id, "inference", "replica-b", first)
+            .await
+            .unwrap(),
+        "an old epoch releases nothing"
+    );
+    assert!(
+        store
+            .release_connection(&node.id, "inference", "replica-b", second)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .release_connection(&node.id, "inference", "replica-b", second)
+            .await
+            .unwrap(),
+        "released once"
+    );
+}
