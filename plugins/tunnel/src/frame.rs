@@ -1,0 +1,680 @@
+//! The wire format: one websocket binary message is exactly one frame.
+//!
+//! See the crate documentation for the layout of each kind.
+
+use std::fmt;
+
+use thiserror::Error;
+
+/// The protocol version this crate speaks, sent in HELLO.
+pub const PROTOCOL_VERSION: u8 = 1;
+
+/// Bytes before the payload: the stream id (4) and the kind (1).
+pub const HEADER_LEN: usize = 5;
+
+/// The largest whole frame. The host reads and writes the websocket with
+/// 64 KiB buffers, so a frame (header included) always fits one buffer.
+pub const MAX_FRAME_LEN: usize = 64 * 1024;
+
+/// The largest payload of one frame: what is left of [`MAX_FRAME_LEN`]
+/// after the header.
+pub const MAX_FRAME_PAYLOAD: usize = MAX_FRAME_LEN - HEADER_LEN;
+
+/// The longest service name an OPEN may carry. Service names are short
+/// identifiers (`inference`, `files`), and one length byte's worth keeps an
+/// OPEN tiny.
+pub const MAX_SERVICE_LEN: usize = 255;
+
+/// The longest message a `ServiceRefused` reply carries; longer messages
+/// are cut at a character boundary. It is a hint for an operator, not a body.
+pub const MAX_REFUSAL_MESSAGE: usize = 1024;
+
+/// A stream's id. Odd ids are opened by the frontend, even ids by the
+/// worker; 0 names the session itself (HELLO, PING, PONG).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId(pub u32);
+
+impl StreamId {
+    /// The id session-level frames carry.
+    pub const SESSION: StreamId = StreamId(0);
+
+    /// Whether the frontend opened this stream (the id is odd).
+    pub fn is_frontend(self) -> bool {
+        self.0 % 2 == 1
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stream {}", self.0)
+    }
+}
+
+/// Which end of the websocket a session is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// The side that dials streams (odd ids).
+    Frontend,
+    /// The side that accepts streams for its local services (even ids).
+    Worker,
+}
+
+impl Side {
+    /// The other end.
+    pub fn peer(self) -> Side {
+        match self {
+            Side::Frontend => Side::Worker,
+            Side::Worker => Side::Frontend,
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Side::Frontend => 1,
+            Side::Worker => 2,
+        }
+    }
+}
+
+/// Which of a worker's two sessions this is; the lanes differ in window size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// Model calls and health checks.
+    Inference,
+    /// File transfer.
+    Bulk,
+}
+
+impl Lane {
+    fn code(self) -> u8 {
+        match self {
+            Lane::Inference => 1,
+            Lane::Bulk => 2,
+        }
+    }
+}
+
+/// Why a stream was not accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum Refusal {
+    /// The worker has no service by the name the OPEN gave.
+    #[error("the worker has no such service")]
+    UnknownService,
+    /// The service exists and said no, with its reason.
+    #[error("the service refused the stream: {0}")]
+    ServiceRefused(String),
+    /// The worker is at its stream limit, or the service is busy.
+    #[error("the worker is overloaded")]
+    Overloaded,
+    /// No reply came before the session ended. Produced locally on the side
+    /// that opened the stream, never sent: the worker learned at most the
+    /// service name (no data is sent before the reply), so retrying is safe.
+    #[error("the stream was not delivered: the session ended before a reply")]
+    NotDelivered,
+}
+
+/// Why a stream was reset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+pub enum ResetReason {
+    /// The application gave up on the stream.
+    #[error("cancelled")]
+    Cancelled,
+    /// The peer sent more than the receive window allowed.
+    #[error("the peer overran the receive window")]
+    WindowOverrun,
+    /// The peer broke the stream's rules (data after FIN, data before the
+    /// reply, a window past its limit).
+    #[error("the peer broke the stream protocol")]
+    Protocol,
+    /// The session ended with the stream open. Produced locally, never sent.
+    #[error("the session ended")]
+    SessionEnded,
+}
+
+/// The kind byte of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    /// Version, side and lane; the first frame each way.
+    Hello = 0,
+    /// Opens a stream to the named service.
+    Open = 1,
+    /// The answer to an OPEN: accepted or a refusal.
+    Reply = 2,
+    /// Stream bytes.
+    Data = 3,
+    /// Returns receive credit to the sender.
+    Window = 4,
+    /// The sender will send no more on this stream.
+    Fin = 5,
+    /// Abandons the stream in both directions.
+    Reset = 6,
+    /// Asks the peer to prove it is alive.
+    Ping = 7,
+    /// The answer to a PING.
+    Pong = 8,
+}
+
+impl Kind {
+    fn from_code(code: u8) -> Option<Kind> {
+        Some(match code {
+            0 => Kind::Hello,
+            1 => Kind::Open,
+            2 => Kind::Reply,
+            3 => Kind::Data,
+            4 => Kind::Window,
+            5 => Kind::Fin,
+            6 => Kind::Reset,
+            7 => Kind::Ping,
+            8 => Kind::Pong,
+            _ => return None,
+        })
+    }
+}
+
+/// One decoded frame. Data and service names borrow from the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// HELLO on stream 0.
+    Hello {
+        /// Who sent it.
+        side: Side,
+        /// Which lane the sender thinks this session is.
+        lane: Lane,
+    },
+    /// OPEN: the first frame of a stream.
+    Open {
+        /// The new stream.
+        stream: StreamId,
+        /// The worker's local service.
+        service: &'a str,
+    },
+    /// REPLY to an OPEN.
+    Reply {
+        /// The stream being answered.
+        stream: StreamId,
+        /// Accepted, or why not.
+        result: Result<(), Refusal>,
+    },
+    /// DATA.
+    Data {
+        /// The stream.
+        stream: StreamId,
+        /// At most [`MAX_FRAME_PAYLOAD`] bytes.
+        bytes: &'a [u8],
+    },
+    /// WINDOW: more receive credit.
+    Window {
+        /// The stream.
+        stream: StreamId,
+        /// Bytes of credit returned (never 0).
+        increment: u32,
+    },
+    /// FIN: this direction is finished.
+    Fin {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// RESET: the stream is abandoned.
+    Reset {
+        /// The stream.
+        stream: StreamId,
+        /// Why.
+        reason: ResetReason,
+    },
+    /// PING on stream 0.
+    Ping {
+        /// Echoed by the PONG.
+        nonce: u64,
+    },
+    /// PONG on stream 0.
+    Pong {
+        /// The PING's nonce.
+        nonce: u64,
+    },
+}
+
+/// Why a message is not a frame. Any of these ends the session.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum FrameError {
+    /// Fewer bytes than a header.
+    #[error("a frame needs at least {HEADER_LEN} bytes, got {0}")]
+    Truncated(usize),
+    /// More bytes than a frame may have.
+    #[error("a frame may be at most {MAX_FRAME_LEN} bytes, got {0}")]
+    TooLong(usize),
+    /// The kind byte names no kind.
+    #[error("unknown frame kind {0}")]
+    UnknownKind(u8),
+    /// HELLO named a version this crate does not speak.
+    #[error("the peer speaks tunnel protocol version {0}, this side speaks {PROTOCOL_VERSION}")]
+    UnsupportedVersion(u8),
+    /// The stream id does not fit the kind (0 on a stream frame or the reverse).
+    #[error("a {kind:?} frame cannot carry stream id {stream}")]
+    BadStreamId {
+        /// The frame's kind.
+        kind: Kind,
+        /// The id it carried.
+        stream: u32,
+    },
+    /// The payload is not what the kind requires.
+    #[error("malformed {kind:?} payload: {reason}")]
+    BadPayload {
+        /// The frame's kind.
+        kind: Kind,
+        /// What was wrong.
+        reason: &'static str,
+    },
+}
+
+fn bad(kind: Kind, reason: &'static str) -> FrameError {
+    FrameError::BadPayload { kind, reason }
+}
+
+fn u32_of(kind: Kind, payload: &[u8]) -> Result<u32, FrameError> {
+    let bytes: [u8; 4] = payload
+        .try_into()
+        .map_err(|_| bad(kind, "expected 4 bytes"))?;
+    Ok(u32::from_be_bytes(bytes))
+}
+
+fn u64_of(kind: Kind, payload: &[u8]) -> Result<u64, FrameError> {
+    let bytes: [u8; 8] = payload
+        .try_into()
+        .map_err(|_| bad(kind, "expected 8 bytes"))?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+impl<'a> Frame<'a> {
+    /// The frame's kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Frame::Hello { .. } => Kind::Hello,
+            Frame::Open { .. } => Kind::Open,
+            Frame::Reply { .. } => Kind::Reply,
+            Frame::Data { .. } => Kind::Data,
+            Frame::Window { .. } => Kind::Window,
+            Frame::Fin { .. } => Kind::Fin,
+            Frame::Reset { .. } => Kind::Reset,
+            Frame::Ping { .. } => Kind::Ping,
+            Frame::Pong { .. } => Kind::Pong,
+        }
+    }
+
+    /// The stream the frame belongs to ([`StreamId::SESSION`] for HELLO,
+    /// PING and PONG).
+    pub fn stream(&self) -> StreamId {
+        match self {
+            Frame::Hello { .. } | Frame::Ping { .. } | Frame::Pong { .. } => StreamId::SESSION,
+            Frame::Open { stream, .. }
+            | Frame::Reply { stream, .. }
+            | Frame::Data { stream, .. }
+            | Frame::Window { stream, .. }
+            | Frame::Fin { stream }
+            | Frame::Reset { stream, .. } => *stream,
+        }
+    }
+
+    /// Parses one websocket message.
+    pub fn decode(message: &'a [u8]) -> Result<Frame<'a>, FrameError> {
+        if message.len() < HEADER_LEN {
+            return Err(FrameError::Truncated(message.len()));
+        }
+        if message.len() > MAX_FRAME_LEN {
+            return Err(FrameError::TooLong(message.len()));
+        }
+        let id = u32::from_be_bytes([message[0], message[1], message[2], message[3]]);
+        let kind = Kind::from_code(message[4]).ok_or(FrameError::UnknownKind(message[4]))?;
+        let payload = &message[HEADER_LEN..];
+        let session_frame = matches!(kind, Kind::Hello | Kind::Ping | Kind::Pong);
+        if session_frame != (id == 0) {
+            return Err(FrameError::BadStreamId { kind, stream: id });
+        }
+        let stream = StreamId(id);
+        Ok(match kind {
+            Kind::Hello => {
+                let Some(&version) = payload.first() else {
+                    return Err(bad(kind, "missing version"));
+                };
+                // The version is checked before the rest, so a newer peer
+                // is told apart from a garbled one.
+                if version != PROTOCOL_VERSION {
+                    return Err(FrameError::UnsupportedVersion(version));
+                }
+                let [_, side, lane] = payload else {
+                    return Err(bad(kind, "expected version, side and lane"));
+                };
+                let side = match side {
+                    1 => Side::Frontend,
+                    2 => Side::Worker,
+                    _ => return Err(bad(kind, "unknown side")),
+                };
+                let lane = match lane {
+                    1 => Lane::Inference,
+                    2 => Lane::Bulk,
+                    _ => return Err(bad(kind, "unknown lane")),
+                };
+                Frame::Hello { side, lane }
+            }
+            Kind::Open => {
+                if payload.is_empty() || payload.len() > MAX_SERVICE_LEN {
+                    return Err(bad(kind, "service name must be 1 to 255 bytes"));
+                }
+                let service =
+                    std::str::from_utf8(payload).map_err(|_| bad(kind, "service is not UTF-8"))?;
+                Frame::Open { stream, service }
+            }
+            Kind::Reply => {
+                let Some((&status, message)) = payload.split_first() else {
+                    return Err(bad(kind, "missing status"));
+                };
+                if status != 2 && !message.is_empty() {
+                    return Err(bad(kind, "only a service refusal carries a message"));
+                }
+                let result = match status {
+                    0 => Ok(()),
+                    1 => Err(Refusal::UnknownService),
+                    2 => {
+                        if message.len() > MAX_REFUSAL_MESSAGE {
+                            return Err(bad(kind, "refusal message too long"));
+                        }
+                        let text = std::str::from_utf8(message)
+                            .map_err(|_| bad(kind, "refusal message is not UTF-8"))?;
+                        Err(Refusal::ServiceRefused(text.to_owned()))
+                    }
+                    3 => Err(Refusal::Overloaded),
+                    _ => return Err(bad(kind, "unknown status")),
+                };
+                Frame::Reply { stream, result }
+            }
+            Kind::Data => Frame::Data {
+                stream,
+                bytes: payload,
+            },
+            Kind::Window => {
+                let increment = u32_of(kind, payload)?;
+                if increment == 0 {
+                    return Err(bad(kind, "increment must not be 0"));
+                }
+                Frame::Window { stream, increment }
+            }
+            Kind::Fin => {
+                if !payload.is_empty() {
+                    return Err(bad(kind, "expected no payload"));
+                }
+                Frame::Fin { stream }
+            }
+            Kind::Reset => {
+                let reason = match payload {
+                    [1] => ResetReason::Cancelled,
+                    [2] => ResetReason::WindowOverrun,
+                    [3] => ResetReason::Protocol,
+                    _ => return Err(bad(kind, "expected one known reason byte")),
+                };
+                Frame::Reset { stream, reason }
+            }
+            Kind::Ping => Frame::Ping {
+                nonce: u64_of(kind, payload)?,
+            },
+            Kind::Pong => Frame::Pong {
+                nonce: u64_of(kind, payload)?,
+            },
+        })
+    }
+
+    /// Writes the frame as one websocket message.
+    ///
+    /// The caller keeps data within [`MAX_FRAME_PAYLOAD`], service names
+    /// within [`MAX_SERVICE_LEN`] and refusal messages within
+    /// [`MAX_REFUSAL_MESSAGE`] (the session does); a frame outside them
+    /// would be refused by the peer. The local-only [`Refusal::NotDelivered`]
+    /// and [`ResetReason::SessionEnded`] encode to codes the peer refuses.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_LEN + self.payload_len());
+        out.extend_from_slice(&self.stream().0.to_be_bytes());
+        out.push(self.kind() as u8);
+        match self {
+            Frame::Hello { side, lane } => {
+                out.extend_from_slice(&[PROTOCOL_VERSION, side.code(), lane.code()])
+            }
+            Frame::Open { service, .. } => out.extend_from_slice(service.as_bytes()),
+            Frame::Reply { result, .. } => match result {
+                Ok(()) => out.push(0),
+                Err(Refusal::UnknownService) => out.push(1),
+                Err(Refusal::ServiceRefused(message)) => {
+                    out.push(2);
+                    out.extend_from_slice(message.as_bytes());
+                }
+                Err(Refusal::Overloaded) => out.push(3),
+                Err(Refusal::NotDelivered) => out.push(4),
+            },
+            Frame::Data { bytes, .. } => out.extend_from_slice(bytes),
+            Frame::Window { increment, .. } => out.extend_from_slice(&increment.to_be_bytes()),
+            Frame::Fin { .. } => {}
+            Frame::Reset { reason, .. } => out.push(match reason {
+                ResetReason::Cancelled => 1,
+                ResetReason::WindowOverrun => 2,
+                ResetReason::Protocol => 3,
+                ResetReason::SessionEnded => 4,
+            }),
+            Frame::Ping { nonce } | Frame::Pong { nonce } => {
+                out.extend_from_slice(&nonce.to_be_bytes())
+            }
+        }
+        out
+    }
+
+    fn payload_len(&self) -> usize {
+        match self {
+            Frame::Hello { .. } => 3,
+            Frame::Open { service, .. } => service.len(),
+            Frame::Reply {
+                result: Err(Refusal::ServiceRefused(m)),
+                ..
+            } => 1 + m.len(),
+            Frame::Reply { .. } | Frame::Reset { .. } => 1,
+            Frame::Data { bytes, .. } => bytes.len(),
+            Frame::Window { .. } => 4,
+            Frame::Fin { .. } => 0,
+            Frame::Ping { .. } | Frame::Pong { .. } => 8,
+        }
+    }
+}
+
+/// Cuts `message` to at most [`MAX_REFUSAL_MESSAGE`] bytes at a character
+/// boundary.
+pub(crate) fn truncate_message(mut message: String) -> String {
+    if message.len() > MAX_REFUSAL_MESSAGE {
+        let mut end = MAX_REFUSAL_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(frame: Frame<'_>) {
+        let bytes = frame.encode();
+        assert_eq!(bytes.len(), HEADER_LEN + frame.payload_len());
+        assert_eq!(Frame::decode(&bytes), Ok(frame));
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        let s = StreamId(7);
+        let big = vec![0xab; MAX_FRAME_PAYLOAD];
+        round_trip(Frame::Hello {
+            side: Side::Worker,
+            lane: Lane::Bulk,
+        });
+        round_trip(Frame::Open {
+            stream: s,
+            service: "inference",
+        });
+        round_trip(Frame::Reply {
+            stream: s,
+            result: Ok(()),
+        });
+        for refusal in [
+            Refusal::UnknownService,
+            Refusal::ServiceRefused("no models loaded".into()),
+            Refusal::ServiceRefused(String::new()),
+            Refusal::Overloaded,
+        ] {
+            round_trip(Frame::Reply {
+                stream: s,
+                result: Err(refusal),
+            });
+        }
+        round_trip(Frame::Data {
+            stream: s,
+            bytes: b"",
+        });
+        round_trip(Frame::Data {
+            stream: s,
+            bytes: &big,
+        });
+        round_trip(Frame::Window {
+            stream: s,
+            increment: u32::MAX,
+        });
+        round_trip(Frame::Fin { stream: s });
+        for reason in [
+            ResetReason::Cancelled,
+            ResetReason::WindowOverrun,
+            ResetReason::Protocol,
+        ] {
+            round_trip(Frame::Reset { stream: s, reason });
+        }
+        round_trip(Frame::Ping { nonce: 42 });
+        round_trip(Frame::Pong { nonce: u64::MAX });
+    }
+
+    #[test]
+    fn layout_is_as_documented() {
+        let open = Frame::Open {
+            stream: StreamId(0x0102_0305),
+            service: "ab",
+        };
+        assert_eq!(open.encode(), [1, 2, 3, 5, 1, b'a', b'b']);
+        let hello = Frame::Hello {
+            side: Side::Frontend,
+            lane: Lane::Inference,
+        };
+        assert_eq!(hello.encode(), [0, 0, 0, 0, 0, 1, 1, 1]);
+        let window = Frame::Window {
+            stream: StreamId(2),
+            increment: 0x10000,
+        };
+        assert_eq!(window.encode(), [0, 0, 0, 2, 4, 0, 1, 0, 0]);
+    }
+
+    #[test]
+    fn malformed_frames_are_refused() {
+        use FrameError::*;
+        let cases: &[(&[u8], FrameError)] = &[
+            (&[], Truncated(0)),
+            (&[0, 0, 0, 1], Truncated(4)),
+            (&[0, 0, 0, 1, 9], UnknownKind(9)),
+            (&[0, 0, 0, 1, 255, 1], UnknownKind(255)),
+            (&[0, 0, 0, 0, 0, 2, 1, 1], UnsupportedVersion(2)),
+            (&[0, 0, 0, 0, 0], bad(Kind::Hello, "missing version")),
+            (
+                &[0, 0, 0, 0, 0, 1, 1],
+                bad(Kind::Hello, "expected version, side and lane"),
+            ),
+            (&[0, 0, 0, 0, 0, 1, 3, 1], bad(Kind::Hello, "unknown side")),
+            (&[0, 0, 0, 0, 0, 1, 1, 0], bad(Kind::Hello, "unknown lane")),
+            (
+                &[0, 0, 0, 1, 0, 1, 1, 1],
+                BadStreamId {
+                    kind: Kind::Hello,
+                    stream: 1,
+                },
+            ),
+            (
+                &[0, 0, 0, 0, 3, 1],
+                BadStreamId {
+                    kind: Kind::Data,
+                    stream: 0,
+                },
+            ),
+            (
+                &[0, 0, 0, 1, 1],
+                bad(Kind::Open, "service name must be 1 to 255 bytes"),
+            ),
+            (
+                &[0, 0, 0, 1, 1, 0xff, 0xfe],
+                bad(Kind::Open, "service is not UTF-8"),
+            ),
+            (&[0, 0, 0, 1, 2], bad(Kind::Reply, "missing status")),
+            (&[0, 0, 0, 1, 2, 4], bad(Kind::Reply, "unknown status")),
+            (
+                &[0, 0, 0, 1, 2, 0, b'x'],
+                bad(Kind::Reply, "only a service refusal carries a message"),
+            ),
+            (
+                &[0, 0, 0, 1, 2, 2, 0xc3],
+                bad(Kind::Reply, "refusal message is not UTF-8"),
+            ),
+            (
+                &[0, 0, 0, 1, 4, 0, 0, 1],
+                bad(Kind::Window, "expected 4 bytes"),
+            ),
+            (
+                &[0, 0, 0, 1, 4, 0, 0, 0, 0],
+                bad(Kind::Window, "increment must not be 0"),
+            ),
+            (&[0, 0, 0, 1, 5, 0], bad(Kind::Fin, "expected no payload")),
+            (
+                &[0, 0, 0, 1, 6, 4],
+                bad(Kind::Reset, "expected one known reason byte"),
+            ),
+            (
+                &[0, 0, 0, 1, 6],
+                bad(Kind::Reset, "expected one known reason byte"),
+            ),
+            (
+                &[0, 0, 0, 0, 7, 1, 2, 3],
+                bad(Kind::Ping, "expected 8 bytes"),
+            ),
+            (&[0, 0, 0, 0, 8], bad(Kind::Pong, "expected 8 bytes")),
+        ];
+        for (bytes, error) in cases {
+            assert_eq!(Frame::decode(bytes).as_ref(), Err(error), "{bytes:?}");
+        }
+        let too_long = vec![0u8; MAX_FRAME_LEN + 1];
+        assert_eq!(Frame::decode(&too_long), Err(TooLong(MAX_FRAME_LEN + 1)));
+        let mut long_service = vec![0, 0, 0, 1, 1];
+        long_service.extend(std::iter::repeat_n(b'a', MAX_SERVICE_LEN + 1));
+        assert!(Frame::decode(&long_service).is_err());
+    }
+
+    #[test]
+    fn local_only_codes_do_not_decode() {
+        let reply = Frame::Reply {
+            stream: StreamId(1),
+            result: Err(Refusal::NotDelivered),
+        };
+        assert!(Frame::decode(&reply.encode()).is_err());
+        let reset = Frame::Reset {
+            stream: StreamId(1),
+            reason: ResetReason::SessionEnded,
+        };
+        assert!(Frame::decode(&reset.encode()).is_err());
+    }
+
+    #[test]
+    fn refusal_messages_are_cut_at_a_character_boundary() {
+        let long = "é".repeat(MAX_REFUSAL_MESSAGE);
+        let cut = truncate_message(long);
+        assert!(cut.len() <= MAX_REFUSAL_MESSAGE);
+        assert!(cut.len() >= MAX_REFUSAL_MESSAGE - 1);
+        assert_eq!(truncate_message("short".into()), "short");
+    }
+}
