@@ -145,6 +145,7 @@ async fn burst(url: &str) -> Vec<(&'static str, usize, u64, f64)> {
 async fn small(url: &str) -> (f64, f64) {
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
     let publisher = start(&runtime, url, serde_json::json!({})).await;
+    let publisher_stats = publisher.clone();
     let listener = start(&runtime, url, serde_json::json!({})).await;
     let (_s, mut messages) = listener
         .subscribe("jobs.small", None)
@@ -176,6 +177,13 @@ async fn small(url: &str) -> (f64, f64) {
         }
     }
     let carrier_rate = received as f64 / started.elapsed().as_secs_f64();
+    if received < expected {
+        eprintln!(
+            "pgbus: only {received} of {expected} delivered; publisher {:?}, listener {:?}",
+            publisher_stats.stats(),
+            listener.stats()
+        );
+    }
     sender.await.expect("sender");
 
     // Bare: one client notifying, pipelined the same way, one connection listening.

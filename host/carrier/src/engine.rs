@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use switchyard_runtime::carrier::{
-    Action, CarrierError, CarrierPlugin, CarrierSource, Endpoint, Header, Notification,
+    Action, CarrierError, CarrierPlugin, CarrierSource, Endpoint, Header, Notification, Outgoing,
 };
 use switchyard_runtime::{CallError, Runtime};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -95,6 +95,8 @@ struct Engine {
     events: std_mpsc::Sender<Event>,
     io: tokio::runtime::Handle,
     connections: HashMap<u64, Link>,
+    /// Publishes gathered while handling a burst of events, with their answer channels.
+    pending_publishes: Vec<(Outgoing, oneshot::Sender<Result<(), SendError>>)>,
     /// Writes gathered while handling a burst of events, sent once per connection.
     pending_writes: HashMap<u64, bytes::BytesMut>,
     subscriptions: HashMap<u64, Subscription>,
@@ -130,6 +132,7 @@ pub(crate) fn spawn(
         io,
         connections: HashMap::new(),
         pending_writes: HashMap::new(),
+        pending_publishes: Vec::new(),
         subscriptions: HashMap::new(),
         requests: HashMap::new(),
         next_request: 0,
@@ -183,6 +186,7 @@ impl Engine {
                     event = inbox.try_recv().ok();
                 }
             }
+            self.flush_publishes();
             self.flush_writes();
         }
         for (_, connection) in self.connections.drain() {
@@ -192,6 +196,10 @@ impl Engine {
     }
 
     fn handle(&mut self, event: Event) {
+        // Publishes keep their place among the other operations.
+        if !matches!(event, Event::Publish { .. }) {
+            self.flush_publishes();
+        }
         let now = now_ms();
         match event {
             Event::Opened(h) => self.call(|p| p.opened(h, now)),
@@ -222,12 +230,14 @@ impl Engine {
                 payload,
                 done,
             } => {
-                let headers = wit_headers(headers);
-                let result = self.operation(|p| p.publish(&subject, None, &headers, &payload, now));
-                if result.is_ok() {
-                    self.counters.published.fetch_add(1, Ordering::Relaxed);
-                }
-                let _ = done.send(result);
+                // Gathered, and handed to the plugin in one call at the end of the burst.
+                let message = Outgoing {
+                    subject,
+                    reply_to: None,
+                    headers: wit_headers(headers),
+                    payload: payload.to_vec(),
+                };
+                self.pending_publishes.push((message, done));
             }
             Event::Subscribe {
                 id,
@@ -426,6 +436,48 @@ impl Engine {
                     let _ = self.ready.send(false);
                 }
             }
+        }
+    }
+
+    /// Publishes what was gathered: one plugin call for the whole batch.
+    fn flush_publishes(&mut self) {
+        if self.pending_publishes.is_empty() {
+            return;
+        }
+        let (messages, waiting): (Vec<Outgoing>, Vec<_>) =
+            std::mem::take(&mut self.pending_publishes)
+                .into_iter()
+                .unzip();
+        let now = now_ms();
+        let answers = match self
+            .plugin
+            .as_mut()
+            .map(|p| p.publish_batch(&messages, now))
+        {
+            Some(Ok((answers, actions))) => {
+                self.perform(actions);
+                answers
+                    .into_iter()
+                    .map(|a| a.map_err(SendError::from))
+                    .collect()
+            }
+            Some(Err(failed)) => {
+                let message = failed.to_string();
+                self.rebuild(failed);
+                vec![Err(SendError::Unavailable(message)); waiting.len()]
+            }
+            None => vec![
+                Err(SendError::Unavailable(
+                    "the carrier plugin is being rebuilt".into()
+                ));
+                waiting.len()
+            ],
+        };
+        for (done, answer) in waiting.into_iter().zip(answers) {
+            if answer.is_ok() {
+                self.counters.published.fetch_add(1, Ordering::Relaxed);
+            }
+            let _ = done.send(answer);
         }
     }
 

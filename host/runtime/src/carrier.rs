@@ -16,7 +16,7 @@ use crate::policy::verify;
 use crate::sandbox::{SandboxState, arm, carrier_linker, classify};
 
 pub use types::{
-    Action, CarrierError, Delivery, Endpoint, Header, Notification, Param, Query, Reply,
+    Action, CarrierError, Delivery, Endpoint, Header, Notification, Outgoing, Param, Query, Reply,
 };
 
 /// What is needed to load one carrier.
@@ -224,6 +224,18 @@ impl CarrierPlugin {
         self.call(|b, s| {
             b.switchyard_carrier_protocol()
                 .call_publish(s, subject, reply_to, headers, payload, now_ms)
+        })
+    }
+
+    /// Publishes several messages in one call; one answer per message, in order.
+    pub fn publish_batch(
+        &mut self,
+        messages: &[Outgoing],
+        now_ms: u64,
+    ) -> Result<(Vec<Result<(), CarrierError>>, Vec<Action>), CallError> {
+        self.call(|b, s| {
+            b.switchyard_carrier_protocol()
+                .call_publish_batch(s, messages, now_ms)
         })
     }
 

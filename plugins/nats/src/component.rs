@@ -18,7 +18,7 @@ wit_bindgen::generate!({
 
 use exports::switchyard::carrier::protocol::Guest;
 use switchyard::carrier::types::{
-    Action, CarrierError, Delivery, Endpoint, Header, Notification, Reply,
+    Action, CarrierError, Delivery, Endpoint, Header, Notification, Outgoing, Reply,
 };
 use switchyard::plugin::log::log;
 use switchyard::plugin::types::LogLevel;
@@ -265,6 +265,42 @@ impl Guest for NatsCarrier {
                 Ok(g.translate(output, now_ms))
             },
             Err(CarrierError::NotConnected),
+        )
+    }
+
+    fn publish_batch(
+        messages: Vec<Outgoing>,
+        now_ms: u64,
+    ) -> (Vec<Result<(), CarrierError>>, Vec<Action>) {
+        with(
+            |g| {
+                let mut output = Vec::new();
+                let answers = messages
+                    .iter()
+                    .map(|m| {
+                        let headers = engine_headers(&m.headers);
+                        let more = g
+                            .engine
+                            .publish(
+                                &m.subject,
+                                m.reply_to.as_deref(),
+                                headers.as_deref(),
+                                &m.payload,
+                            )
+                            .map_err(refusal)?;
+                        output.extend(more);
+                        Ok(())
+                    })
+                    .collect();
+                (answers, g.translate(output, now_ms))
+            },
+            (
+                messages
+                    .iter()
+                    .map(|_| Err(CarrierError::NotConnected))
+                    .collect(),
+                Vec::new(),
+            ),
         )
     }
 

@@ -14,7 +14,7 @@ wit_bindgen::generate!({
 
 use exports::switchyard::carrier::protocol::Guest;
 use switchyard::carrier::types::{
-    Action, CarrierError, Delivery, Endpoint, Header, Notification, Param, Query, Reply,
+    Action, CarrierError, Delivery, Endpoint, Header, Notification, Outgoing, Param, Query, Reply,
 };
 use switchyard::plugin::log::log;
 use switchyard::plugin::types::LogLevel;
@@ -207,6 +207,37 @@ impl Guest for PgbusCarrier {
         )
         .map(translate)
         .map_err(error)
+    }
+
+    fn publish_batch(
+        messages: Vec<Outgoing>,
+        now_ms: u64,
+    ) -> (Vec<Result<(), CarrierError>>, Vec<Action>) {
+        let count = messages.len();
+        with(
+            |e| {
+                let mut actions = Vec::new();
+                let answers = messages
+                    .into_iter()
+                    .map(|m| {
+                        let headers = engine_headers(m.headers);
+                        let more = e
+                            .publish(
+                                &m.subject,
+                                m.reply_to.as_deref(),
+                                &headers,
+                                m.payload,
+                                now_ms,
+                            )
+                            .map_err(error)?;
+                        actions.extend(more);
+                        Ok(())
+                    })
+                    .collect();
+                (answers, translate(actions))
+            },
+            (vec![Err(CarrierError::NotConnected); count], Vec::new()),
+        )
     }
 
     fn subscribe(
