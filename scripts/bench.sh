@@ -7,11 +7,8 @@ source scripts/common.sh
 ensure_postgres
 ensure_nats_server
 ensure_wasm_target
-export CARGO_TARGET_DIR
-CARGO_TARGET_DIR=$(default_target_dir)
-export SWITCHYARD_PLUGINS_DIR="$CARGO_TARGET_DIR/plugins"
-say "building the guest components"
-scripts/build-guests.sh >/dev/null
+use_target_dir
+build_guests
 say "building switchyard and switchyard-bench (release)"
 cargo build --release -q -p switchyard -p switchyard-bench
 "$CARGO_TARGET_DIR/release/switchyard-bench"

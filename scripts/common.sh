@@ -52,3 +52,15 @@ ensure_nats_server() {
     fi
     apt_install nats-server
 }
+
+# Where builds go, and the guest components built into it.
+use_target_dir() {
+    export CARGO_TARGET_DIR
+    CARGO_TARGET_DIR=$(default_target_dir)
+    export SWITCHYARD_PLUGINS_DIR="$CARGO_TARGET_DIR/plugins"
+}
+
+build_guests() {
+    say "building the guest components (wasm32-wasip2)"
+    scripts/build-guests.sh >/dev/null
+}

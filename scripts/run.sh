@@ -13,15 +13,12 @@ source scripts/common.sh
 
 ensure_postgres
 ensure_wasm_target
-export CARGO_TARGET_DIR
-CARGO_TARGET_DIR=$(default_target_dir)
-export SWITCHYARD_PLUGINS_DIR="$CARGO_TARGET_DIR/plugins"
+use_target_dir
 listen="${SWITCHYARD_LISTEN:-127.0.0.1:8080}"
 data_dir="${SWITCHYARD_DATA_DIR:-$PWD/switchyard-data}"
 server="http://$listen"
 
-say "building the policies (wasm32-wasip2)"
-scripts/build-guests.sh >/dev/null
+build_guests
 say "building switchyard"
 cargo build -q -p switchyard
 bin="$CARGO_TARGET_DIR/debug/switchyard"

@@ -10,12 +10,8 @@ source scripts/common.sh
 ensure_postgres
 ensure_nats_server
 ensure_wasm_target
-export CARGO_TARGET_DIR
-CARGO_TARGET_DIR=$(default_target_dir)
-export SWITCHYARD_PLUGINS_DIR="$CARGO_TARGET_DIR/plugins"
-
-say "building the guest components"
-scripts/build-guests.sh >/dev/null
+use_target_dir
+build_guests
 
 say "checking formatting"
 cargo fmt --all --check

@@ -19,6 +19,10 @@ pub use types::{
     Action, CarrierError, Delivery, Endpoint, Header, Notification, Outgoing, Param, Query, Reply,
 };
 
+/// A batch publish's answer: one result per message, in order, and the
+/// actions of all of them.
+pub type BatchAnswer = (Vec<Result<(), CarrierError>>, Vec<Action>);
+
 /// What is needed to load one carrier.
 #[derive(Debug, Clone)]
 pub struct CarrierSource<'a> {
@@ -232,7 +236,7 @@ impl CarrierPlugin {
         &mut self,
         messages: &[Outgoing],
         now_ms: u64,
-    ) -> Result<(Vec<Result<(), CarrierError>>, Vec<Action>), CallError> {
+    ) -> Result<BatchAnswer, CallError> {
         self.call(|b, s| {
             b.switchyard_carrier_protocol()
                 .call_publish_batch(s, messages, now_ms)
