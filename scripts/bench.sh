@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the guests and the release binaries, then prints the platform's
 # benchmark table (see docs/benchmarks.md for the recorded figures).
+# Arguments select sections: latency, activation, swap, idle-memory, nats, pgbus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -11,4 +12,4 @@ use_target_dir
 build_guests
 say "building switchyard and switchyard-bench (release)"
 cargo build --release -q -p switchyard -p switchyard-bench
-"$CARGO_TARGET_DIR/release/switchyard-bench"
+"$CARGO_TARGET_DIR/release/switchyard-bench" "$@"

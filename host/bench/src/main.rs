@@ -19,14 +19,35 @@ mod pgbus;
 mod stats;
 mod swap;
 
+/// Every section, by the name `switchyard-bench <name>...` selects it with.
+const SECTIONS: [(&str, fn()); 6] = [
+    ("latency", latency::run),
+    ("activation", activation::run),
+    ("swap", swap::run),
+    ("idle-memory", idle_memory::run),
+    ("nats", nats::run),
+    ("pgbus", pgbus::run),
+];
+
 fn main() {
+    let wanted: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(unknown) = wanted
+        .iter()
+        .find(|w| !SECTIONS.iter().any(|(name, _)| name == w))
+    {
+        let names: Vec<&str> = SECTIONS.iter().map(|(name, _)| *name).collect();
+        eprintln!(
+            "unknown section '{unknown}'; sections: {}",
+            names.join(", ")
+        );
+        std::process::exit(2);
+    }
     let plugins = fixtures::plugins_dir();
     println!("switchyard-bench (plugins from {})", plugins.display());
     println!();
-    latency::run();
-    activation::run();
-    swap::run();
-    idle_memory::run();
-    nats::run();
-    pgbus::run();
+    for (name, run) in SECTIONS {
+        if wanted.is_empty() || wanted.iter().any(|w| w == name) {
+            run();
+        }
+    }
 }
