@@ -72,21 +72,19 @@ pub fn feed_split(conn: &mut Connection, bytes: &[u8], cut: usize, now: u64) -> 
     out
 }
 
-/// The same small deterministic generator the engine uses, for the tests'
-/// own choices.
-pub struct XorShift(pub u64);
+/// The engine's own generator, with the `usize` helpers the tests want.
+pub struct XorShift(switchyard_carrier_kit::rng::XorShift);
 
 impl XorShift {
+    pub fn seeded(seed: u64) -> Self {
+        Self(switchyard_carrier_kit::rng::XorShift::new(seed))
+    }
+
     pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.next_u64()
     }
 
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.below(n as u64) as usize
     }
 }
