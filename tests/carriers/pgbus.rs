@@ -35,10 +35,7 @@ async fn the_conformance_suite_passes() {
     )
     .await
     .unwrap();
-    let failed: Vec<String> = results
-        .iter()
-        .filter_map(|r| r.outcome.as_ref().err().map(|e| format!("{}: {e}", r.name)))
-        .collect();
+    let failed = switchyard_carrier::conformance::failures(&results);
     assert!(failed.is_empty(), "{failed:#?}");
     let queue = results
         .iter()

@@ -114,6 +114,14 @@ pub async fn run(spec: CarrierSpec, runtime: Arc<Runtime>) -> Result<Vec<CheckRe
     Ok(results)
 }
 
+/// The failed checks of a run, as `name: why`.
+pub fn failures(results: &[CheckResult]) -> Vec<String> {
+    results
+        .iter()
+        .filter_map(|r| r.outcome.as_ref().err().map(|e| format!("{}: {e}", r.name)))
+        .collect()
+}
+
 fn fail(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
