@@ -6,7 +6,6 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
-use rand::RngCore;
 use switchyard_runtime::Runtime;
 use switchyard_store::Store;
 use switchyard_store::embedded::EmbeddedPostgres;
@@ -86,7 +85,7 @@ async fn serve(
         .cache_dir
         .get_or_insert_with(|| config.data_dir.join("cache"));
     let runtime = Runtime::new(runtime_config)?;
-    let instance_id = format!("inst_{}", random_hex(8));
+    let instance_id = switchyard_store::keys::random_id("inst");
     let hostname = std::fs::read_to_string("/etc/hostname")
         .unwrap_or_default()
         .trim()
@@ -152,12 +151,6 @@ async fn heartbeat(store: Store, id: String, hostname: String, mut stop: watch::
             tracing::warn!(error = %e, "instance heartbeat failed");
         }
     }
-}
-
-fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    rand::rng().fill_bytes(&mut buf);
-    hex::encode(buf)
 }
 
 /// Resolves on ctrl-c or SIGTERM.

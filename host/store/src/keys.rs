@@ -48,10 +48,11 @@ pub fn token_digest(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
 
-fn new_id() -> String {
+/// A random id with a readable prefix (`key_...`, `node_...`): 64 bits, safe to log.
+pub fn random_id(prefix: &str) -> String {
     let mut bytes = [0u8; 8];
     rand::rng().fill_bytes(&mut bytes);
-    format!("key_{}", hex::encode(bytes))
+    format!("{prefix}_{}", hex::encode(bytes))
 }
 
 const COLUMNS: &str = "id, name, scopes, \
@@ -96,7 +97,7 @@ impl Store {
         let token = chosen.map(str::to_string).unwrap_or_else(mint_token);
         tx.execute(
             "INSERT INTO api_keys (id, name, token_sha256, scopes) VALUES ($1, 'admin', $2, ARRAY['admin'])",
-            &[&new_id(), &token_digest(&token)],
+            &[&random_id("key"), &token_digest(&token)],
         )
         .await?;
         tx.commit().await?;
@@ -115,7 +116,7 @@ impl Store {
             .await?
             .query_one(
                 &format!("INSERT INTO api_keys (id, name, token_sha256, scopes) VALUES ($1, $2, $3, $4) RETURNING {COLUMNS}"),
-                &[&new_id(), &name, &token_digest(&token), &scopes],
+                &[&random_id("key"), &name, &token_digest(&token), &scopes],
             )
             .await?;
         Ok((key(&row), token))

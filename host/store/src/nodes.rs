@@ -2,10 +2,9 @@
 //! credentials (SHA-256 only; every registration mints a new one), and the
 //! claims on each worker's connection.
 
-use rand::RngCore;
 use serde::Serialize;
 
-use crate::keys::{mint_token, token_digest};
+use crate::keys::{mint_token, random_id, token_digest};
 use crate::{Store, StoreError};
 
 /// A registration token as listed (never the token).
@@ -49,12 +48,6 @@ pub struct NodeCredential {
     pub state: String,
     /// SHA-256 of its current credential.
     pub credential_sha256: Vec<u8>,
-}
-
-fn random_id(prefix: &str) -> String {
-    let mut bytes = [0u8; 8];
-    rand::rng().fill_bytes(&mut bytes);
-    format!("{prefix}_{}", hex::encode(bytes))
 }
 
 const TIME: &str = "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'";
