@@ -71,6 +71,7 @@ GUESTS=(
     "fixture-other-world fixture_other_world other-world"
     "switchyard-plugin-nats switchyard_plugin_nats nats"
     "switchyard-plugin-pgbus switchyard_plugin_pgbus pgbus"
+    "switchyard-plugin-tunnel switchyard_plugin_tunnel tunnel"
 )
 packages=()
 for guest in "${GUESTS[@]}"; do

@@ -3,3 +3,4 @@
 
 mod nats;
 mod pgbus;
+mod tunnel;

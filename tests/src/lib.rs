@@ -9,6 +9,7 @@ pub mod nats;
 pub mod plugins;
 pub mod process;
 pub mod replica;
+pub mod tunnel;
 
 /// The admin token every test replica is started with.
 pub const ADMIN_TOKEN: &str = "sy_test_admin_token";

@@ -180,10 +180,22 @@ impl Carrier {
         payload: Bytes,
         timeout: Duration,
     ) -> Result<Message, SendError> {
+        self.request_with_headers(subject, Vec::new(), payload, timeout)
+            .await
+    }
+
+    /// Sends a request with headers and waits for its reply.
+    pub async fn request_with_headers(
+        &self,
+        subject: &str,
+        headers: Vec<(String, String)>,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Message, SendError> {
         let (done, answer) = oneshot::channel();
         self.send(Event::Request {
             subject: subject.into(),
-            headers: Vec::new(),
+            headers,
             payload,
             timeout_ms: timeout.as_millis() as u64,
             done,

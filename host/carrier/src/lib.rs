@@ -15,15 +15,35 @@
 //! - [`conformance`]: the suite every carrier passes, also a CLI command.
 //! - [`fanout`]: the fan-out holder: an atomic pointer to the active carrier and
 //!   a registry of subscriptions that can listen on two carriers at once.
+//! - [`queue`]: the work-queue holder (requests and queue groups on a carrier).
+//! - [`control`]: the control seam (over streams, or over carrier requests).
+//! - [`stream`], [`streams`]: a byte stream to a worker's service, the streams
+//!   seam, and the tunnel sessions a replica holds.
+//! - [`tunnel`]: a websocket session driven by the tunnel plugin.
+//! - [`direct`]: streams over TCP dialled to a worker's address.
+//! - [`holder`]: the atomic pointer the control and streams seams sit behind.
 
 pub mod client;
 pub mod conformance;
+pub mod control;
 mod database;
+pub mod direct;
 mod engine;
 pub mod fanout;
+pub mod holder;
 mod io;
 pub mod message;
+pub mod queue;
+pub mod stream;
+pub mod streams;
+pub mod tunnel;
 
 pub use client::{Carrier, CarrierSpec, Subscription};
+pub use control::{ControlError, ControlRefusal, ControlSeam};
 pub use fanout::FanOut;
+pub use holder::Holder;
 pub use message::{CarrierStats, Message, SendError};
+pub use queue::WorkQueue;
+pub use stream::{Refusal, Stream, StreamError, StreamReader, StreamWriter};
+pub use streams::{Lane, StreamsSeam, TunnelRegistry};
+pub use tunnel::{TunnelSession, TunnelSpec};

@@ -39,3 +39,16 @@ pub mod carrier {
 
 pub use policy::switchyard::plugin::types::{Denial, LogLevel};
 pub use policy::switchyard::policy::types as policy_types;
+
+/// The `switchyard:carrier/tunnel@0.1.0` world: one websocket session.
+pub mod tunnel {
+    wasmtime::component::bindgen!({
+        world: "switchyard:carrier/tunnel@0.1.0",
+        path: "../../wit",
+        additional_derives: [PartialEq],
+        with: {
+            "switchyard:plugin/types@0.1.0": crate::bindings::policy::switchyard::plugin::types,
+            "switchyard:plugin/log@0.1.0": crate::bindings::policy::switchyard::plugin::log,
+        },
+    });
+}

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::error::LoadError;
 
-/// The three plugin kinds; each has one world the host serves.
+/// The plugin kinds; each has one world the host serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PluginKind {
@@ -15,6 +15,8 @@ pub enum PluginKind {
     Grant,
     /// A carrier (`switchyard:carrier/carrier`).
     Carrier,
+    /// The tunnel carrier's stream multiplexer (`switchyard:carrier/tunnel`).
+    Tunnel,
 }
 
 /// One world this host serves: the interface a component must export to target it.
@@ -41,6 +43,11 @@ const SERVED: &[ServedWorld] = &[
         world: "switchyard:carrier/carrier@0.1.0",
         export: "switchyard:carrier/protocol@0.1.0",
     },
+    ServedWorld {
+        kind: PluginKind::Tunnel,
+        world: "switchyard:carrier/tunnel@0.1.0",
+        export: "switchyard:carrier/session@0.1.0",
+    },
 ];
 
 impl PluginKind {
@@ -50,12 +57,18 @@ impl PluginKind {
             PluginKind::Policy => "policy",
             PluginKind::Grant => "grant",
             PluginKind::Carrier => "carrier",
+            PluginKind::Tunnel => "tunnel",
         }
     }
 
     /// Parses [`PluginKind::as_str`]'s output.
     pub fn parse(s: &str) -> Option<Self> {
-        [PluginKind::Policy, PluginKind::Grant, PluginKind::Carrier]
+        [
+            PluginKind::Policy,
+            PluginKind::Grant,
+            PluginKind::Carrier,
+            PluginKind::Tunnel,
+        ]
             .into_iter()
             .find(|k| k.as_str() == s)
     }
@@ -181,7 +194,12 @@ mod tests {
 
     #[test]
     fn kinds_round_trip() {
-        for kind in [PluginKind::Policy, PluginKind::Grant, PluginKind::Carrier] {
+        for kind in [
+            PluginKind::Policy,
+            PluginKind::Grant,
+            PluginKind::Carrier,
+            PluginKind::Tunnel,
+        ] {
             assert_eq!(PluginKind::parse(kind.as_str()), Some(kind));
         }
     }

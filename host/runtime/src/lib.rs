@@ -23,6 +23,7 @@ pub mod error;
 pub mod inspect;
 pub mod metrics;
 pub mod policy;
+pub mod tunnel;
 pub mod sandbox;
 
 pub use engine::{Runtime, RuntimeConfig};

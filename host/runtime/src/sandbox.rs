@@ -141,6 +141,13 @@ pub(crate) fn carrier_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Link
     Ok(linker)
 }
 
+/// The linker of tunnel sessions.
+pub(crate) fn tunnel_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<SandboxState>> {
+    let mut linker = base_linker(engine)?;
+    crate::bindings::tunnel::Tunnel::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+    Ok(linker)
+}
+
 /// Arms a store for one call: the wall-clock deadline, and fuel when metered.
 pub(crate) fn arm(runtime: &crate::Runtime, store: &mut wasmtime::Store<SandboxState>) {
     store.set_epoch_deadline(runtime.deadline_ticks());

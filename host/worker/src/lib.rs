@@ -9,12 +9,14 @@
 //! - [`inventory`]: what the machine reports (CPUs, memory).
 //! - [`client`]: the frontend's node API.
 //! - [`run`]: registration and the heartbeat loop.
+//! - [`services`]: control verbs and stream services.
 
 pub mod client;
 pub mod config;
 pub mod identity;
 pub mod inventory;
 mod run;
+pub mod services;
 
 pub use config::WorkerConfig;
 pub use run::run;

@@ -1,6 +1,9 @@
 //! The wire format: one websocket binary message is exactly one frame.
 //!
-//! See the crate documentation for the layout of each kind.
+//! See the crate documentation for the layout of each kind. A DATA frame's
+//! payload (the body) is never decoded or encoded here: the host splits it
+//! off by [`BODY_RULE`] and keeps it, and only the header and the body's
+//! length reach the session.
 
 use std::fmt;
 
@@ -28,6 +31,52 @@ pub const MAX_SERVICE_LEN: usize = 255;
 /// The longest message a `ServiceRefused` reply carries; longer messages
 /// are cut at a character boundary. It is a hint for an operator, not a body.
 pub const MAX_REFUSAL_MESSAGE: usize = 1024;
+
+/// How the host splits an incoming message into a header for the session
+/// and a body it keeps: messages whose byte at `kind_offset` is `kind` carry
+/// a body after `header_len` bytes; any other message is all header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyRule {
+    /// Where the kind byte is.
+    pub kind_offset: usize,
+    /// The kind whose messages carry a body.
+    pub kind: u8,
+    /// The bytes in front of the body.
+    pub header_len: usize,
+}
+
+/// This protocol's rule: a DATA frame's payload is its body.
+pub const BODY_RULE: BodyRule = BodyRule {
+    kind_offset: 4,
+    kind: Kind::Data as u8,
+    header_len: HEADER_LEN,
+};
+
+impl BodyRule {
+    /// Splits `message` as the host does: the header and the body, or the
+    /// whole message and an empty body when the rule does not match.
+    pub fn split<'m>(&self, message: &'m [u8]) -> (&'m [u8], &'m [u8]) {
+        if self.has_body(message) {
+            message.split_at(self.header_len)
+        } else {
+            (message, &[])
+        }
+    }
+
+    /// Whether `header` and a body of `body_len` bytes are what
+    /// [`BodyRule::split`] makes of some message.
+    pub fn is_split(&self, header: &[u8], body_len: usize) -> bool {
+        if self.has_body(header) {
+            header.len() == self.header_len
+        } else {
+            body_len == 0
+        }
+    }
+
+    fn has_body(&self, message: &[u8]) -> bool {
+        message.len() >= self.header_len && message.get(self.kind_offset) == Some(&self.kind)
+    }
+}
 
 /// A stream's id. Odd ids are opened by the frontend, even ids by the
 /// worker; 0 names the session itself (HELLO, PING, PONG).
@@ -131,6 +180,19 @@ pub enum ResetReason {
     SessionEnded,
 }
 
+impl ResetReason {
+    /// A short, stable name for the reason (`cancelled`, `window overrun`,
+    /// `protocol`, `session ended`), as the component reports it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ResetReason::Cancelled => "cancelled",
+            ResetReason::WindowOverrun => "window overrun",
+            ResetReason::Protocol => "protocol",
+            ResetReason::SessionEnded => "session ended",
+        }
+    }
+}
+
 /// The kind byte of a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -172,7 +234,8 @@ impl Kind {
     }
 }
 
-/// One decoded frame. Data and service names borrow from the message.
+/// One decoded frame. Service names borrow from the message; a DATA
+/// frame's body is not part of it, only its length.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Frame<'a> {
     /// HELLO on stream 0.
@@ -196,12 +259,12 @@ pub enum Frame<'a> {
         /// Accepted, or why not.
         result: Result<(), Refusal>,
     },
-    /// DATA.
+    /// DATA: the body follows the header in the same message.
     Data {
         /// The stream.
         stream: StreamId,
-        /// At most [`MAX_FRAME_PAYLOAD`] bytes.
-        bytes: &'a [u8],
+        /// The body's length, at most [`MAX_FRAME_PAYLOAD`].
+        len: usize,
     },
     /// WINDOW: more receive credit.
     Window {
@@ -243,6 +306,16 @@ pub enum FrameError {
     /// More bytes than a frame may have.
     #[error("a frame may be at most {MAX_FRAME_LEN} bytes, got {0}")]
     TooLong(usize),
+    /// The header and body are not what [`BODY_RULE`] makes of a message:
+    /// a DATA header with bytes after it, or a body on another kind. The
+    /// host split the message wrongly.
+    #[error("a {header_len}-byte header with a {body_len}-byte body does not follow the body rule")]
+    BadSplit {
+        /// The header's length.
+        header_len: usize,
+        /// The body's length.
+        body_len: usize,
+    },
     /// The kind byte names no kind.
     #[error("unknown frame kind {0}")]
     UnknownKind(u8),
@@ -315,17 +388,32 @@ impl<'a> Frame<'a> {
         }
     }
 
-    /// Parses one websocket message.
+    /// Parses one whole websocket message; a DATA frame's body is only
+    /// counted.
     pub fn decode(message: &'a [u8]) -> Result<Frame<'a>, FrameError> {
-        if message.len() < HEADER_LEN {
-            return Err(FrameError::Truncated(message.len()));
+        let (header, body) = BODY_RULE.split(message);
+        Frame::decode_split(header, body.len())
+    }
+
+    /// Parses a message the host split by [`BODY_RULE`]: its header, and
+    /// the length of the body it kept (0 for a message without one).
+    pub fn decode_split(header: &'a [u8], body_len: usize) -> Result<Frame<'a>, FrameError> {
+        if !BODY_RULE.is_split(header, body_len) {
+            return Err(FrameError::BadSplit {
+                header_len: header.len(),
+                body_len,
+            });
         }
-        if message.len() > MAX_FRAME_LEN {
-            return Err(FrameError::TooLong(message.len()));
+        if header.len() < HEADER_LEN {
+            return Err(FrameError::Truncated(header.len()));
         }
-        let id = u32::from_be_bytes([message[0], message[1], message[2], message[3]]);
-        let kind = Kind::from_code(message[4]).ok_or(FrameError::UnknownKind(message[4]))?;
-        let payload = &message[HEADER_LEN..];
+        let len = header.len().saturating_add(body_len);
+        if len > MAX_FRAME_LEN {
+            return Err(FrameError::TooLong(len));
+        }
+        let id = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+        let kind = Kind::from_code(header[4]).ok_or(FrameError::UnknownKind(header[4]))?;
+        let payload = &header[HEADER_LEN..];
         let session_frame = matches!(kind, Kind::Hello | Kind::Ping | Kind::Pong);
         if session_frame != (id == 0) {
             return Err(FrameError::BadStreamId { kind, stream: id });
@@ -387,9 +475,10 @@ impl<'a> Frame<'a> {
                 };
                 Frame::Reply { stream, result }
             }
+            // The split guarantees the header holds nothing after the kind.
             Kind::Data => Frame::Data {
                 stream,
-                bytes: payload,
+                len: body_len,
             },
             Kind::Window => {
                 let increment = u32_of(kind, payload)?;
@@ -422,7 +511,8 @@ impl<'a> Frame<'a> {
         })
     }
 
-    /// Writes the frame as one websocket message.
+    /// Writes the frame as one websocket message, or for DATA its header:
+    /// the writer puts the `len` bytes of body right after it.
     ///
     /// The caller keeps data within [`MAX_FRAME_PAYLOAD`], service names
     /// within [`MAX_SERVICE_LEN`] and refusal messages within
@@ -448,7 +538,7 @@ impl<'a> Frame<'a> {
                 Err(Refusal::Overloaded) => out.push(3),
                 Err(Refusal::NotDelivered) => out.push(4),
             },
-            Frame::Data { bytes, .. } => out.extend_from_slice(bytes),
+            Frame::Data { .. } => {}
             Frame::Window { increment, .. } => out.extend_from_slice(&increment.to_be_bytes()),
             Frame::Fin { .. } => {}
             Frame::Reset { reason, .. } => out.push(match reason {
@@ -464,6 +554,7 @@ impl<'a> Frame<'a> {
         out
     }
 
+    /// The bytes [`Frame::encode`] writes after the header.
     fn payload_len(&self) -> usize {
         match self {
             Frame::Hello { .. } => 3,
@@ -473,9 +564,8 @@ impl<'a> Frame<'a> {
                 ..
             } => 1 + m.len(),
             Frame::Reply { .. } | Frame::Reset { .. } => 1,
-            Frame::Data { bytes, .. } => bytes.len(),
             Frame::Window { .. } => 4,
-            Frame::Fin { .. } => 0,
+            Frame::Data { .. } | Frame::Fin { .. } => 0,
             Frame::Ping { .. } | Frame::Pong { .. } => 8,
         }
     }
@@ -498,16 +588,25 @@ pub(crate) fn truncate_message(mut message: String) -> String {
 mod tests {
     use super::*;
 
+    /// Encodes `frame` into a whole message (a DATA body of `0xab`s) and
+    /// decodes it back, whole and split.
     fn round_trip(frame: Frame<'_>) {
-        let bytes = frame.encode();
-        assert_eq!(bytes.len(), HEADER_LEN + frame.payload_len());
-        assert_eq!(Frame::decode(&bytes), Ok(frame));
+        let mut message = frame.encode();
+        assert_eq!(message.len(), HEADER_LEN + frame.payload_len());
+        let body_len = match frame {
+            Frame::Data { len, .. } => len,
+            _ => 0,
+        };
+        message.resize(message.len() + body_len, 0xab);
+        assert_eq!(Frame::decode(&message).as_ref(), Ok(&frame));
+        let (header, body) = BODY_RULE.split(&message);
+        assert_eq!(body.len(), body_len);
+        assert_eq!(Frame::decode_split(header, body.len()), Ok(frame));
     }
 
     #[test]
     fn every_kind_round_trips() {
         let s = StreamId(7);
-        let big = vec![0xab; MAX_FRAME_PAYLOAD];
         round_trip(Frame::Hello {
             side: Side::Worker,
             lane: Lane::Bulk,
@@ -531,13 +630,10 @@ mod tests {
                 result: Err(refusal),
             });
         }
+        round_trip(Frame::Data { stream: s, len: 0 });
         round_trip(Frame::Data {
             stream: s,
-            bytes: b"",
-        });
-        round_trip(Frame::Data {
-            stream: s,
-            bytes: &big,
+            len: MAX_FRAME_PAYLOAD,
         });
         round_trip(Frame::Window {
             stream: s,
@@ -572,6 +668,11 @@ mod tests {
             increment: 0x10000,
         };
         assert_eq!(window.encode(), [0, 0, 0, 2, 4, 0, 1, 0, 0]);
+        let data = Frame::Data {
+            stream: StreamId(9),
+            len: 3,
+        };
+        assert_eq!(data.encode(), [0, 0, 0, 9, 3], "the body is not encoded");
     }
 
     #[test]
@@ -650,9 +751,77 @@ mod tests {
         }
         let too_long = vec![0u8; MAX_FRAME_LEN + 1];
         assert_eq!(Frame::decode(&too_long), Err(TooLong(MAX_FRAME_LEN + 1)));
+        let data_header = [0, 0, 0, 1, 3];
+        assert_eq!(
+            Frame::decode_split(&data_header, MAX_FRAME_PAYLOAD + 1),
+            Err(TooLong(MAX_FRAME_LEN + 1))
+        );
+        assert_eq!(
+            Frame::decode_split(&data_header, usize::MAX),
+            Err(TooLong(usize::MAX))
+        );
         let mut long_service = vec![0, 0, 0, 1, 1];
         long_service.extend(std::iter::repeat_n(b'a', MAX_SERVICE_LEN + 1));
         assert!(Frame::decode(&long_service).is_err());
+    }
+
+    #[test]
+    fn the_body_rule_splits_data_only() {
+        let data = [0, 0, 0, 1, 3, b'h', b'i'];
+        assert_eq!(BODY_RULE.split(&data), (&data[..5], &data[5..]));
+        let empty_data = [0, 0, 0, 1, 3];
+        assert_eq!(BODY_RULE.split(&empty_data), (&empty_data[..], &[][..]));
+        let window = [0, 0, 0, 1, 4, 0, 0, 0, 1];
+        assert_eq!(BODY_RULE.split(&window), (&window[..], &[][..]));
+        let short = [0, 0, 0, 3];
+        assert_eq!(BODY_RULE.split(&short), (&short[..], &[][..]));
+    }
+
+    #[test]
+    fn a_split_the_rule_would_not_make_is_refused() {
+        let cases: &[(&[u8], usize)] = &[
+            // A DATA message handed over whole.
+            (&[0, 0, 0, 1, 3, b'x'], 0),
+            // A DATA header that kept a byte of its body.
+            (&[0, 0, 0, 1, 3, b'x'], 4),
+            // A body on a kind without one.
+            (&[0, 0, 0, 1, 5], 1),
+            (&[0, 0, 0, 1, 4, 0, 0, 0, 1], 2),
+            // A body behind less than a header.
+            (&[0, 0, 0], 2),
+        ];
+        for &(header, body_len) in cases {
+            assert_eq!(
+                Frame::decode_split(header, body_len),
+                Err(FrameError::BadSplit {
+                    header_len: header.len(),
+                    body_len
+                }),
+                "{header:?} + {body_len}"
+            );
+        }
+        assert_eq!(
+            Frame::decode_split(&[0, 0, 0, 1, 3], 4),
+            Ok(Frame::Data {
+                stream: StreamId(1),
+                len: 4
+            })
+        );
+    }
+
+    #[test]
+    fn reset_reason_names_are_stable() {
+        let names = [
+            ResetReason::Cancelled,
+            ResetReason::WindowOverrun,
+            ResetReason::Protocol,
+            ResetReason::SessionEnded,
+        ]
+        .map(ResetReason::name);
+        assert_eq!(
+            names,
+            ["cancelled", "window overrun", "protocol", "session ended"]
+        );
     }
 
     #[test]

@@ -4,19 +4,36 @@
 //! ([`Lane::Inference`], [`Lane::Bulk`]); a [`Session`] on each end carries
 //! many ordered, half-closable byte streams over it with per-stream flow
 //! control. The session does no I/O and reads no clock: the host owns the
-//! websocket and the timer, hands each incoming binary message to
-//! [`Session::on_frame`], writes every message [`Session::poll_output`]
+//! websocket and the timer, writes every message [`Session::poll_output`]
 //! yields, calls [`Session::on_tick`] by [`Session::next_tick_ms`], and gives
-//! the application the [`Event`]s.
+//! the application the [`Event`]s. Built for wasm32 the crate is also the
+//! `switchyard:carrier/tunnel@0.1.0` component, one session per instance.
+//!
+//! # Bodies stay with the host
+//!
+//! Stream bytes never enter the session, so a component copies no body
+//! across its boundary. The host splits each incoming message by
+//! [`BODY_RULE`] (a DATA frame: kind byte 3 at offset 4, a 5-byte header)
+//! and hands the session the header and the body's length
+//! ([`Session::on_header`]); [`Event::Data`] names the stream the body it
+//! kept belongs to. To send, [`Session::reserve_send`] grants credit and
+//! returns the DATA header; the host writes it and that many bytes as one
+//! message.
 //!
 //! ```
-//! use switchyard_plugin_tunnel::{Event, Lane, Session, Side};
+//! use switchyard_plugin_tunnel::{BODY_RULE, Event, Lane, Session, Side};
+//!
+//! /// What the host does with each message it reads.
+//! fn receive(session: &mut Session, message: &[u8]) {
+//!     let (header, body) = BODY_RULE.split(message);
+//!     session.on_header(header, body.len(), 0).unwrap();
+//! }
 //!
 //! let mut frontend = Session::new(Side::Frontend, Lane::Inference, 0);
 //! let mut worker = Session::new(Side::Worker, Lane::Inference, 0);
 //! let stream = frontend.open_stream("inference").unwrap();
 //! for message in frontend.drain_output() {
-//!     worker.on_frame(&message, 0).unwrap();
+//!     receive(&mut worker, &message);
 //! }
 //! assert_eq!(
 //!     worker.poll_event(),
@@ -24,10 +41,18 @@
 //! );
 //! worker.accept(stream).unwrap();
 //! for message in worker.drain_output() {
-//!     frontend.on_frame(&message, 0).unwrap();
+//!     receive(&mut frontend, &message);
 //! }
 //! assert_eq!(frontend.poll_event(), Some(Event::Replied { stream, result: Ok(()) }));
-//! assert_eq!(frontend.send(stream, b"{\"prompt\":\"hi\"}").unwrap(), 15);
+//!
+//! let body = b"{\"prompt\":\"hi\"}";
+//! let (header, granted) = frontend.reserve_send(stream, body.len()).unwrap();
+//! assert_eq!(granted, 15);
+//! let message = [&header[..], &body[..granted]].concat();
+//! receive(&mut worker, &message);
+//! // The worker's host keeps `message[5..]` for the stream the event names.
+//! assert_eq!(worker.poll_event(), Some(Event::Data { stream, len: 15 }));
+//! worker.consumed(stream, 15).unwrap();
 //! ```
 //!
 //! # Frame format (version 1)
@@ -47,7 +72,7 @@
 //! | HELLO | 0 | 0 | version `1`, side (1 frontend, 2 worker), lane (1 inference, 2 bulk) |
 //! | OPEN | 1 | new id | service name, UTF-8, 1 to 255 bytes |
 //! | REPLY | 2 | the opened id | status: 0 accepted, 1 unknown service, 2 service refused (then a UTF-8 message of at most 1024 bytes), 3 overloaded |
-//! | DATA | 3 | open stream | bytes |
+//! | DATA | 3 | open stream | bytes (the body, kept by the host) |
 //! | WINDOW | 4 | open stream | u32 credit increment, not 0 |
 //! | FIN | 5 | open stream | empty |
 //! | RESET | 6 | stream | reason: 1 cancelled, 2 window overrun, 3 protocol |
@@ -82,20 +107,25 @@
 //!
 //! # Layout
 //!
-//! - `frame.rs`: the wire format ([`Frame`] encode and decode), ids, sides,
-//!   lanes, refusals and reset reasons.
+//! - `frame.rs`: the wire format ([`Frame`] encode and decode, the
+//!   [`BODY_RULE`] split), ids, sides, lanes, refusals and reset reasons.
 //! - `session.rs`: the [`Session`] state machine, its events, errors and
 //!   limits; `session/stream.rs` one stream's windows and half-close state.
+//! - `component.rs` (wasm32 only): the `switchyard:carrier/tunnel@0.1.0`
+//!   glue, one session per instance in a thread-local.
 
+// SAFETY: only wit-bindgen's generated exports use `unsafe`.
+#[allow(unsafe_code)]
+#[cfg(target_arch = "wasm32")]
+mod component;
 pub mod frame;
 mod session;
 
 pub use frame::{
-    Frame, FrameError, Kind, Lane, MAX_FRAME_LEN, MAX_FRAME_PAYLOAD, MAX_REFUSAL_MESSAGE,
-    MAX_SERVICE_LEN, PROTOCOL_VERSION, Refusal, ResetReason, Side, StreamId,
+    BODY_RULE, BodyRule, Frame, FrameError, Kind, Lane, MAX_FRAME_LEN, MAX_FRAME_PAYLOAD,
+    MAX_REFUSAL_MESSAGE, MAX_SERVICE_LEN, PROTOCOL_VERSION, Refusal, ResetReason, Side, StreamId,
 };
 pub use session::{
-    BULK_WINDOW, Event, INFERENCE_WINDOW, MAX_QUEUED_EVENTS, MAX_QUEUED_FRAMES,
-    MAX_QUEUED_OUTPUT_BYTES, MAX_STREAMS, PING_IDLE_MS, PONG_TIMEOUT_MS, Session, SessionError,
-    StreamError,
+    BULK_WINDOW, Event, INFERENCE_WINDOW, MAX_QUEUED_EVENTS, MAX_QUEUED_FRAMES, MAX_STREAMS,
+    PING_IDLE_MS, PONG_TIMEOUT_MS, Session, SessionError, StreamError,
 };

@@ -29,12 +29,6 @@ pub const BULK_WINDOW: u32 = 32 * 1024 * 1024;
 /// session can be owed at 8 GiB of credit, and in practice far less.
 pub const MAX_STREAMS: usize = 256;
 
-/// DATA bytes waiting in the output queue. `send` takes no more than this
-/// allows, so an application that sends faster than the host writes is
-/// pushed back (it retries after [`Event::Writable`]) instead of growing the
-/// queue. 2 MiB is 32 full frames: enough to keep a websocket writer busy.
-pub const MAX_QUEUED_OUTPUT_BYTES: usize = 2 * 1024 * 1024;
-
 /// Frames waiting in the output queue after an incoming frame is handled.
 /// The host drains output after every call; a peer that floods PINGs or
 /// OPENs while output is not drained ends the session instead of growing it.
@@ -80,14 +74,17 @@ pub enum Event {
         /// Accepted, or why not.
         result: Result<(), Refusal>,
     },
-    /// Bytes arrived; report them with [`Session::consumed`] once drained.
+    /// The body of the message just handed to [`Session::on_header`]
+    /// belongs to this stream; report it with [`Session::consumed`] once the
+    /// application took it. Without this event the host drops the body.
     Data {
         /// The stream.
         stream: StreamId,
-        /// The bytes of one DATA frame.
-        bytes: Vec<u8>,
+        /// The body's length (never 0).
+        len: usize,
     },
-    /// A stream that `send` cut short can take more now.
+    /// A stream whose window [`Session::reserve_send`] found spent can take
+    /// more now.
     Writable {
         /// The stream.
         stream: StreamId,
@@ -200,10 +197,11 @@ pub struct Session {
     next_id: u32,
     last_peer_id: u32,
     streams: BTreeMap<StreamId, Stream>,
-    /// Streams whose last `send` was cut short.
+    /// Streams whose last `reserve_send` found the window spent.
     blocked: BTreeSet<StreamId>,
+    /// Frames to write. DATA is never queued: the host writes it with the
+    /// body it holds, so this holds only small frames.
     output: VecDeque<Vec<u8>>,
-    output_data_bytes: usize,
     events: VecDeque<Event>,
     last_heard_ms: u64,
     /// The nonce and send time of the PING not yet answered.
@@ -227,7 +225,6 @@ impl Session {
             streams: BTreeMap::new(),
             blocked: BTreeSet::new(),
             output: VecDeque::new(),
-            output_data_bytes: 0,
             events: VecDeque::new(),
             last_heard_ms: now_ms,
             ping: None,
@@ -257,7 +254,8 @@ impl Session {
         self.streams.len()
     }
 
-    /// Bytes `send` could take now on `stream` by its window alone.
+    /// Bytes `reserve_send` could grant now on `stream` over any number of
+    /// calls: its send window.
     pub fn send_window(&self, stream: StreamId) -> Option<u64> {
         self.streams.get(&stream).map(|s| s.send_window)
     }
@@ -275,14 +273,7 @@ impl Session {
 
     /// The next frame to write as one binary websocket message.
     pub fn poll_output(&mut self) -> Option<Vec<u8>> {
-        let frame = self.output.pop_front()?;
-        if frame.get(4) == Some(&(crate::frame::Kind::Data as u8)) {
-            self.output_data_bytes -= frame.len() - crate::frame::HEADER_LEN;
-        }
-        if self.output.is_empty() {
-            self.wake_blocked();
-        }
-        Some(frame)
+        self.output.pop_front()
     }
 
     /// Every frame waiting to be written, in order.
@@ -332,22 +323,33 @@ impl Session {
         }
     }
 
-    /// Handles one incoming websocket message. An error ends the session
-    /// (after the same events as [`Session::close`]); the host closes the
-    /// websocket.
-    pub fn on_frame(&mut self, message: &[u8], now_ms: u64) -> Result<(), SessionError> {
+    /// Handles one incoming websocket message, split by
+    /// [`BODY_RULE`](crate::BODY_RULE): its header, and the length of the
+    /// body the host kept (a message without a body comes whole, with
+    /// `body_len` 0). [`Event::Data`] says which stream the body belongs to;
+    /// when none comes (the stream is gone, or the DATA broke its rules and
+    /// the stream was reset) the host drops the body.
+    ///
+    /// An error ends the session (after the same events as
+    /// [`Session::close`]); the host closes the websocket.
+    pub fn on_header(
+        &mut self,
+        header: &[u8],
+        body_len: usize,
+        now_ms: u64,
+    ) -> Result<(), SessionError> {
         if self.closed {
             return Err(SessionError::Closed);
         }
-        let result = self.handle(message, now_ms);
+        let result = self.handle(header, body_len, now_ms);
         if result.is_err() {
             self.shut_down();
         }
         result
     }
 
-    fn handle(&mut self, message: &[u8], now_ms: u64) -> Result<(), SessionError> {
-        let frame = Frame::decode(message)?;
+    fn handle(&mut self, header: &[u8], body_len: usize, now_ms: u64) -> Result<(), SessionError> {
+        let frame = Frame::decode_split(header, body_len)?;
         self.last_heard_ms = now_ms;
         self.ping = None;
         if !self.greeted {
@@ -372,7 +374,7 @@ impl Session {
             Frame::Pong { .. } => {}
             Frame::Open { stream, service } => self.on_open(stream, service)?,
             Frame::Reply { stream, result } => self.on_reply(stream, result),
-            Frame::Data { stream, bytes } => self.on_data(stream, bytes),
+            Frame::Data { stream, len } => self.on_data(stream, len),
             Frame::Window { stream, increment } => self.on_window(stream, increment),
             Frame::Fin { stream } => self.on_fin(stream),
             Frame::Reset { stream, reason } => {
@@ -432,7 +434,7 @@ impl Session {
         self.events.push_back(Event::Replied { stream: id, result });
     }
 
-    fn on_data(&mut self, id: StreamId, bytes: &[u8]) {
+    fn on_data(&mut self, id: StreamId, len: usize) {
         // Unknown: data in flight when this side reset or refused the stream.
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
@@ -440,17 +442,14 @@ impl Session {
         if stream.phase != Phase::Open || stream.remote_fin {
             return self.violation(id, ResetReason::Protocol);
         }
-        let len = bytes.len() as u64;
-        if len > stream.recv_window {
+        let credit = len as u64;
+        if credit > stream.recv_window {
             return self.violation(id, ResetReason::WindowOverrun);
         }
-        stream.recv_window -= len;
-        stream.unconsumed += len;
-        if !bytes.is_empty() {
-            self.events.push_back(Event::Data {
-                stream: id,
-                bytes: bytes.to_vec(),
-            });
+        stream.recv_window -= credit;
+        stream.unconsumed += credit;
+        if len > 0 {
+            self.events.push_back(Event::Data { stream: id, len });
         }
     }
 
@@ -466,7 +465,7 @@ impl Session {
             return self.violation(id, ResetReason::Protocol);
         }
         stream.send_window = grown;
-        if self.output_data_bytes < MAX_QUEUED_OUTPUT_BYTES && self.blocked.remove(&id) {
+        if self.blocked.remove(&id) {
             self.events.push_back(Event::Writable { stream: id });
         }
     }
@@ -545,31 +544,40 @@ impl Session {
         Ok(())
     }
 
-    /// Sends as much of `bytes` as the peer's window and the output queue
-    /// allow, in DATA frames of at most [`MAX_FRAME_PAYLOAD`] bytes, and
-    /// returns how much it took. When that is less than `bytes.len()`, the
-    /// host keeps the rest and retries after [`Event::Writable`].
-    pub fn send(&mut self, id: StreamId, bytes: &[u8]) -> Result<usize, StreamError> {
+    /// Reserves up to `len` bytes of the stream's send window for one DATA
+    /// message, at most [`MAX_FRAME_PAYLOAD`]: returns the header and how
+    /// many bytes it grants. The host writes the header followed by exactly
+    /// that many bytes as one message, after the output queued so far and
+    /// before any queued later; the session never holds the bytes.
+    ///
+    /// A grant short of `len` because of the frame size means call again. A
+    /// grant of 0 (with an empty header) for a non-empty `len` means the
+    /// window is spent: wait for [`Event::Writable`].
+    pub fn reserve_send(
+        &mut self,
+        id: StreamId,
+        len: usize,
+    ) -> Result<(Vec<u8>, usize), StreamError> {
         self.check_open()?;
-        let room = MAX_QUEUED_OUTPUT_BYTES.saturating_sub(self.output_data_bytes);
         let stream = self.open(id)?;
         let window = usize::try_from(stream.send_window).unwrap_or(usize::MAX);
-        let take = bytes.len().min(window).min(room);
-        stream.send_window -= take as u64;
-        if take < bytes.len() {
+        let granted = len.min(MAX_FRAME_PAYLOAD).min(window);
+        stream.send_window -= granted as u64;
+        if granted < len && stream.send_window == 0 {
             self.blocked.insert(id);
         }
-        for chunk in bytes[..take].chunks(MAX_FRAME_PAYLOAD) {
-            self.output_data_bytes += chunk.len();
-            self.push(&Frame::Data {
-                stream: id,
-                bytes: chunk,
-            });
+        if granted == 0 {
+            return Ok((Vec::new(), 0));
         }
-        Ok(take)
+        let header = Frame::Data {
+            stream: id,
+            len: granted,
+        }
+        .encode();
+        Ok((header, granted))
     }
 
-    /// The application drained `n` bytes of [`Event::Data`] on `stream`.
+    /// The application took `n` bytes of [`Event::Data`] bodies on `stream`.
     /// Credit goes back to the peer in one WINDOW once at least half the
     /// window has been consumed. A stream already gone is ignored.
     pub fn consumed(&mut self, id: StreamId, n: u64) -> Result<(), StreamError> {
@@ -669,25 +677,9 @@ impl Session {
         self.output.push_back(frame.encode());
     }
 
-    /// The output queue emptied: streams cut short by it (and with window
-    /// left) may send again.
-    fn wake_blocked(&mut self) {
-        let ready: Vec<StreamId> = self
-            .blocked
-            .iter()
-            .copied()
-            .filter(|id| self.streams.get(id).is_some_and(|s| s.send_window > 0))
-            .collect();
-        for stream in ready {
-            self.blocked.remove(&stream);
-            self.events.push_back(Event::Writable { stream });
-        }
-    }
-
     fn shut_down(&mut self) {
         self.closed = true;
         self.output.clear();
-        self.output_data_bytes = 0;
         self.blocked.clear();
         for (stream, state) in std::mem::take(&mut self.streams) {
             self.events.push_back(match state.phase {

@@ -1,6 +1,7 @@
-//! Random and garbled frames never panic a session.
+//! Random and garbled frames, and headers split wrongly, never panic a
+//! session.
 
-use switchyard_plugin_tunnel::{Frame, Lane, Session, Side, StreamId};
+use switchyard_plugin_tunnel::{BODY_RULE, Frame, Lane, Session, Side, StreamId};
 
 /// xorshift64*: a fixed seed gives the same run every time.
 struct Rng(u64);
@@ -21,7 +22,7 @@ impl Rng {
 /// A frame that is usually well formed, so the fuzzing reaches stream state.
 fn plausible(rng: &mut Rng, buf: &mut Vec<u8>) {
     let stream = StreamId(rng.below(12) as u32);
-    let bytes = vec![rng.next() as u8; rng.below(300) as usize];
+    let len = rng.below(300) as usize;
     let frame = match rng.below(9) {
         0 => Frame::Open {
             stream,
@@ -31,10 +32,7 @@ fn plausible(rng: &mut Rng, buf: &mut Vec<u8>) {
             stream,
             result: Ok(()),
         },
-        2 | 3 => Frame::Data {
-            stream,
-            bytes: &bytes,
-        },
+        2 | 3 => Frame::Data { stream, len },
         4 => Frame::Window {
             stream,
             increment: rng.next() as u32 | 1,
@@ -48,6 +46,25 @@ fn plausible(rng: &mut Rng, buf: &mut Vec<u8>) {
         _ => Frame::Pong { nonce: rng.next() },
     };
     *buf = frame.encode();
+    if let Frame::Data { len, .. } = frame {
+        buf.resize(buf.len() + len, rng.next() as u8);
+    }
+}
+
+/// Reserves credit and checks the header is the DATA header for the grant.
+fn reserve(session: &mut Session, stream: StreamId, len: usize) {
+    if let Ok((header, granted)) = session.reserve_send(stream, len) {
+        assert!(granted <= len);
+        if granted > 0 {
+            assert_eq!(
+                Frame::decode_split(&header, granted),
+                Ok(Frame::Data {
+                    stream,
+                    len: granted
+                })
+            );
+        }
+    }
 }
 
 #[test]
@@ -70,7 +87,7 @@ fn garbage_never_panics() {
             lane,
         };
         if rng.below(8) != 0 {
-            session.on_frame(&hello.encode(), 0).unwrap();
+            session.on_header(&hello.encode(), 0, 0).unwrap();
         }
         let mut now = 0;
         for _ in 0..200 {
@@ -88,7 +105,13 @@ fn garbage_never_panics() {
                 _ => plausible(&mut rng, &mut message),
             }
             now += rng.below(3000);
-            let _ = session.on_frame(&message, now);
+            let (header, body) = BODY_RULE.split(&message);
+            // Now and then a host that splits wrongly.
+            let body_len = match rng.below(20) {
+                0 => rng.below(70_000) as usize,
+                _ => body.len(),
+            };
+            let _ = session.on_header(header, body_len, now);
             session.on_tick(now);
             // The application does something with whatever arrived.
             for event in session.drain_events() {
@@ -96,10 +119,13 @@ fn garbage_never_panics() {
                 match event {
                     Opened { stream, .. } => {
                         let _ = session.accept(stream);
-                        let _ = session.send(stream, b"hi");
+                        reserve(&mut session, stream, 2);
                     }
-                    Data { stream, bytes } => {
-                        let _ = session.consumed(stream, bytes.len() as u64);
+                    Data { stream, len } => {
+                        let _ = session.consumed(stream, len as u64);
+                    }
+                    Writable { stream } => {
+                        reserve(&mut session, stream, rng.below(70_000) as usize);
                     }
                     Finished { stream } => {
                         let _ = session.finish(stream);

@@ -1,21 +1,21 @@
 //! Opening streams: replies, each refusal kind, limits and id rules.
 
 use switchyard_plugin_tunnel::{
-    Event, Frame, Lane, MAX_STREAMS, Refusal, Session, SessionError, Side, StreamError, StreamId,
+    Event, Frame, FrameError, Lane, MAX_STREAMS, Refusal, SessionError, Side, StreamError, StreamId,
 };
 
-use crate::{decoded, frames, pair, pump};
+use crate::{Peer, data, decoded, pair, pump};
 
 #[test]
 fn ids_are_odd_from_the_frontend_and_even_from_the_worker() {
     let (mut frontend, mut worker) = pair(Lane::Inference);
-    assert_eq!(frontend.open_stream("a").unwrap(), StreamId(1));
-    assert_eq!(frontend.open_stream("a").unwrap(), StreamId(3));
-    assert_eq!(worker.open_stream("a").unwrap(), StreamId(2));
+    assert_eq!(frontend.session.open_stream("a").unwrap(), StreamId(1));
+    assert_eq!(frontend.session.open_stream("a").unwrap(), StreamId(3));
+    assert_eq!(worker.session.open_stream("a").unwrap(), StreamId(2));
     pump(&mut frontend, &mut worker, 0);
-    assert_eq!(worker.drain_events().len(), 2);
+    assert_eq!(worker.events().len(), 2);
     assert!(matches!(
-        frontend.drain_events()[..],
+        frontend.events()[..],
         [Event::Opened {
             stream: StreamId(2),
             ..
@@ -26,8 +26,8 @@ fn ids_are_odd_from_the_frontend_and_even_from_the_worker() {
 #[test]
 fn accepted_stream_gets_an_accepting_reply() {
     let (mut frontend, mut worker) = pair(Lane::Inference);
-    let stream = frontend.open_stream("inference").unwrap();
-    let sent = frames(&mut frontend);
+    let stream = frontend.session.open_stream("inference").unwrap();
+    let sent = frontend.output();
     assert_eq!(
         decoded(&sent),
         [Frame::Open {
@@ -35,19 +35,22 @@ fn accepted_stream_gets_an_accepting_reply() {
             service: "inference"
         }]
     );
-    worker.on_frame(&sent[0], 0).unwrap();
-    worker.accept(stream).unwrap();
-    let reply = frames(&mut worker);
+    worker.receive(&sent[0], 0).unwrap();
+    worker.session.accept(stream).unwrap();
+    let reply = worker.output();
     assert_eq!(reply, [vec![0, 0, 0, 1, 2, 0]]);
-    frontend.on_frame(&reply[0], 0).unwrap();
+    frontend.receive(&reply[0], 0).unwrap();
     assert_eq!(
-        frontend.drain_events(),
+        frontend.events(),
         [Event::Replied {
             stream,
             result: Ok(())
         }]
     );
-    assert_eq!(worker.accept(stream), Err(StreamError::NotPending(stream)));
+    assert_eq!(
+        worker.session.accept(stream),
+        Err(StreamError::NotPending(stream))
+    );
 }
 
 #[test]
@@ -58,20 +61,20 @@ fn each_refusal_kind_reaches_the_frontend_intact() {
         Refusal::Overloaded,
     ] {
         let (mut frontend, mut worker) = pair(Lane::Inference);
-        let stream = frontend.open_stream("inference").unwrap();
+        let stream = frontend.session.open_stream("inference").unwrap();
         pump(&mut frontend, &mut worker, 0);
-        worker.drain_events();
-        worker.refuse(stream, refusal.clone()).unwrap();
+        worker.events();
+        worker.session.refuse(stream, refusal.clone()).unwrap();
         pump(&mut frontend, &mut worker, 0);
         assert_eq!(
-            frontend.drain_events(),
+            frontend.events(),
             [Event::Replied {
                 stream,
                 result: Err(refusal)
             }]
         );
-        assert_eq!(frontend.stream_count(), 0);
-        assert_eq!(worker.stream_count(), 0);
+        assert_eq!(frontend.session.stream_count(), 0);
+        assert_eq!(worker.session.stream_count(), 0);
         assert_eq!(
             frontend.send(stream, b"x"),
             Err(StreamError::UnknownStream(stream))
@@ -82,16 +85,16 @@ fn each_refusal_kind_reaches_the_frontend_intact() {
 #[test]
 fn not_delivered_is_never_sent() {
     let (mut frontend, mut worker) = pair(Lane::Inference);
-    let stream = frontend.open_stream("svc").unwrap();
+    let stream = frontend.session.open_stream("svc").unwrap();
     pump(&mut frontend, &mut worker, 0);
     assert_eq!(
-        worker.refuse(stream, Refusal::NotDelivered),
+        worker.session.refuse(stream, Refusal::NotDelivered),
         Err(StreamError::LocalOnlyReason)
     );
     // A peer that sends status 4 anyway is broken.
     let forged = [0, 0, 0, 1, 2, 4];
     assert!(matches!(
-        frontend.on_frame(&forged, 0),
+        frontend.receive(&forged, 0),
         Err(SessionError::Frame(_))
     ));
 }
@@ -99,13 +102,14 @@ fn not_delivered_is_never_sent() {
 #[test]
 fn long_refusal_messages_are_cut() {
     let (mut frontend, mut worker) = pair(Lane::Inference);
-    let stream = frontend.open_stream("svc").unwrap();
+    let stream = frontend.session.open_stream("svc").unwrap();
     pump(&mut frontend, &mut worker, 0);
     worker
+        .session
         .refuse(stream, Refusal::ServiceRefused("x".repeat(5000)))
         .unwrap();
     pump(&mut frontend, &mut worker, 0);
-    let events = frontend.drain_events();
+    let events = frontend.events();
     let [
         Event::Replied {
             result: Err(Refusal::ServiceRefused(message)),
@@ -121,45 +125,44 @@ fn long_refusal_messages_are_cut() {
 #[test]
 fn no_data_before_the_reply() {
     let (mut frontend, mut worker) = pair(Lane::Inference);
-    let stream = frontend.open_stream("svc").unwrap();
+    let stream = frontend.session.open_stream("svc").unwrap();
     assert_eq!(
         frontend.send(stream, b"x"),
         Err(StreamError::NotOpen(stream))
     );
-    assert_eq!(frontend.finish(stream), Err(StreamError::NotOpen(stream)));
+    assert_eq!(
+        frontend.session.finish(stream),
+        Err(StreamError::NotOpen(stream))
+    );
     // A peer that sends data on a stream not yet accepted gets it reset.
     pump(&mut frontend, &mut worker, 0);
-    worker.drain_events();
-    let data = Frame::Data {
-        stream,
-        bytes: b"early",
-    };
-    worker.on_frame(&data.encode(), 0).unwrap();
-    assert!(matches!(worker.drain_events()[..], [Event::Reset { .. }]));
-    assert!(!worker.is_closed());
+    worker.events();
+    worker.receive(&data(stream, b"early"), 0).unwrap();
+    assert!(matches!(worker.events()[..], [Event::Reset { .. }]));
+    assert!(!worker.session.is_closed());
 }
 
 #[test]
 fn worker_refuses_past_the_stream_limit_with_overloaded() {
     let (mut frontend, mut worker) = pair(Lane::Inference);
     for _ in 0..MAX_STREAMS {
-        frontend.open_stream("svc").unwrap();
+        frontend.session.open_stream("svc").unwrap();
     }
     assert_eq!(
-        frontend.open_stream("svc"),
+        frontend.session.open_stream("svc"),
         Err(StreamError::TooManyStreams)
     );
     pump(&mut frontend, &mut worker, 0);
-    assert_eq!(worker.drain_events().len(), MAX_STREAMS);
+    assert_eq!(worker.events().len(), MAX_STREAMS);
     // A frontend that ignores its own limit is answered by the worker.
     let extra = StreamId(2 * MAX_STREAMS as u32 + 1);
     let open = Frame::Open {
         stream: extra,
         service: "svc",
     };
-    worker.on_frame(&open.encode(), 0).unwrap();
-    assert!(worker.drain_events().is_empty());
-    let reply = frames(&mut worker);
+    worker.receive(&open.encode(), 0).unwrap();
+    assert!(worker.events().is_empty());
+    let reply = worker.output();
     assert_eq!(
         decoded(&reply),
         [Frame::Reply {
@@ -172,12 +175,18 @@ fn worker_refuses_past_the_stream_limit_with_overloaded() {
 #[test]
 fn bad_service_names_are_refused_locally() {
     let (mut frontend, _) = pair(Lane::Inference);
-    assert_eq!(frontend.open_stream(""), Err(StreamError::BadService(0)));
     assert_eq!(
-        frontend.open_stream(&"s".repeat(256)),
+        frontend.session.open_stream(""),
+        Err(StreamError::BadService(0))
+    );
+    assert_eq!(
+        frontend.session.open_stream(&"s".repeat(256)),
         Err(StreamError::BadService(256))
     );
-    assert_eq!(frontend.open_stream(&"s".repeat(255)), Ok(StreamId(1)));
+    assert_eq!(
+        frontend.session.open_stream(&"s".repeat(255)),
+        Ok(StreamId(1))
+    );
 }
 
 #[test]
@@ -190,16 +199,16 @@ fn reused_or_wrong_parity_ids_end_the_session() {
         }
         .encode()
     };
-    worker.on_frame(&open(3), 0).unwrap();
+    worker.receive(&open(3), 0).unwrap();
     assert_eq!(
-        worker.on_frame(&open(1), 0),
+        worker.receive(&open(1), 0),
         Err(SessionError::StreamIdReused(StreamId(1)))
     );
-    assert!(worker.is_closed());
+    assert!(worker.session.is_closed());
 
     let (_, mut worker) = pair(Lane::Inference);
     assert_eq!(
-        worker.on_frame(&open(2), 0),
+        worker.receive(&open(2), 0),
         Err(SessionError::WrongParity(StreamId(2)))
     );
 }
@@ -207,56 +216,53 @@ fn reused_or_wrong_parity_ids_end_the_session() {
 #[test]
 fn hello_rules() {
     let hello = |side, lane| Frame::Hello { side, lane }.encode();
-    let mut worker = Session::new(Side::Worker, Lane::Bulk, 0);
+    let mut worker = Peer::new(Side::Worker, Lane::Bulk, 0);
     let open = Frame::Open {
         stream: StreamId(1),
         service: "svc",
     };
     assert_eq!(
-        worker.on_frame(&open.encode(), 0),
+        worker.receive(&open.encode(), 0),
         Err(SessionError::HelloExpected)
     );
 
-    let mut worker = Session::new(Side::Worker, Lane::Bulk, 0);
+    let mut worker = Peer::new(Side::Worker, Lane::Bulk, 0);
     assert_eq!(
-        worker.on_frame(&hello(Side::Worker, Lane::Bulk), 0),
+        worker.receive(&hello(Side::Worker, Lane::Bulk), 0),
         Err(SessionError::SameSide(Side::Worker))
     );
 
-    let mut worker = Session::new(Side::Worker, Lane::Bulk, 0);
+    let mut worker = Peer::new(Side::Worker, Lane::Bulk, 0);
     assert_eq!(
-        worker.on_frame(&hello(Side::Frontend, Lane::Inference), 0),
+        worker.receive(&hello(Side::Frontend, Lane::Inference), 0),
         Err(SessionError::LaneMismatch {
             local: Lane::Bulk,
             peer: Lane::Inference
         })
     );
 
-    let mut worker = Session::new(Side::Worker, Lane::Bulk, 0);
+    let mut worker = Peer::new(Side::Worker, Lane::Bulk, 0);
     assert!(matches!(
-        worker.on_frame(&[0, 0, 0, 0, 0, 2, 1, 2, 9], 0),
-        Err(SessionError::Frame(
-            switchyard_plugin_tunnel::FrameError::UnsupportedVersion(2)
-        ))
+        worker.receive(&[0, 0, 0, 0, 0, 2, 1, 2, 9], 0),
+        Err(SessionError::Frame(FrameError::UnsupportedVersion(2)))
     ));
 
-    let mut worker = Session::new(Side::Worker, Lane::Bulk, 0);
+    let mut worker = Peer::new(Side::Worker, Lane::Bulk, 0);
     worker
-        .on_frame(&hello(Side::Frontend, Lane::Bulk), 0)
+        .receive(&hello(Side::Frontend, Lane::Bulk), 0)
         .unwrap();
     assert_eq!(
-        worker.on_frame(&hello(Side::Frontend, Lane::Bulk), 0),
+        worker.receive(&hello(Side::Frontend, Lane::Bulk), 0),
         Err(SessionError::HelloRepeated)
     );
     assert_eq!(
-        worker.on_frame(&hello(Side::Frontend, Lane::Bulk), 0),
+        worker.receive(&hello(Side::Frontend, Lane::Bulk), 0),
         Err(SessionError::Closed)
     );
 }
 
 #[test]
 fn first_output_is_hello() {
-    let mut frontend = Session::new(Side::Frontend, Lane::Bulk, 0);
-    assert_eq!(frontend.poll_output(), Some(vec![0, 0, 0, 0, 0, 1, 1, 2]));
-    assert_eq!(frontend.poll_output(), None);
+    let mut frontend = Peer::new(Side::Frontend, Lane::Bulk, 0);
+    assert_eq!(frontend.output(), [vec![0, 0, 0, 0, 0, 1, 1, 2]]);
 }

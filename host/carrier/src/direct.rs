@@ -1,0 +1,300 @@
+//! Streams over a TCP connection dialled to the worker's address (the
+//! `nats` set's streams seam): one connection per stream, TCP's own flow
+//! control and half-close.
+//!
+//! The dialler sends one line, `SWY1 <service> <proof>\n`, where the proof
+//! is the SHA-256 (hex) of the node's credential, the value every frontend
+//! holds and the worker can compute; the worker answers with one line:
+//! `OK`, `UNKNOWN`, `OVERLOADED` or `REFUSED <message>`, then bytes flow.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::BoxFuture;
+use subtle::ConstantTimeEq;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::stream::{
+    ConsumeSink, Refusal, Stream, StreamError, StreamReader, StreamWriter, WriteSink,
+};
+use crate::streams::{Acceptor, Lane, StreamsSeam};
+
+/// How much a reader may have read ahead of its consumer.
+const READ_AHEAD: usize = 4 * 1024 * 1024;
+const CHUNK: usize = 64 * 1024;
+const MAX_HELLO: usize = 1024;
+
+/// Where a node's streams are dialled, and the proof it expects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeAddress {
+    /// `host:port`.
+    pub address: String,
+    /// SHA-256 (hex) of the node's credential.
+    pub proof: String,
+}
+
+/// Finds a node's address.
+pub type Resolver =
+    Arc<dyn Fn(String) -> BoxFuture<'static, Result<NodeAddress, String>> + Send + Sync>;
+
+/// The streams seam of the `nats` set.
+pub struct DirectStreams {
+    resolve: Resolver,
+}
+
+impl DirectStreams {
+    /// Dials the addresses `resolve` finds.
+    pub fn new(resolve: Resolver) -> Self {
+        Self { resolve }
+    }
+}
+
+impl StreamsSeam for DirectStreams {
+    fn open(
+        &self,
+        node: &str,
+        _lane: Lane,
+        service: &str,
+    ) -> BoxFuture<'static, Result<Stream, Refusal>> {
+        let resolve = self.resolve.clone();
+        let (node, service) = (node.to_string(), service.to_string());
+        Box::pin(async move {
+            let target = resolve(node).await.map_err(Refusal::NotDelivered)?;
+            dial(&target, &service).await
+        })
+    }
+}
+
+/// Dials one stream.
+pub async fn dial(target: &NodeAddress, service: &str) -> Result<Stream, Refusal> {
+    let not_delivered =
+        |e: std::io::Error| Refusal::NotDelivered(format!("{}: {e}", target.address));
+    let socket = TcpStream::connect(&target.address)
+        .await
+        .map_err(not_delivered)?;
+    let _ = socket.set_nodelay(true);
+    let mut socket = BufReader::new(socket);
+    socket
+        .get_mut()
+        .write_all(format!("SWY1 {service} {}\n", target.proof).as_bytes())
+        .await
+        .map_err(not_delivered)?;
+    let mut line = String::new();
+    socket
+        .read_line(&mut line)
+        .await
+        .map_err(|e| Refusal::NotDelivered(e.to_string()))?;
+    match line.trim_end() {
+        "OK" => Ok(wrap(socket)),
+        "UNKNOWN" => Err(Refusal::UnknownService),
+        "OVERLOADED" => Err(Refusal::Overloaded),
+        other => match other.strip_prefix("REFUSED ") {
+            Some(message) => Err(Refusal::ServiceRefused(message.to_string())),
+            // Closed before answering: the worker may have seen the line,
+            // but it started nothing.
+            None => Err(Refusal::NotDelivered(format!(
+                "the worker answered `{other}`"
+            ))),
+        },
+    }
+}
+
+/// Serves streams dialled to `listener`, for the node whose credential
+/// hashes to `proof`, until the listener fails.
+pub async fn serve(listener: TcpListener, proof: String, acceptor: Acceptor) {
+    let proof = Arc::new(proof);
+    loop {
+        let Ok((socket, peer)) = listener.accept().await else {
+            return;
+        };
+        let (proof, acceptor) = (proof.clone(), acceptor.clone());
+        tokio::spawn(async move {
+            if let Err(e) = answer(socket, &proof, &acceptor).await {
+                tracing::debug!(%peer, error = %e, "a stream dial was refused");
+            }
+        });
+    }
+}
+
+async fn answer(socket: TcpStream, proof: &str, acceptor: &Acceptor) -> std::io::Result<()> {
+    let _ = socket.set_nodelay(true);
+    let mut socket = BufReader::new(socket);
+    let mut line = Vec::new();
+    (&mut socket)
+        .take(MAX_HELLO as u64)
+        .read_until(b'\n', &mut line)
+        .await?;
+    let line = String::from_utf8_lossy(&line);
+    let mut words = line.trim_end().split(' ');
+    let (Some("SWY1"), Some(service), Some(given), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return Err(std::io::Error::other("not a stream hello"));
+    };
+    if !bool::from(given.as_bytes().ct_eq(proof.as_bytes())) {
+        return Err(std::io::Error::other("wrong proof"));
+    }
+    let (stream, start) = pending(socket);
+    let verdict = match acceptor(service, stream) {
+        Ok(()) => "OK".to_string(),
+        Err(Refusal::UnknownService) => "UNKNOWN".into(),
+        Err(Refusal::Overloaded) => "OVERLOADED".into(),
+        Err(Refusal::ServiceRefused(m) | Refusal::NotDelivered(m)) => {
+            format!("REFUSED {}", m.replace('\n', " "))
+        }
+    };
+    let _ = start.send(verdict);
+    Ok(())
+}
+
+/// A stream over a connection whose answer line is written, then its pumps
+/// start, once the acceptor decided (so the answer precedes any data).
+fn pending(socket: BufReader<TcpStream>) -> (Stream, oneshot::Sender<String>) {
+    let (start, verdict) = oneshot::channel::<String>();
+    let (stream, pumps) = parts();
+    tokio::spawn(async move {
+        let Ok(verdict) = verdict.await else { return };
+        let mut socket = socket;
+        let accepted = verdict == "OK";
+        if socket
+            .get_mut()
+            .write_all(format!("{verdict}\n").as_bytes())
+            .await
+            .is_err()
+            || !accepted
+        {
+            return;
+        }
+        pumps.run(socket).await;
+    });
+    (stream, start)
+}
+
+fn wrap(socket: BufReader<TcpStream>) -> Stream {
+    let (stream, pumps) = parts();
+    tokio::spawn(pumps.run(socket));
+    stream
+}
+
+enum WriteOp {
+    Data(Bytes, oneshot::Sender<Result<(), StreamError>>),
+    Finish,
+    Reset,
+}
+
+struct Pumps {
+    chunks: mpsc::UnboundedSender<Result<Bytes, StreamError>>,
+    ops: mpsc::UnboundedReceiver<WriteOp>,
+    credit: Arc<Semaphore>,
+}
+
+fn parts() -> (Stream, Pumps) {
+    let (chunks_tx, chunks) = mpsc::unbounded_channel();
+    let (ops_tx, ops) = mpsc::unbounded_channel();
+    let credit = Arc::new(Semaphore::new(READ_AHEAD));
+    let stream = Stream {
+        reader: StreamReader::new(chunks, Some(Arc::new(Credit(credit.clone())))),
+        writer: StreamWriter::new(Arc::new(Ops(ops_tx))),
+    };
+    (
+        stream,
+        Pumps {
+            chunks: chunks_tx,
+            ops,
+            credit,
+        },
+    )
+}
+
+impl Pumps {
+    async fn run(self, socket: BufReader<TcpStream>) {
+        let Pumps {
+            chunks,
+            mut ops,
+            credit,
+        } = self;
+        let buffered = Bytes::copy_from_slice(socket.buffer());
+        let (mut read, mut write) = socket.into_inner().into_split();
+        let reader = tokio::spawn(async move {
+            if !buffered.is_empty() {
+                let _ = chunks.send(Ok(buffered));
+            }
+            loop {
+                // Read only as far ahead of the consumer as READ_AHEAD allows.
+                let Ok(permit) = credit.acquire_many(CHUNK as u32).await else {
+                    return;
+                };
+                permit.forget();
+                let mut buffer = BytesMut::with_capacity(CHUNK);
+                match read.read_buf(&mut buffer).await {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        credit.add_permits(CHUNK - n);
+                        if chunks.send(Ok(buffer.freeze())).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = chunks.send(Err(StreamError::Reset(e.to_string())));
+                        return;
+                    }
+                }
+            }
+        });
+        while let Some(op) = ops.recv().await {
+            match op {
+                WriteOp::Data(data, done) => {
+                    let result = write
+                        .write_all(&data)
+                        .await
+                        .map_err(|e| StreamError::Reset(e.to_string()));
+                    let failed = result.is_err();
+                    let _ = done.send(result);
+                    if failed {
+                        break;
+                    }
+                }
+                WriteOp::Finish => {
+                    let _ = write.shutdown().await;
+                    break;
+                }
+                WriteOp::Reset => {
+                    reader.abort();
+                    return;
+                }
+            }
+        }
+        // Keep the read half until the peer finishes too.
+        let _ = reader.await;
+    }
+}
+
+struct Credit(Arc<Semaphore>);
+
+impl ConsumeSink for Credit {
+    fn consumed(&self, n: usize) {
+        self.0.add_permits(n);
+    }
+}
+
+struct Ops(mpsc::UnboundedSender<WriteOp>);
+
+impl WriteSink for Ops {
+    fn write(&self, data: Bytes, done: oneshot::Sender<Result<(), StreamError>>) {
+        if let Err(mpsc::error::SendError(WriteOp::Data(_, done))) =
+            self.0.send(WriteOp::Data(data, done))
+        {
+            let _ = done.send(Err(StreamError::Reset("the connection has ended".into())));
+        }
+    }
+
+    fn finish(&self) {
+        let _ = self.0.send(WriteOp::Finish);
+    }
+
+    fn reset(&self) {
+        let _ = self.0.send(WriteOp::Reset);
+    }
+}

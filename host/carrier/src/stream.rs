@@ -1,0 +1,206 @@
+//! [`Stream`]: an ordered, half-closable byte stream to a service on a
+//! worker (the streams seam). The same type whatever carries it: a tunnel
+//! session's stream, a relay through another replica, or a TCP connection
+//! dialled to the worker's address.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+/// Why a stream could not be opened. The kinds stay apart: only
+/// [`Refusal::NotDelivered`] says the worker learned nothing of the call, so
+/// only then is it safe to try again elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The worker has no such service.
+    #[error("unknown service")]
+    UnknownService,
+    /// The service refused, with its reason.
+    #[error("service refused: {0}")]
+    ServiceRefused(String),
+    /// The worker has too many streams open.
+    #[error("worker overloaded")]
+    Overloaded,
+    /// The open never reached the worker (no session, session lost, dial
+    /// failed); the worker learned nothing.
+    #[error("not delivered: {0}")]
+    NotDelivered(String),
+}
+
+/// Why a read or write failed after the stream was open.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    /// The stream was reset (by either side, or the session ended).
+    #[error("stream reset: {0}")]
+    Reset(String),
+    /// This side already finished writing.
+    #[error("the stream is finished on this side")]
+    Finished,
+}
+
+/// One open stream: read what the worker sends, write what it reads.
+#[derive(Debug)]
+pub struct Stream {
+    /// The incoming direction.
+    pub reader: StreamReader,
+    /// The outgoing direction.
+    pub writer: StreamWriter,
+}
+
+/// What a transport does with the outgoing direction.
+pub(crate) trait WriteSink: Send + Sync {
+    /// Sends `data`; `done` answers once the transport took all of it.
+    fn write(&self, data: Bytes, done: oneshot::Sender<Result<(), StreamError>>);
+    /// Half-close after what was written.
+    fn finish(&self);
+    /// Abandons both directions.
+    fn reset(&self);
+}
+
+/// Reports bytes the reader took, so the transport can return credit.
+pub(crate) trait ConsumeSink: Send + Sync {
+    fn consumed(&self, n: usize);
+}
+
+/// Chunks arrive on a channel: an error means reset, the end means the peer finished.
+pub(crate) type Chunks = mpsc::UnboundedReceiver<Result<Bytes, StreamError>>;
+
+/// Credit is returned in batches of this size, or earlier when the reader
+/// would wait.
+const CONSUME_BATCH: usize = 256 * 1024;
+
+/// The incoming direction of a [`Stream`].
+pub struct StreamReader {
+    chunks: Chunks,
+    consumer: Option<Arc<dyn ConsumeSink>>,
+    unreported: usize,
+}
+
+impl std::fmt::Debug for StreamReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamReader").finish_non_exhaustive()
+    }
+}
+
+impl StreamReader {
+    pub(crate) fn new(chunks: Chunks, consumer: Option<Arc<dyn ConsumeSink>>) -> Self {
+        Self {
+            chunks,
+            consumer,
+            unreported: 0,
+        }
+    }
+
+    /// The next chunk, `None` once the peer finished, an error if the
+    /// stream was reset.
+    pub async fn read(&mut self) -> Option<Result<Bytes, StreamError>> {
+        let next = match self.chunks.try_recv() {
+            Ok(next) => Some(next),
+            Err(mpsc::error::TryRecvError::Empty) => {
+                // About to wait: return the credit taken so far first, or
+                // the peer could wait for it too.
+                self.report();
+                self.chunks.recv().await
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) => None,
+        };
+        if let Some(Ok(chunk)) = &next {
+            self.unreported += chunk.len();
+            if self.unreported >= CONSUME_BATCH {
+                self.report();
+            }
+        }
+        next
+    }
+
+    /// Reads to the end (at most `limit` bytes).
+    pub async fn read_to_end(&mut self, limit: usize) -> Result<Vec<u8>, StreamError> {
+        let mut all = Vec::new();
+        while let Some(chunk) = self.read().await {
+            let chunk = chunk?;
+            if all.len() + chunk.len() > limit {
+                return Err(StreamError::Reset(format!(
+                    "more than {limit} bytes arrived"
+                )));
+            }
+            all.extend_from_slice(&chunk);
+        }
+        Ok(all)
+    }
+
+    fn report(&mut self) {
+        if self.unreported > 0 {
+            if let Some(consumer) = &self.consumer {
+                consumer.consumed(self.unreported);
+            }
+            self.unreported = 0;
+        }
+    }
+}
+
+impl Drop for StreamReader {
+    fn drop(&mut self) {
+        self.report();
+    }
+}
+
+/// The outgoing direction of a [`Stream`]. Dropping it finishes the
+/// direction (half-close).
+pub struct StreamWriter {
+    sink: Arc<dyn WriteSink>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for StreamWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamWriter")
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StreamWriter {
+    pub(crate) fn new(sink: Arc<dyn WriteSink>) -> Self {
+        Self {
+            sink,
+            finished: false,
+        }
+    }
+
+    /// Writes `data`; returns once the transport took it (flow control
+    /// makes this wait while the peer is slow).
+    pub async fn write(&mut self, data: Bytes) -> Result<(), StreamError> {
+        if self.finished {
+            return Err(StreamError::Finished);
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let (done, taken) = oneshot::channel();
+        self.sink.write(data, done);
+        taken
+            .await
+            .unwrap_or_else(|_| Err(StreamError::Reset("the transport has ended".into())))
+    }
+
+    /// Half-close: the peer reads to the end; its direction goes on.
+    pub fn finish(mut self) {
+        self.finished = true;
+        self.sink.finish();
+    }
+
+    /// Abandons both directions.
+    pub fn reset(mut self) {
+        self.finished = true;
+        self.sink.reset();
+    }
+}
+
+impl Drop for StreamWriter {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.sink.finish();
+        }
+    }
+}
