@@ -2,6 +2,8 @@
 //! Rust mirrors of the `switchyard:carrier/types` WIT types, so that the
 //! engine and its tests need no bindings. The component maps them one to one.
 
+use std::borrow::Cow;
+
 /// A database connection, numbered by the engine; a number is never reused.
 pub type Handle = u64;
 
@@ -29,8 +31,9 @@ pub struct Query {
     pub id: u64,
     /// The connection that runs it.
     pub connection: Handle,
-    /// One statement (see [`crate::sql`]).
-    pub sql: &'static str,
+    /// One statement (see [`crate::sql`]): a constant, or one built for the
+    /// configured queue table.
+    pub sql: Cow<'static, str>,
     /// `$1`, `$2`, ...
     pub params: Vec<Param>,
 }

@@ -39,7 +39,7 @@ fn translate(actions: Vec<EngineAction>) -> Vec<Action> {
                 EngineAction::Query(q) => Action::Query(Query {
                     id: q.id,
                     connection: q.connection,
-                    sql: q.sql.to_owned(),
+                    sql: q.sql.into_owned(),
                     params: q.params.into_iter().map(param).collect(),
                 }),
                 EngineAction::SetTimer(ms) => Action::SetTimer(ms),

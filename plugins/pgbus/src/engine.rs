@@ -5,11 +5,14 @@
 //!
 //! The connections (publisher, listener, readers) and their reconnects are
 //! in `engine/links.rs`; publishing, hearing, spill reads and delivery in
-//! `engine/fanout.rs`.
+//! `engine/fanout.rs`; the claim queue (queueing, claiming, acknowledging)
+//! in `engine/queue.rs`.
 
 mod fanout;
 mod links;
+mod queue;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -18,8 +21,10 @@ use crate::action::{
 };
 use crate::arrivals::Arrivals;
 use crate::config::Config;
+use crate::queue::{CLAIM_INTERVAL_MS, Consumers, Route};
 use crate::requests::Requests;
 use crate::rng::XorShift;
+use crate::sql::TableStatements;
 use crate::subscriptions::Subscriptions;
 
 use fanout::Batch;
@@ -36,7 +41,7 @@ pub const MAX_PAYLOAD: u64 = 1_048_576;
 /// longer they may stay.
 pub const RETENTION_INTERVAL_MS: u64 = 10_000;
 
-/// What a `subscribe` with a queue group answers.
+/// What a `subscribe` with a queue group answers outside the queue roots.
 pub const QUEUE_GROUPS_REFUSED: &str =
     "queue groups are served by the claim queue, not by pgbus fan-out";
 
@@ -59,20 +64,29 @@ pub struct Counters {
     pub failed_publishes: u64,
     /// Notifications on the channel that are not this format.
     pub malformed: u64,
+    /// Work units the queue table took (a unit id already there not counted).
+    pub queued: u64,
+    /// Work units claimed here (a unit whose lease ran out counts again).
+    pub claimed: u64,
+    /// Acknowledgements the queue table took.
+    pub acknowledged: u64,
 }
 
 impl fmt::Display for Counters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "published={} spilled={} delivered={} lost={} reconnects={} failed_publishes={} malformed={}",
+            "published={} spilled={} delivered={} lost={} reconnects={} failed_publishes={} malformed={} queued={} claimed={} acknowledged={}",
             self.published,
             self.spilled,
             self.delivered,
             self.lost,
             self.reconnects,
             self.failed_publishes,
-            self.malformed
+            self.malformed,
+            self.queued,
+            self.claimed,
+            self.acknowledged
         )
     }
 }
@@ -92,6 +106,15 @@ enum Pending {
     },
     /// Deleting expired spill rows.
     Retention { handle: Handle },
+    /// Queueing a unit; for a request, its id and subject.
+    Enqueue {
+        handle: Handle,
+        request: Option<(u64, String)>,
+    },
+    /// Claiming a batch of `subject`'s units.
+    Claim { handle: Handle, subject: String },
+    /// Deleting an acknowledged unit.
+    Ack { handle: Handle, row: i64 },
 }
 
 impl Pending {
@@ -100,7 +123,10 @@ impl Pending {
             Pending::Setup { handle, .. }
             | Pending::Publish { handle, .. }
             | Pending::Read { handle, .. }
-            | Pending::Retention { handle } => handle,
+            | Pending::Retention { handle }
+            | Pending::Enqueue { handle, .. }
+            | Pending::Claim { handle, .. }
+            | Pending::Ack { handle, .. } => handle,
         }
     }
 }
@@ -109,6 +135,8 @@ impl Pending {
 #[derive(Debug)]
 pub struct Engine {
     config: Config,
+    /// The statements on the configured queue table.
+    statements: TableStatements,
     /// The publisher, the listener, then the readers.
     links: Vec<Link>,
     /// Current handles to their link; a closed handle is removed.
@@ -129,6 +157,12 @@ pub struct Engine {
     next_reader: usize,
     retention_at: u64,
     retention_in_flight: bool,
+    /// The queued subjects consumed here.
+    consumers: Consumers,
+    /// The listener the wake channel's LISTEN ran on.
+    wake_listener: Option<Handle>,
+    /// The next claim tick, while there are consumers.
+    claim_at: Option<u64>,
     /// When the host's timer fires, if one is set.
     timer_at: Option<u64>,
     counters: Counters,
@@ -169,6 +203,7 @@ impl Engine {
             .map(|_| Link::new(rng.next_u64()))
             .collect();
         let mut engine = Self {
+            statements: TableStatements::new(&config.queue_table),
             config,
             links,
             by_handle: HashMap::new(),
@@ -185,6 +220,9 @@ impl Engine {
             next_reader: 0,
             retention_at: now_ms.saturating_add(RETENTION_INTERVAL_MS),
             retention_in_flight: false,
+            consumers: Consumers::default(),
+            wake_listener: None,
+            claim_at: None,
             timer_at: None,
             counters: Counters::default(),
         };
@@ -233,7 +271,7 @@ impl Engine {
     }
 
     /// The timer fired: reopens connections, times out requests and spill
-    /// reads, and deletes expired spill rows.
+    /// reads, deletes expired spill rows, and claims for the consumers.
     pub fn timer(&mut self, now_ms: u64) -> Vec<Action> {
         self.timer_at = None;
         let mut out = Vec::new();
@@ -258,6 +296,10 @@ impl Engine {
         if now_ms >= self.retention_at {
             self.retention_at = now_ms.saturating_add(RETENTION_INTERVAL_MS);
             self.expire_spill_rows(&mut out);
+        }
+        if self.claim_at.is_some_and(|at| now_ms >= at) {
+            self.claim_at = Some(now_ms.saturating_add(CLAIM_INTERVAL_MS));
+            self.claim_tick(now_ms, &mut out);
         }
         self.finish(out, now_ms)
     }
@@ -296,14 +338,23 @@ impl Engine {
                     self.read_answered(link, handle, seq, outcome, &mut out)
                 }
                 Pending::Retention { .. } => self.retention_answered(outcome, &mut out),
+                Pending::Enqueue { request, .. } => {
+                    self.enqueue_answered(request, outcome, &mut out)
+                }
+                Pending::Claim { subject, .. } => {
+                    self.claim_answered(query, &subject, outcome, now_ms, &mut out)
+                }
+                Pending::Ack { row, .. } => self.ack_answered(row, outcome, &mut out),
             }
         }
         self.finish(out, now_ms)
     }
 
-    /// Publishes a message to every frontend's subscriptions (this one's
-    /// included, once the database has it). Accepted means handed to the
-    /// database: fan-out is at most once.
+    /// Publishes a message. On a fanned-out subject, to every frontend's
+    /// subscriptions (this one's included, once the database has it);
+    /// accepted means handed to the database: fan-out is at most once. On a
+    /// queued subject, queues a work unit (see [`crate::queue`]); on
+    /// `_claim.<row id>`, acknowledges a claimed unit.
     pub fn publish(
         &mut self,
         subject: &str,
@@ -313,12 +364,18 @@ impl Engine {
         now_ms: u64,
     ) -> Result<Vec<Action>, CarrierError> {
         let mut out = Vec::new();
-        self.send(subject, reply_to, headers, payload, &mut out)?;
+        match self.route(subject)? {
+            Route::Ack(row) => self.acknowledge(row, &mut out)?,
+            Route::Queued => self.enqueue(subject, reply_to, headers, payload, None, &mut out)?,
+            Route::FanOut => self.send(subject, reply_to, headers, payload, &mut out)?,
+        }
         Ok(self.finish(out, now_ms))
     }
 
-    /// Subscribes the host's subscription `id` to a pattern (`*` matches one
-    /// token). Subscriptions are local: nothing goes to the database.
+    /// Subscribes the host's subscription `id`. Without a queue group, to a
+    /// fanned-out pattern (`*` matches one token), locally: nothing goes to
+    /// the database. With one, to a queued subject (literal): this frontend
+    /// claims its units and hands each to one of its subscriptions.
     pub fn subscribe(
         &mut self,
         id: u64,
@@ -326,30 +383,60 @@ impl Engine {
         queue_group: Option<&str>,
         now_ms: u64,
     ) -> Result<Vec<Action>, CarrierError> {
-        if queue_group.is_some() {
-            return Err(CarrierError::Refused(QUEUE_GROUPS_REFUSED.into()));
+        let route = self.route(pattern)?;
+        match (route, queue_group) {
+            (Route::Queued, Some(_)) => {}
+            (Route::Queued, None) => {
+                return Err(CarrierError::InvalidSubject(format!(
+                    "`{pattern}` is a work queue: its consumers subscribe with a queue group"
+                )));
+            }
+            (Route::Ack(_), _) => {
+                return Err(CarrierError::InvalidSubject(format!(
+                    "`{pattern}` is an acknowledgement, not a subject to subscribe to"
+                )));
+            }
+            (Route::FanOut, Some(_)) => {
+                return Err(CarrierError::Refused(QUEUE_GROUPS_REFUSED.into()));
+            }
+            (Route::FanOut, None) => self
+                .config
+                .policy
+                .check(pattern, true)
+                .map_err(|e| CarrierError::InvalidSubject(e.to_string()))?,
         }
-        self.config
-            .policy
-            .check(pattern, true)
-            .map_err(|e| CarrierError::InvalidSubject(e.to_string()))?;
-        if !self.subscriptions.insert(id, pattern) {
+        if self.subscriptions.contains(id) || self.consumers.contains(id) {
             return Err(CarrierError::Refused(format!(
                 "subscription {id} already exists"
             )));
         }
-        Ok(self.finish(Vec::new(), now_ms))
+        let mut out = Vec::new();
+        match route {
+            Route::Queued => self.consume(id, pattern, now_ms, &mut out),
+            _ => {
+                self.subscriptions.insert(id, pattern);
+            }
+        }
+        Ok(self.finish(out, now_ms))
     }
 
-    /// Removes the subscription `id` (and nothing else).
+    /// Removes the subscription `id` (and nothing else); a queued subject's
+    /// last subscription stops its claims.
     pub fn unsubscribe(&mut self, id: u64, now_ms: u64) -> Vec<Action> {
-        self.subscriptions.remove(id);
+        if !self.subscriptions.remove(id) {
+            self.consumers.remove(id);
+            if self.consumers.is_empty() {
+                self.claim_at = None;
+            }
+        }
         self.finish(Vec::new(), now_ms)
     }
 
     /// Publishes a request with the reply subject `_INBOX.<token>.<id>`; the
     /// answer comes as a `Reply` for `id`, or `Timeout` after `timeout_ms`.
-    /// pgbus cannot detect that nobody serves the subject.
+    /// pgbus cannot detect that nobody serves the subject. On a queued
+    /// subject, queues a work unit and replies (an empty payload) once the
+    /// queue table holds it.
     pub fn request(
         &mut self,
         id: u64,
@@ -364,15 +451,32 @@ impl Engine {
                 "request {id} is already waiting"
             )));
         }
-        let inbox = self.requests.inbox(id);
         let mut out = Vec::new();
-        self.send(subject, Some(&inbox), headers, payload, &mut out)?;
+        match self.route(subject)? {
+            Route::Ack(_) => {
+                return Err(CarrierError::InvalidSubject(format!(
+                    "`{subject}` is acknowledged with a publish, not a request"
+                )));
+            }
+            Route::Queued => {
+                self.enqueue(subject, None, headers, payload, Some(id), &mut out)?;
+            }
+            Route::FanOut => {
+                let inbox = self.requests.inbox(id);
+                self.send(subject, Some(&inbox), headers, payload, &mut out)?;
+            }
+        }
         self.requests.start(id, now_ms.saturating_add(timeout_ms));
         Ok(self.finish(out, now_ms))
     }
 
     /// A new query id, registered with what its answer means.
-    fn query(&mut self, pending: Pending, sql: &'static str, params: Vec<Param>) -> Action {
+    fn query(
+        &mut self,
+        pending: Pending,
+        sql: impl Into<Cow<'static, str>>,
+        params: Vec<Param>,
+    ) -> Action {
         let id = self.next_query;
         self.next_query += 1;
         let connection = pending.handle();
@@ -380,7 +484,7 @@ impl Engine {
         Action::Query(Query {
             id,
             connection,
-            sql,
+            sql: sql.into(),
             params,
         })
     }
@@ -394,6 +498,7 @@ impl Engine {
             .map(Link::reopen_at)
             .chain([
                 Some(self.retention_at),
+                self.claim_at,
                 self.requests.next_deadline(),
                 self.arrivals.next_deadline(),
             ])

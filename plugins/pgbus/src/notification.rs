@@ -14,7 +14,8 @@
 //!   when there is none.
 //! - `<headers>` is empty when there are none, otherwise `name:value` pairs
 //!   joined by `,`, name and value each in base64 (standard alphabet, no
-//!   padding, so neither `:` nor `,` can occur inside).
+//!   padding, so neither `:` nor `,` can occur inside). The queue table keeps
+//!   a unit's headers in this form too ([`encode_headers`]).
 //! - `<payload>` is base64 (standard alphabet, padded); empty for an empty
 //!   payload. It is the last field, so a spilled payload is simply absent.
 //!
@@ -94,19 +95,10 @@ pub struct Envelope<'a> {
 impl<'a> Envelope<'a> {
     /// Encodes the headers once; the subjects must already be valid.
     pub fn new(subject: &'a str, reply_to: Option<&'a str>, headers: &[Header]) -> Self {
-        let mut field = String::new();
-        for (i, h) in headers.iter().enumerate() {
-            if i > 0 {
-                field.push(',');
-            }
-            BASE64_NOPAD.encode_append(h.name.as_bytes(), &mut field);
-            field.push(':');
-            BASE64_NOPAD.encode_append(h.value.as_bytes(), &mut field);
-        }
         Self {
             subject,
             reply_to: reply_to.unwrap_or(""),
-            headers: field,
+            headers: encode_headers(headers),
         }
     }
 
@@ -196,7 +188,22 @@ pub fn decode(text: &str) -> Result<Notice, DecodeError> {
     }
 }
 
-fn decode_headers(field: &str) -> Result<Vec<Header>, DecodeError> {
+/// The `<headers>` field of `headers`.
+pub fn encode_headers(headers: &[Header]) -> String {
+    let mut field = String::new();
+    for (i, h) in headers.iter().enumerate() {
+        if i > 0 {
+            field.push(',');
+        }
+        BASE64_NOPAD.encode_append(h.name.as_bytes(), &mut field);
+        field.push(':');
+        BASE64_NOPAD.encode_append(h.value.as_bytes(), &mut field);
+    }
+    field
+}
+
+/// Reads a `<headers>` field.
+pub fn decode_headers(field: &str) -> Result<Vec<Header>, DecodeError> {
     if field.is_empty() {
         return Ok(Vec::new());
     }

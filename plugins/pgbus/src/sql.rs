@@ -1,23 +1,23 @@
 //! Every statement the engine runs. Each is one statement (the host runs it
 //! in its own transaction, with the extended protocol), and every result
-//! column is cast to `text` or `bytea`.
+//! column is cast to `text` or `bytea`. The statements that name the queue
+//! table are built once per configuration ([`TableStatements`]): a table name
+//! cannot be a parameter, and the configuration admits only names that need
+//! no quoting.
 
-/// Creates the spill table and its retention index if missing. Two frontends
-/// starting together would race in `CREATE TABLE IF NOT EXISTS` (a unique
-/// violation on the catalog), so the creation holds a transaction-level
-/// advisory lock, named like the store's other locks. The "already exists,
-/// skipping" notices of every later start are silenced for this statement.
-pub const CREATE_SPILL_TABLE: &str = "DO $$ BEGIN \
-PERFORM set_config('client_min_messages', 'warning', true); \
-PERFORM pg_advisory_xact_lock(hashtext('switchyard:carrier-spill')); \
-CREATE TABLE IF NOT EXISTS switchyard_carrier_spill (\
+/// Serialises table creation between frontends that start together: two
+/// `CREATE TABLE IF NOT EXISTS` of one table race (a unique violation on the
+/// catalog). Named like the store's other locks.
+const CREATE_LOCK: &str = "switchyard:carrier-spill";
+
+/// Creates the spill table and its retention index if missing.
+const CREATE_SPILL_TABLE: &str = "CREATE TABLE IF NOT EXISTS switchyard_carrier_spill (\
 id bigserial primary key, \
 subject text not null, \
 payload bytea not null, \
 created_at timestamptz not null default now()); \
 CREATE INDEX IF NOT EXISTS switchyard_carrier_spill_created_at \
-ON switchyard_carrier_spill (created_at); \
-END $$";
+ON switchyard_carrier_spill (created_at);";
 
 /// Whether the listener's LISTEN is in force (`$1` channel), answered `1`.
 /// The host runs a connection's LISTEN and queries in order, so the answer
@@ -51,3 +51,65 @@ pub const EXPIRE_SPILL: &str = "WITH d AS (\
 DELETE FROM switchyard_carrier_spill \
 WHERE created_at < now() - make_interval(secs => $1::bigint) RETURNING 1) \
 SELECT count(*)::text FROM d";
+
+/// The statements that name the queue table, for one configured name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableStatements {
+    /// The publisher's setup: creates the spill table, the queue table and
+    /// their indexes if missing, under one advisory lock; the "already exists,
+    /// skipping" notices of every later start are silenced.
+    pub create_tables: String,
+    /// Queues a unit and wakes the consumers in one statement, so that no
+    /// unit is queued without a wake: `$1` unit id, `$2` subject, `$3`
+    /// headers (the notification format's header field), `$4` payload, `$5`
+    /// wake channel. A unit id already queued is kept as it is (the producer
+    /// retried) and still wakes. Answers 1 for a new unit, 0 for a repeat.
+    pub enqueue: String,
+    /// Claims the oldest units of `$1` that nobody holds (never claimed, or
+    /// the lease ran out), at most `$2`, for `$3` seconds; rows another
+    /// consumer is claiming are skipped, not waited for. Answers
+    /// `id, unit_id, headers, payload`.
+    pub claim: String,
+    /// Deletes the acknowledged unit in row `$1`.
+    pub ack: String,
+}
+
+impl TableStatements {
+    /// The statements for the queue table `table` (a checked identifier).
+    pub fn new(table: &str) -> Self {
+        Self {
+            create_tables: format!(
+                "DO $$ BEGIN \
+PERFORM set_config('client_min_messages', 'warning', true); \
+PERFORM pg_advisory_xact_lock(hashtext('{CREATE_LOCK}')); \
+{CREATE_SPILL_TABLE} \
+CREATE TABLE IF NOT EXISTS {table} (\
+id bigserial primary key, \
+unit_id text not null unique, \
+subject text not null, \
+headers text not null, \
+payload bytea not null, \
+enqueued_at timestamptz not null default now(), \
+claimed_until timestamptz, \
+attempts int not null default 0); \
+CREATE INDEX IF NOT EXISTS {table}_subject_id ON {table} (subject, id); \
+END $$"
+            ),
+            enqueue: format!(
+                "WITH u AS (\
+INSERT INTO {table} (unit_id, subject, headers, payload) VALUES ($1, $2, $3, $4) \
+ON CONFLICT (unit_id) DO NOTHING RETURNING 1) \
+SELECT (SELECT count(*) FROM u)::text, pg_notify($5, $2)::text"
+            ),
+            claim: format!(
+                "UPDATE {table} \
+SET claimed_until = now() + make_interval(secs => $3::bigint), attempts = attempts + 1 \
+WHERE id IN (SELECT id FROM {table} \
+WHERE subject = $1 AND (claimed_until IS NULL OR claimed_until < now()) \
+ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED) \
+RETURNING id::text, unit_id, headers, payload"
+            ),
+            ack: format!("DELETE FROM {table} WHERE id = $1"),
+        }
+    }
+}

@@ -33,6 +33,10 @@ impl Subscriptions {
         true
     }
 
+    pub(crate) fn contains(&self, id: u64) -> bool {
+        self.patterns.contains_key(&id)
+    }
+
     /// Removes `id`; false if it was not subscribed.
     pub(crate) fn remove(&mut self, id: u64) -> bool {
         let Some(pattern) = self.patterns.remove(&id) else {

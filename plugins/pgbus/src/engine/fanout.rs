@@ -117,7 +117,7 @@ impl Engine {
     }
 
     /// The publisher's handle; only called while ready.
-    fn publisher(&self) -> Handle {
+    pub(super) fn publisher(&self) -> Handle {
         self.links[PUBLISHER]
             .handle()
             .expect("a ready carrier has a publisher")
@@ -151,7 +151,7 @@ impl Engine {
     }
 
     /// Sends the waiting batch, if any, as one query.
-    fn flush_batch(&mut self, out: &mut Vec<Action>) {
+    pub(super) fn flush_batch(&mut self, out: &mut Vec<Action>) {
         let batch = std::mem::take(&mut self.batch);
         if batch.count == 0 {
             return;
@@ -197,7 +197,7 @@ impl Engine {
     }
 
     /// Notifications heard: queue what this frontend wants, read spilled
-    /// rows, deliver what is ready.
+    /// rows, deliver what is ready; wakes lead to claims.
     pub(super) fn hear(
         &mut self,
         handle: Handle,
@@ -212,6 +212,7 @@ impl Engine {
                 LogLevel::Warn,
                 format!("pgbus: the host dropped {dropped} notification(s); lost"),
             ));
+            self.wakes_dropped();
         }
         // Only the current listener: anything else is stale.
         if self.links[LISTENER].handle() != Some(handle) {
@@ -219,6 +220,10 @@ impl Engine {
         }
         let mut full = 0;
         for n in notifications {
+            if n.channel == self.config.wake_channel {
+                self.hear_wake(&n.payload);
+                continue;
+            }
             if n.channel != self.config.channel {
                 continue;
             }
@@ -266,6 +271,7 @@ impl Engine {
         }
         self.issue_reads(out);
         self.deliver_ready(out);
+        self.claim_due(out);
     }
 
     /// Whether a subscription here or a waiting request wants `subject`.

@@ -1,8 +1,9 @@
 //! The database connections: one publisher (notifies, spills, deletes
-//! expired rows), one listener (LISTENs on the channel), and the spill
-//! readers. Each is opened at start and reopened after a backoff whenever it
-//! closes; the carrier is ready while the publisher (with its table) and the
-//! listener (with its LISTEN in force) are both usable.
+//! expired rows, and runs the claim queue's statements), one listener
+//! (LISTENs on the channel, and on the wake channel for consumers), and the
+//! spill readers. Each is opened at start and reopened after a backoff
+//! whenever it closes; the carrier is ready while the publisher (with its
+//! tables) and the listener (with its LISTEN in force) are both usable.
 
 use crate::action::{Action, Handle, LogLevel, Param, Row};
 use crate::backoff::Backoff;
@@ -107,7 +108,7 @@ impl Engine {
                 self.links[link].state = State::Preparing;
                 let query = self.query(
                     Pending::Setup { link, handle },
-                    sql::CREATE_SPILL_TABLE,
+                    self.statements.create_tables.clone(),
                     Vec::new(),
                 );
                 out.push(query);
@@ -165,7 +166,7 @@ impl Engine {
             }
             Err(e) => {
                 let what = match link {
-                    PUBLISHER => "creating the spill table",
+                    PUBLISHER => "creating the spill and queue tables",
                     _ => "listening on the channel",
                 };
                 out.push(Action::Log(
@@ -201,8 +202,14 @@ impl Engine {
             match self.queries.remove(&id) {
                 Some(Pending::Read { seq, .. }) => reread.push(seq),
                 Some(Pending::Publish { messages, .. }) => unconfirmed += messages,
+                Some(Pending::Enqueue { request: None, .. }) => unconfirmed += 1,
                 Some(Pending::Retention { .. }) => self.retention_in_flight = false,
-                Some(Pending::Setup { .. }) | None => {}
+                Some(pending @ (Pending::Enqueue { .. } | Pending::Claim { .. })) => {
+                    self.queue_query_lost(id, pending, out)
+                }
+                // An acknowledgement that never ran leaves its unit to come
+                // back when its lease ends.
+                Some(Pending::Ack { .. } | Pending::Setup { .. }) | None => {}
             }
         }
         // Oldest first at the front of the read queue.
@@ -264,5 +271,6 @@ impl Engine {
         }
         self.ever_ready = true;
         out.push(Action::Ready);
+        self.queue_ready(out);
     }
 }

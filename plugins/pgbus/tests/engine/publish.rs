@@ -227,12 +227,15 @@ fn messages_published_while_a_query_runs_go_out_in_one_batch() {
     let out = e.publish("jobs.d", None, &[], b"4".to_vec(), 2).unwrap();
     let single = only_query(&out);
     assert_eq!(
-        (single.sql, text(&single, 1)),
+        (&*single.sql, text(&single, 1)),
         (sql::NOTIFY, "m jobs.d   NA==")
     );
     assert_eq!(e.answered(batch.id, Ok(rows(b"2")), 3), vec![]);
     let rest = only_query(&e.answered(single.id, Ok(rows(b"")), 3));
-    assert_eq!((rest.sql, text(&rest, 1)), (sql::NOTIFY, "m jobs.d   NA=="));
+    assert_eq!(
+        (&*rest.sql, text(&rest, 1)),
+        (sql::NOTIFY, "m jobs.d   NA==")
+    );
     assert_eq!(e.counters().published, 5);
 }
 
@@ -260,7 +263,7 @@ fn a_spill_goes_after_the_batched_messages_before_it() {
     e.publish("jobs.a", None, &[], Vec::new(), 1).unwrap();
     e.publish("jobs.b", None, &[], Vec::new(), 1).unwrap();
     let out = e.publish("jobs.c", None, &[], binary(65536), 1).unwrap();
-    let sent: Vec<&str> = queries(&out).iter().map(|q| q.sql).collect();
+    let sent: Vec<String> = queries(&out).into_iter().map(|q| q.sql.into()).collect();
     assert_eq!(sent, [sql::NOTIFY, sql::SPILL]);
 }
 

@@ -19,14 +19,15 @@ fn start_opens_every_connection_and_sets_up_publisher_and_listener() {
     );
     let create = only_query(&e.opened(PUBLISHER, 5));
     assert_eq!(create.connection, PUBLISHER);
-    assert_eq!(create.sql, sql::CREATE_SPILL_TABLE);
+    assert_eq!(create.sql, create_tables());
     assert!(create.sql.contains("pg_advisory_xact_lock"));
     assert!(create.sql.contains("CREATE TABLE IF NOT EXISTS switchyard_carrier_spill (id bigserial primary key, subject text not null, payload bytea not null, created_at timestamptz not null default now())"));
+    assert!(create.sql.contains("CREATE TABLE IF NOT EXISTS switchyard_carrier_queue (id bigserial primary key, unit_id text not null unique, subject text not null, headers text not null, payload bytea not null, enqueued_at timestamptz not null default now(), claimed_until timestamptz, attempts int not null default 0); CREATE INDEX IF NOT EXISTS switchyard_carrier_queue_subject_id ON switchyard_carrier_queue (subject, id);"));
     let out = e.opened(LISTENER, 5);
     assert_eq!(out[0], Action::Listen(LISTENER, "bus".into()));
     let check = only_query(&out);
     assert_eq!(
-        (check.connection, check.sql),
+        (check.connection, &*check.sql),
         (LISTENER, sql::CHECK_LISTENING)
     );
     assert_eq!(check.params, vec![Param::Text("bus".into())]);
@@ -65,7 +66,7 @@ fn losing_the_publisher_emits_lost_and_reopens_then_ready_again() {
     assert_eq!(e.closed(PUBLISHER, "again", 1000), vec![]);
 
     let create = only_query(&e.opened(11, 1010));
-    assert_eq!(create.sql, sql::CREATE_SPILL_TABLE);
+    assert_eq!(create.sql, create_tables());
     let out = e.answered(create.id, Ok(Vec::new()), 1020);
     assert!(matches!(&out[0], Action::Log(LogLevel::Info, m) if m.contains("reconnects=1")));
     assert_eq!(effects(&out), vec![Action::Ready]);

@@ -55,7 +55,7 @@ fn a_deletion_lost_with_the_publisher_does_not_block_the_next() {
     let create = only_query(&e.opened(11, RETENTION_INTERVAL_MS + 2));
     e.answered(create.id, Ok(Vec::new()), RETENTION_INTERVAL_MS + 3);
     let q = only_query(&e.timer(2 * RETENTION_INTERVAL_MS));
-    assert_eq!((q.sql, q.connection), (sql::EXPIRE_SPILL, 11));
+    assert_eq!((&*q.sql, q.connection), (sql::EXPIRE_SPILL, 11));
 }
 
 #[test]

@@ -113,7 +113,7 @@ pub fn heard(payload: impl Into<String>) -> Notification {
 /// texts of NOTIFY / NOTIFY_BATCH, or the marker of a SPILL (as row `id`).
 pub fn notified_by(query: &Query, spill_id: i64) -> Vec<Notification> {
     use switchyard_plugin_pgbus::{notification, sql};
-    match query.sql {
+    match &*query.sql {
         sql::NOTIFY => vec![heard(text(query, 1))],
         sql::NOTIFY_BATCH => text(query, 1).split('\n').map(heard).collect(),
         sql::SPILL => vec![heard(notification::marker(spill_id, text(query, 3)))],
@@ -133,4 +133,26 @@ pub fn read_id(query: &Query) -> i64 {
 /// A payload where every byte value occurs.
 pub fn binary(size: usize) -> Vec<u8> {
     (0..size).map(|i| (i % 251) as u8).collect()
+}
+
+/// The publisher's setup statement with the default queue table.
+pub fn create_tables() -> String {
+    switchyard_plugin_pgbus::sql::TableStatements::new(switchyard_plugin_pgbus::DEFAULT_QUEUE_TABLE)
+        .create_tables
+}
+
+/// The unit id header alone.
+pub fn unit(id: &str) -> Vec<switchyard_plugin_pgbus::Header> {
+    vec![switchyard_plugin_pgbus::Header::new(
+        "switchyard-unit-id",
+        id,
+    )]
+}
+
+/// One row of text columns.
+pub fn text_row(columns: &[&str]) -> Row {
+    columns
+        .iter()
+        .map(|c| Some(c.as_bytes().to_vec()))
+        .collect()
 }
