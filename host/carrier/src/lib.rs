@@ -21,6 +21,7 @@
 //!   seam, and the tunnel sessions a replica holds.
 //! - [`tunnel`]: a websocket session driven by the tunnel plugin.
 //! - [`direct`]: streams over TCP dialled to a worker's address.
+//! - [`framed`]: a stream over any message transport (the relay's websocket).
 //! - [`holder`]: the atomic pointer the control and streams seams sit behind.
 
 pub mod client;
@@ -30,6 +31,7 @@ mod database;
 pub mod direct;
 mod engine;
 pub mod fanout;
+pub mod framed;
 pub mod holder;
 mod io;
 pub mod message;

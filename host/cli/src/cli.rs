@@ -67,6 +67,15 @@ pub struct ServeArgs {
     /// Approve registering workers at once instead of leaving them pending.
     #[arg(long)]
     pub auto_approve: bool,
+    /// The NATS server of the `nats` carrier set; a new cluster given one uses `nats`, else `tunnel`.
+    #[arg(long, env = "SWITCHYARD_NATS_URL", hide_env_values = true)]
+    pub nats_url: Option<String>,
+    /// The folder holding the carrier components (nats.wasm, pgbus.wasm, tunnel.wasm).
+    #[arg(long, env = "SWITCHYARD_PLUGINS_DIR")]
+    pub carrier_plugins: Option<PathBuf>,
+    /// The URL other replicas reach this one at [default: http://<listen>].
+    #[arg(long, env = "SWITCHYARD_ADVERTISE")]
+    pub advertise: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -87,12 +96,19 @@ pub struct WorkerArgs {
     /// The node's name [default: the host name].
     #[arg(long)]
     pub name: Option<String>,
-    /// An address frontends may dial, if this machine has one.
+    /// An address frontends may dial (host:port), if this machine has one;
+    /// the nats carrier set's streams are served there.
     #[arg(long)]
     pub address: Option<String>,
     /// Heartbeat interval in ms.
     #[arg(long, default_value_t = 3000)]
     pub heartbeat_ms: u64,
+    /// The folder holding the carrier components (tunnel.wasm, nats.wasm).
+    #[arg(long, env = "SWITCHYARD_PLUGINS_DIR")]
+    pub carrier_plugins: Option<PathBuf>,
+    /// The NATS server, for a cluster whose carrier is nats.
+    #[arg(long, env = "SWITCHYARD_NATS_URL", hide_env_values = true)]
+    pub nats_url: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

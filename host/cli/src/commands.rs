@@ -31,6 +31,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .unwrap_or_else(switchyard_worker::inventory::hostname),
                 address: args.address,
                 heartbeat_interval: std::time::Duration::from_millis(args.heartbeat_ms),
+                carrier_plugins: args.carrier_plugins,
+                nats_url: args.nats_url.filter(|u| !u.is_empty()),
             };
             switchyard_worker::run(config, switchyard_server::server::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)

@@ -56,6 +56,9 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
         config.poll_interval = Duration::from_millis(ms);
     }
     config.auto_approve = args.auto_approve;
+    config.nats_url = args.nats_url.filter(|u| !u.is_empty());
+    config.carrier_plugins = args.carrier_plugins;
+    config.advertise = args.advertise;
     config.admin_token = std::env::var("SWITCHYARD_ADMIN_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());

@@ -49,6 +49,22 @@ impl Default for RuntimeConfig {
     }
 }
 
+impl RuntimeConfig {
+    /// The limits of carrier plugins: one long-lived instance each, holding
+    /// connection state and whole messages (a pgbus claim answer may hold
+    /// 64 MiB), so a larger memory, on-demand instances rather than pool
+    /// slots sized for policies, and a deadline for the largest batch.
+    pub fn for_carriers(cache_dir: Option<PathBuf>) -> Self {
+        Self {
+            memory_limit_bytes: 512 << 20,
+            call_deadline: Duration::from_secs(1),
+            fuel_per_call: None,
+            cache_dir,
+            pooling: false,
+        }
+    }
+}
+
 /// One wasmtime engine, its compile cache and its epoch ticker.
 pub struct Runtime {
     pub(crate) engine: Engine,

@@ -69,8 +69,8 @@ impl PluginKind {
             PluginKind::Carrier,
             PluginKind::Tunnel,
         ]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        .into_iter()
+        .find(|k| k.as_str() == s)
     }
 
     /// The world a component of this kind targets.

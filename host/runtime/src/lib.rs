@@ -23,8 +23,8 @@ pub mod error;
 pub mod inspect;
 pub mod metrics;
 pub mod policy;
-pub mod tunnel;
 pub mod sandbox;
+pub mod tunnel;
 
 pub use engine::{Runtime, RuntimeConfig};
 pub use error::{CallError, LoadError};

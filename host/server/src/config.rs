@@ -23,6 +23,14 @@ pub struct ServeConfig {
     pub poll_interval: Duration,
     /// Approve registering workers at once instead of leaving them pending.
     pub auto_approve: bool,
+    /// The NATS server of the `nats` carrier set (seeds `nats` on a new
+    /// cluster; may hold credentials, never shown).
+    pub nats_url: Option<String>,
+    /// The folder holding the carrier components (`nats.wasm`,
+    /// `pgbus.wasm`, `tunnel.wasm`); without it the replica runs no carrier set.
+    pub carrier_plugins: Option<PathBuf>,
+    /// Where other replicas reach this one (default `http://<listen>`).
+    pub advertise: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -35,6 +43,9 @@ impl Default for ServeConfig {
             runtime: RuntimeConfig::default(),
             poll_interval: Duration::from_secs(1),
             auto_approve: false,
+            nats_url: None,
+            carrier_plugins: None,
+            advertise: None,
         }
     }
 }
@@ -53,6 +64,12 @@ impl std::fmt::Debug for ServeConfig {
             .field("runtime", &self.runtime)
             .field("poll_interval", &self.poll_interval)
             .field("auto_approve", &self.auto_approve)
+            .field(
+                "nats_url",
+                &self.nats_url.as_ref().map(|u| mask_password(u)),
+            )
+            .field("carrier_plugins", &self.carrier_plugins)
+            .field("advertise", &self.advertise)
             .finish()
     }
 }

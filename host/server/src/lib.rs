@@ -6,12 +6,14 @@
 //! - [`state`]: the shared state handed to every handler.
 //! - [`admission`]: the chains this replica serves, and how it follows new generations.
 //! - [`auth`]: API keys and scopes.
+//! - [`cluster`]: the carrier set, its seams, worker sessions and the relay.
 //! - [`error`]: one mapping from errors to HTTP status and a stable code.
 //! - [`routes`]: the HTTP API, one file per area; [`routes::app`] builds the router.
 //! - [`openapi`]: the OpenAPI document of the admin API.
 
 pub mod admission;
 pub mod auth;
+pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod openapi;

@@ -2,11 +2,13 @@
 
 pub mod admission;
 pub mod cluster;
+pub mod diagnostics;
 pub mod health;
 pub mod keys;
 pub mod metrics;
 pub mod nodes;
 pub mod plugins;
+pub mod relay;
 
 use std::sync::Arc;
 
@@ -52,6 +54,20 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/api/nodes/{id}/approve", post(nodes::approve))
         .route("/api/nodes/{id}/heartbeat", post(nodes::heartbeat))
         .route("/api/cluster/connect", get(cluster::connect))
+        .route("/api/cluster/relay", get(relay::relay))
+        .route("/api/cluster/carrier", get(cluster::carrier))
+        .route(
+            "/api/cluster/probe",
+            post(diagnostics::probe).get(diagnostics::probes),
+        )
+        .route(
+            "/api/cluster/nodes/{id}/control/{verb}",
+            post(diagnostics::control),
+        )
+        .route(
+            "/api/cluster/nodes/{id}/streams/{service}",
+            post(diagnostics::stream).layer(DefaultBodyLimit::max(64 << 20)),
+        )
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

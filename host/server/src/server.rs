@@ -91,6 +91,17 @@ async fn serve(
         .trim()
         .to_string();
     store.heartbeat_instance(&instance_id, &hostname).await?;
+    let advertise = config.advertise.clone().unwrap_or_else(|| {
+        format!(
+            "http://{}",
+            listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default()
+        )
+    });
+    store.set_instance_address(&instance_id, &advertise).await?;
+    let cluster = crate::cluster::start::start(config, &store, database_url, &instance_id).await?;
     let state = Arc::new(AppState {
         admission: Arc::new(Admission::new(
             store.clone(),
@@ -101,6 +112,7 @@ async fn serve(
         runtime,
         instance_id: instance_id.clone(),
         auto_approve: config.auto_approve,
+        cluster,
         admission_synced: AtomicBool::new(false),
     });
 

@@ -7,6 +7,7 @@ use switchyard_runtime::Runtime;
 use switchyard_store::Store;
 
 use crate::admission::Admission;
+use crate::cluster::Cluster;
 
 /// Shared by every handler of a replica.
 #[derive(Debug)]
@@ -21,6 +22,8 @@ pub struct AppState {
     pub instance_id: String,
     /// Approve registering workers at once (`--auto-approve`).
     pub auto_approve: bool,
+    /// The carrier set and its seams; `None` without carrier components.
+    pub cluster: Option<Arc<Cluster>>,
     /// Set once the first sync of admission generations finished.
     pub admission_synced: AtomicBool,
 }

@@ -11,6 +11,7 @@
 //! - [`error`]: the store's error type.
 
 pub mod admission;
+pub mod cluster;
 pub mod embedded;
 pub mod error;
 pub mod instances;

@@ -11,6 +11,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../migrations/0001_platform.sql"),
     ),
     (2, "nodes", include_str!("../migrations/0002_nodes.sql")),
+    (3, "cluster", include_str!("../migrations/0003_cluster.sql")),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").

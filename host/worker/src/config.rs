@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// A worker's configuration.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WorkerConfig {
     /// The frontend's base URL, e.g. `http://10.0.0.1:8080`.
     pub frontend: String,
@@ -14,8 +14,33 @@ pub struct WorkerConfig {
     pub data_dir: PathBuf,
     /// The node's name (default: the host name).
     pub name: String,
-    /// An address frontends may dial, if the worker has one.
+    /// An address frontends may dial, if the worker has one (`host:port`;
+    /// the `nats` set's streams are served there).
     pub address: Option<String>,
     /// How often to heartbeat.
     pub heartbeat_interval: Duration,
+    /// The folder holding the carrier components (`tunnel.wasm`, `nats.wasm`).
+    pub carrier_plugins: Option<PathBuf>,
+    /// The NATS server, for a cluster whose carrier is `nats` (may hold
+    /// credentials, never shown).
+    pub nats_url: Option<String>,
+}
+
+impl std::fmt::Debug for WorkerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The registration token and the NATS URL's credentials are secrets.
+        f.debug_struct("WorkerConfig")
+            .field("frontend", &self.frontend)
+            .field(
+                "registration_token",
+                &self.registration_token.as_ref().map(|_| "<set>"),
+            )
+            .field("data_dir", &self.data_dir)
+            .field("name", &self.name)
+            .field("address", &self.address)
+            .field("heartbeat_interval", &self.heartbeat_interval)
+            .field("carrier_plugins", &self.carrier_plugins)
+            .field("nats_url", &self.nats_url.as_ref().map(|_| "<set>"))
+            .finish()
+    }
 }

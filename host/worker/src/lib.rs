@@ -8,9 +8,11 @@
 //! - [`identity`]: the node id and credential kept under the data directory.
 //! - [`inventory`]: what the machine reports (CPUs, memory).
 //! - [`client`]: the frontend's node API.
+//! - [`carrier`]: the worker's side of the cluster's carrier set.
 //! - [`run`]: registration and the heartbeat loop.
 //! - [`services`]: control verbs and stream services.
 
+pub mod carrier;
 pub mod client;
 pub mod config;
 pub mod identity;

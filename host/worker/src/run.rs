@@ -2,6 +2,9 @@
 
 use std::future::Future;
 
+use switchyard_runtime::{Runtime, RuntimeConfig};
+
+use crate::carrier::CarrierLink;
 use crate::client::{FrontendClient, HeartbeatAnswer};
 use crate::config::WorkerConfig;
 use crate::identity::{self, Identity};
@@ -20,9 +23,28 @@ pub async fn run(
     };
     tokio::pin!(shutdown);
     let mut state = String::new();
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(Some(
+        config.data_dir.join("cache"),
+    )))
+    .map_err(|e| WorkerError::Frontend(format!("the plugin runtime did not start: {e}")))?;
+    let mut link = CarrierLink::new(
+        runtime,
+        config.carrier_plugins.clone(),
+        config.address.clone(),
+        config.nats_url.clone(),
+    );
     loop {
         match client.heartbeat(&identity, &inventory::collect()).await {
-            Ok(HeartbeatAnswer::Ok { state: now, .. }) => {
+            Ok(HeartbeatAnswer::Ok {
+                state: now,
+                carrier,
+            }) => {
+                // A pending node is refused at connect; wait for approval.
+                if now != "pending"
+                    && let Some(name) = carrier["carrier"].as_str()
+                {
+                    link.follow(name, &identity);
+                }
                 if now != state {
                     tracing::info!(node = %identity.node_id, state = %now, "node state");
                     if now == "pending" {
@@ -36,6 +58,7 @@ pub async fn run(
             }
             Ok(HeartbeatAnswer::CredentialRefused) => {
                 tracing::warn!(node = %identity.node_id, "the frontend refused this node's credential; registering again");
+                link.stop();
                 identity = register(&client, &config).await?;
                 continue;
             }

@@ -1,12 +1,21 @@
-//! The connect endpoint a worker dials with its own credential.
+//! The connect endpoint a worker dials with its own credential, and the
+//! cluster's carrier.
 
 use std::sync::Arc;
 
+use axum::Json;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use serde::Deserialize;
+use serde_json::{Value, json};
+use switchyard_carrier::streams::Lane;
+use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
 
-use crate::auth::authenticate_node;
+use crate::auth::{Caller, authenticate_node};
+use crate::cluster::session;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -17,16 +26,21 @@ pub struct ConnectParams {
     pub lane: Option<String>,
 }
 
-/// A worker's session. Answers, in order: no token 401; unknown node 401
-/// (never 404: the endpoint does not reveal which nodes exist); wrong token
-/// 401; lookup failure 500; pending node 403; a frontend without a carrier
-/// registry 503. The registration token is never accepted here.
+/// A worker's session: a websocket on which the tunnel carrier runs.
+/// Answers, in order: no token 401; unknown node 401 (never 404: the
+/// endpoint does not reveal which nodes exist); wrong token 401; lookup
+/// failure 500; pending node 403; a frontend without a carrier registry
+/// 503; not a websocket upgrade 400; a bulk lane on a replica that does not
+/// hold the node's inference lane 409. The registration token is never
+/// accepted here.
 #[utoipa::path(get, path = "/api/cluster/connect", tag = "cluster", params(ConnectParams),
     security(("node_credential" = [])),
     responses(
-        (status = 400, description = "`invalid_request`: lane is not inference or bulk"),
+        (status = 101, description = "the websocket; the tunnel session runs on it"),
+        (status = 400, description = "`invalid_request`: lane is not inference or bulk, or not a websocket upgrade"),
         (status = 401, description = "`unauthorized`: no token, unknown node or wrong token"),
         (status = 403, description = "`node_pending`: the node waits for approval"),
+        (status = 409, description = "`lane_elsewhere`: the node's inference lane is held by another replica; dial that one"),
         (status = 500, description = "`internal`: the node could not be looked up"),
         (status = 503, description = "`carrier_unavailable`: this frontend has no carrier registry"),
     ))]
@@ -34,7 +48,8 @@ pub async fn connect(
     State(state): State<Arc<AppState>>,
     Query(params): Query<ConnectParams>,
     headers: HeaderMap,
-) -> ApiResult<StatusCode> {
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
     let (node_id, credential) = authenticate_node(&state, &headers).await?;
     if credential.state == "pending" {
         return Err(ApiError::new(
@@ -43,16 +58,67 @@ pub async fn connect(
             "this node waits for an admin's approval",
         ));
     }
-    let lane = params.lane.as_deref().unwrap_or("inference");
-    if !["inference", "bulk"].contains(&lane) {
-        return Err(ApiError::invalid_request(format!(
-            "lane must be 'inference' or 'bulk', got '{lane}'"
-        )));
+    let lane_name = params.lane.as_deref().unwrap_or("inference");
+    let lane = Lane::parse(lane_name).ok_or_else(|| {
+        ApiError::invalid_request(format!(
+            "lane must be 'inference' or 'bulk', got '{lane_name}'"
+        ))
+    })?;
+    let Some((registry, _)) = state.cluster.as_ref().and_then(|c| c.tunnel.clone()) else {
+        tracing::debug!(node = %node_id, lane = lane_name, "connect refused: no carrier registry");
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "carrier_unavailable",
+            "this frontend has no carrier registry; it cannot hold worker sessions",
+        ));
+    };
+    let upgrade = upgrade
+        .map_err(|_| ApiError::invalid_request("the connect endpoint takes a websocket upgrade"))?;
+    if lane == Lane::Bulk && registry.local(&node_id, Lane::Inference).is_none() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "lane_elsewhere",
+            "this replica does not hold the node's inference lane; dial the bulk lane where the inference lane is",
+        ));
     }
-    tracing::debug!(node = %node_id, lane, "connect refused: no carrier registry");
-    Err(ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "carrier_unavailable",
-        "this frontend has no carrier registry; it cannot hold worker sessions",
-    ))
+    Ok(upgrade
+        .write_buffer_size(WEBSOCKET_BUFFER)
+        .max_write_buffer_size(8 * WEBSOCKET_BUFFER)
+        .max_message_size(WEBSOCKET_BUFFER)
+        .max_frame_size(WEBSOCKET_BUFFER)
+        .on_upgrade(move |socket| session::hold(state, node_id, lane, socket)))
+}
+
+/// The cluster's active carrier, its epoch and state, and the worker
+/// sessions this replica holds.
+#[utoipa::path(get, path = "/api/cluster/carrier", tag = "cluster",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "`{carrier, epoch, state, running, sessions}`"),
+        (status = 401, description = "`unauthorized`"),
+    ))]
+pub async fn carrier(
+    _caller: Caller,
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<Value>> {
+    let row = state.store.cluster_carrier().await?;
+    let sessions: Vec<Value> = state
+        .cluster
+        .as_ref()
+        .and_then(|c| c.tunnel.as_ref())
+        .map(|(registry, _)| {
+            registry
+                .held()
+                .into_iter()
+                .map(|(node, lane)| json!({"node": node, "lane": lane.as_str()}))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Json(json!({
+        "carrier": row.as_ref().map(|r| r.carrier.clone()),
+        "epoch": row.as_ref().map(|r| r.epoch),
+        "state": row.as_ref().map(|r| r.state.clone()),
+        "running": state.cluster.as_ref().map(|c| c.row.carrier.clone()),
+        "sessions": sessions,
+    })))
 }

@@ -126,7 +126,7 @@ pub struct Heartbeat {
     params(("id" = String, Path, description = "Node id")),
     security(("node_credential" = [])),
     responses(
-        (status = 200, description = "`{state, carrier}`: the node's state and the cluster's active carrier (null until carriers run)"),
+        (status = 200, description = "`{state, carrier}`: the node's state and the cluster's carrier `{carrier, epoch, state}`"),
         (status = 401, description = "`unauthorized`"),
     ))]
 pub async fn heartbeat(
@@ -158,7 +158,8 @@ pub async fn heartbeat(
         body.inventory
     };
     let node = state.store.heartbeat_node(&id, &inventory).await?;
-    Ok(Json(json!({"state": node.state, "carrier": Value::Null})))
+    let carrier = state.store.cluster_carrier().await?;
+    Ok(Json(json!({"state": node.state, "carrier": carrier})))
 }
 
 /// Every node.
