@@ -1,13 +1,12 @@
 //! Worker identity: registration with the registration token, the node's
 //! own credential, approval, heartbeats, and the connect endpoint's answers.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use switchyard_tests::db::fresh_database;
-use switchyard_tests::process::binary;
+use switchyard_tests::process::WorkerProcess;
 use switchyard_tests::replica::Replica;
 
 async fn registration_token(replica: &Replica) -> String {
@@ -175,38 +174,8 @@ async fn registration_approval_and_the_connect_endpoints_answers() {
     replica.stop().await;
 }
 
-struct WorkerProcess(Child);
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        let _ = self.0.wait();
-    }
-}
-
 fn start_worker(frontend: &str, token: &str, dir: &std::path::Path) -> WorkerProcess {
-    let child = Command::new(binary())
-        .args([
-            "worker",
-            "--frontend",
-            frontend,
-            "--registration-token",
-            token,
-            "--name",
-            "gpu-7",
-            "--heartbeat-ms",
-            "100",
-            "--data-dir",
-        ])
-        .arg(dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawning switchyard worker");
-    WorkerProcess(child)
+    WorkerProcess::start(frontend, token, "gpu-7", dir, &[])
 }
 
 async fn wait_for_node(replica: &Replica, done: impl Fn(&Value) -> bool) -> Value {

@@ -99,3 +99,52 @@ impl Drop for ServeProcess {
         }
     }
 }
+
+/// A `switchyard worker` child; SIGTERM on drop.
+pub struct WorkerProcess {
+    /// The child.
+    pub child: Child,
+}
+
+impl WorkerProcess {
+    /// Starts `switchyard worker` registering at `frontend` with `token`,
+    /// its identity under `dir`, heartbeating every 100 ms; `extra` adds flags.
+    pub fn start(
+        frontend: &str,
+        token: &str,
+        name: &str,
+        dir: &std::path::Path,
+        extra: &[&str],
+    ) -> Self {
+        let child = Command::new(binary())
+            .args([
+                "worker",
+                "--frontend",
+                frontend,
+                "--registration-token",
+                token,
+                "--name",
+                name,
+                "--heartbeat-ms",
+                "100",
+                "--data-dir",
+            ])
+            .arg(dir)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawning switchyard worker");
+        Self { child }
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}

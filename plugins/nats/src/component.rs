@@ -335,16 +335,23 @@ impl Guest for NatsCarrier {
     fn request(
         id: u64,
         subject: String,
-        _headers: Vec<Header>,
+        headers: Vec<Header>,
         payload: Vec<u8>,
         timeout_ms: u64,
         now_ms: u64,
     ) -> Result<Vec<Action>, CarrierError> {
         with(
             |g| {
+                let headers = engine_headers(&headers);
                 let (RequestId(engine_id), output) = g
                     .engine
-                    .request(&subject, &payload, timeout_ms, now_ms)
+                    .request_with_headers(
+                        &subject,
+                        headers.as_deref(),
+                        &payload,
+                        timeout_ms,
+                        now_ms,
+                    )
                     .map_err(refusal)?;
                 g.requests.insert(engine_id, id);
                 Ok(g.translate(output, now_ms))

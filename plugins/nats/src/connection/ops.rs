@@ -92,6 +92,18 @@ impl Connection {
         timeout_ms: u64,
         now_ms: u64,
     ) -> Result<(RequestId, Output), Error> {
+        self.request_with_headers(subject, None, payload, timeout_ms, now_ms)
+    }
+
+    /// [`Connection::request`] with headers (HPUB).
+    pub fn request_with_headers(
+        &mut self,
+        subject: &str,
+        headers: Option<&[(String, String)]>,
+        payload: &[u8],
+        timeout_ms: u64,
+        now_ms: u64,
+    ) -> Result<(RequestId, Output), Error> {
         self.ensure_connected()?;
         self.config.subject_policy.check(subject, false)?;
         let (_, reply_to) = self.requests.peek();
@@ -101,7 +113,7 @@ impl Connection {
             // does not apply to it.
             encode::subscribe(&mut write, &self.requests.pattern(), None, INBOX_SID)?;
         }
-        self.write_publish(&mut write, subject, Some(&reply_to), None, payload)?;
+        self.write_publish(&mut write, subject, Some(&reply_to), headers, payload)?;
         self.requests.activate();
         let id = self.requests.start(now_ms.saturating_add(timeout_ms));
         Ok((id, vec![Action::Write(write)]))

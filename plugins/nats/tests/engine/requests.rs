@@ -29,6 +29,20 @@ fn first_request_subscribes_the_inbox_once() {
 }
 
 #[test]
+fn a_request_with_headers_is_an_hpub_to_the_inbox() {
+    let mut conn = connected();
+    let inbox = conn.inbox_prefix().to_owned();
+    let headers = vec![("switchyard-unit-id".to_string(), "u1".to_string())];
+    let (id, out) = conn
+        .request_with_headers("work.probe", Some(&headers), b"x", 1000, 10)
+        .unwrap();
+    let written = String::from_utf8(writes(&out)).unwrap();
+    let hpub = format!("HPUB work.probe {inbox}{} ", id.0);
+    assert!(written.contains(&hpub), "{written}");
+    assert!(written.contains("switchyard-unit-id: u1\r\n"), "{written}");
+}
+
+#[test]
 fn replies_are_correlated_in_any_order() {
     let mut conn = connected();
     let inbox = conn.inbox_prefix().to_owned();

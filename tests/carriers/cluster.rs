@@ -1,0 +1,320 @@
+//! End to end, per carrier set: two `serve` processes and two `worker`
+//! processes on one database. Broadcasts, queue units, control calls and
+//! streams cross processes; on the `tunnel` set the workers have no
+//! routable address and each dials a different replica, so a call through
+//! the other replica is relayed.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use switchyard_tests::ADMIN_TOKEN;
+use switchyard_tests::db::fresh_database;
+use switchyard_tests::nats::NatsServer;
+use switchyard_tests::process::{ServeProcess, WorkerProcess};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+struct Frontend {
+    process: ServeProcess,
+    http: reqwest::Client,
+}
+
+impl Frontend {
+    fn start(database_url: &str, extra: &[&str]) -> Self {
+        let mut args = vec!["--database-url", database_url, "--auto-approve"];
+        args.extend_from_slice(extra);
+        let data_dir = tempfile::tempdir().unwrap().keep();
+        let data_dir = data_dir.to_str().unwrap().to_string();
+        args.extend_from_slice(&["--data-dir", &data_dir]);
+        let process = ServeProcess::start(&args, &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)]);
+        Self {
+            process,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn url(&self) -> &str {
+        &self.process.url
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.url()))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "GET {path}");
+        response.json().await.unwrap()
+    }
+
+    async fn post(&self, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Vec<u8>) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.url()))
+            .bearer_auth(ADMIN_TOKEN)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        (response.status(), response.bytes().await.unwrap().to_vec())
+    }
+
+    async fn registration_token(&self) -> String {
+        let response = self
+            .http
+            .post(format!("{}/api/nodes/registration-tokens", self.url()))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"name": "e2e"}))
+            .send()
+            .await
+            .unwrap();
+        let body: Value = response.json().await.unwrap();
+        body["value"]
+            .as_str()
+            .expect("a registration token")
+            .to_string()
+    }
+
+    async fn probe(&self, id: &str) {
+        let response = self
+            .http
+            .post(format!("{}/api/cluster/probe", self.url()))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"id": id}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::ACCEPTED, "probe {id}");
+    }
+}
+
+fn node_id(worker_dir: &Path) -> String {
+    let identity: Value =
+        serde_json::from_str(&std::fs::read_to_string(worker_dir.join("node.json")).unwrap())
+            .unwrap();
+    identity["node_id"].as_str().unwrap().to_string()
+}
+
+fn credential(worker_dir: &Path) -> String {
+    let identity: Value =
+        serde_json::from_str(&std::fs::read_to_string(worker_dir.join("node.json")).unwrap())
+            .unwrap();
+    identity["credential"].as_str().unwrap().to_string()
+}
+
+/// Waits until `check` holds, polling.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < PATIENCE, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn wait_for_identity(dir: &Path) -> String {
+    eventually("the worker registered", || async {
+        dir.join("node.json").exists()
+    })
+    .await;
+    node_id(dir)
+}
+
+/// Control calls and streams through `via` to every node.
+async fn calls_reach(via: &Frontend, nodes: &[&str]) {
+    for node in nodes {
+        eventually(&format!("a control ping reaches {node}"), || async {
+            via.post(&format!("/api/cluster/nodes/{node}/control/ping"), "")
+                .await
+                == (StatusCode::OK, b"pong".to_vec())
+        })
+        .await;
+        let (status, body) = via
+            .post(&format!("/api/cluster/nodes/{node}/control/echo"), "hello")
+            .await;
+        assert_eq!(
+            (status, body.as_slice()),
+            (StatusCode::OK, b"hello".as_slice())
+        );
+        let (status, body) = via
+            .post(&format!("/api/cluster/nodes/{node}/control/format"), "")
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{}",
+            String::from_utf8_lossy(&body)
+        );
+        assert!(String::from_utf8_lossy(&body).contains("unknown_verb"));
+        for lane in ["inference", "bulk"] {
+            let payload: Vec<u8> = (0..3 * 1024 * 1024 + 5).map(|i| (i % 253) as u8).collect();
+            let (status, body) = via
+                .post(
+                    &format!("/api/cluster/nodes/{node}/streams/echo?lane={lane}"),
+                    payload.clone(),
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK);
+            assert!(body == payload, "the echo through {lane} differs");
+        }
+        let (status, body) = via
+            .post(&format!("/api/cluster/nodes/{node}/streams/nothing"), "")
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::NOT_FOUND,
+            "{}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+}
+
+/// A probe from `from` is heard by every replica and handled by one.
+async fn probes_cross(from: &Frontend, all: &[&Frontend], id: &str) {
+    from.probe(id).await;
+    for frontend in all {
+        eventually(&format!("{} heard probe {id}", frontend.url()), || async {
+            frontend.get("/api/cluster/probe").await["heard"]
+                .as_array()
+                .is_some_and(|heard| heard.iter().any(|h| h == id))
+        })
+        .await;
+    }
+    let handled = || async {
+        let mut count = 0;
+        for frontend in all {
+            let probes = frontend.get("/api/cluster/probe").await;
+            count += probes["handled"]
+                .as_array()
+                .map(|handled| handled.iter().filter(|h| *h == id).count())
+                .unwrap_or_default();
+        }
+        count
+    };
+    eventually(&format!("probe unit {id} was handled"), || async {
+        handled().await >= 1
+    })
+    .await;
+    assert_eq!(handled().await, 1, "probe unit {id} handled more than once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnel_set_across_two_frontends_and_two_workers_without_addresses() {
+    let database_url = fresh_database().await;
+    let a = Frontend::start(&database_url, &[]);
+    let b = Frontend::start(&database_url, &[]);
+    let carrier = a.get("/api/cluster/carrier").await;
+    assert_eq!(carrier["carrier"], "tunnel", "{carrier}");
+    assert_eq!(carrier["epoch"], 1);
+    assert_eq!(carrier["state"], "active");
+
+    let token = a.registration_token().await;
+    let (dir_1, dir_2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let _worker_1 = WorkerProcess::start(a.url(), &token, "gpu-1", dir_1.path(), &[]);
+    let _worker_2 = WorkerProcess::start(b.url(), &token, "gpu-2", dir_2.path(), &[]);
+    let node_1 = wait_for_identity(dir_1.path()).await;
+    let node_2 = wait_for_identity(dir_2.path()).await;
+    for (frontend, node) in [(&a, &node_1), (&b, &node_2)] {
+        eventually(
+            &format!("{node} holds both lanes on its frontend"),
+            || async {
+                let sessions = frontend.get("/api/cluster/carrier").await["sessions"].clone();
+                ["inference", "bulk"].iter().all(|lane| {
+                    sessions
+                        .as_array()
+                        .is_some_and(|s| s.contains(&json!({"node": node, "lane": lane})))
+                })
+            },
+        )
+        .await;
+    }
+
+    // Each frontend reaches both workers: one directly, one relayed.
+    calls_reach(&a, &[&node_1, &node_2]).await;
+    calls_reach(&b, &[&node_1, &node_2]).await;
+    probes_cross(&a, &[&a, &b], "tunnel-probe-1").await;
+    probes_cross(&b, &[&a, &b], "tunnel-probe-2").await;
+
+    // A bulk lane dialled where the inference lane is not held: 409.
+    let url = format!(
+        "{}/api/cluster/connect?lane=bulk",
+        b.url().replacen("http", "ws", 1)
+    );
+    let mut request = url.into_client_request().unwrap();
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", credential(dir_1.path()))
+            .parse()
+            .unwrap(),
+    );
+    request
+        .headers_mut()
+        .insert("x-switchyard-node", node_1.parse().unwrap());
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 409)
+        }
+        other => panic!("expected 409, got {:?}", other.map(|(_, r)| r.status())),
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_set_across_two_frontends_and_two_workers_survives_a_killed_server() {
+    let mut nats = NatsServer::start(&[]);
+    let nats_url = nats.address();
+    let database_url = fresh_database().await;
+    let a = Frontend::start(&database_url, &["--nats-url", &nats_url]);
+    let b = Frontend::start(&database_url, &["--nats-url", &nats_url]);
+    let carrier = b.get("/api/cluster/carrier").await;
+    assert_eq!(carrier["carrier"], "nats", "{carrier}");
+
+    let token = a.registration_token().await;
+    let (dir_1, dir_2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (address_1, address_2) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
+    let nats_flag = ["--nats-url", nats_url.as_str()];
+    let _worker_1 = WorkerProcess::start(
+        a.url(),
+        &token,
+        "gpu-1",
+        dir_1.path(),
+        &[nats_flag[0], nats_flag[1], "--address", &address_1],
+    );
+    let _worker_2 = WorkerProcess::start(
+        b.url(),
+        &token,
+        "gpu-2",
+        dir_2.path(),
+        &[nats_flag[0], nats_flag[1], "--address", &address_2],
+    );
+    let node_1 = wait_for_identity(dir_1.path()).await;
+    let node_2 = wait_for_identity(dir_2.path()).await;
+
+    calls_reach(&a, &[&node_1, &node_2]).await;
+    calls_reach(&b, &[&node_1, &node_2]).await;
+    probes_cross(&a, &[&a, &b], "nats-probe-1").await;
+
+    // The NATS server goes away and comes back: every process reconnects.
+    nats.kill();
+    nats.restart();
+    calls_reach(&b, &[&node_1, &node_2]).await;
+    probes_cross(&b, &[&a, &b], "nats-probe-2").await;
+}
