@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use switchyard_carrier::conformance::Passed;
 use switchyard_carrier::{Carrier, CarrierSpec, FanOut, Message, SendError};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use switchyard_tests::nats::NatsServer;
@@ -32,7 +33,7 @@ async fn connected(runtime: &Arc<Runtime>, name: &str, server: &NatsServer) -> A
     let carrier = start(
         runtime,
         name,
-        serde_json::json!({"servers": [server.address()], "roots": ["jobs", "cache"]}),
+        serde_json::json!({"servers": [server.address()], "roots": ["jobs", "cache", "work"]}),
     );
     assert!(carrier.wait_ready(WAIT).await, "{name} connected");
     carrier
@@ -62,8 +63,9 @@ async fn the_conformance_suite_passes() {
         version: "test".into(),
         sha256: sha256(&bytes),
         bytes: bytes.into(),
-        config: serde_json::json!({"servers": [server.address()], "roots": ["jobs", "cache"]})
-            .to_string(),
+        config:
+            serde_json::json!({"servers": [server.address()], "roots": ["jobs", "cache", "work"]})
+                .to_string(),
         database_url: None,
     };
     let results = switchyard_carrier::conformance::run(spec, runtime)
@@ -71,7 +73,18 @@ async fn the_conformance_suite_passes() {
         .unwrap();
     let failed = switchyard_carrier::conformance::failures(&results);
     assert!(failed.is_empty(), "{failed:#?}");
-    assert!(results.len() >= 9, "every check ran");
+    assert!(results.len() >= 10, "every check ran");
+    let served: Vec<_> = results
+        .iter()
+        .filter(|r| r.name.contains("queue"))
+        .map(|r| (r.name, r.outcome.clone()))
+        .collect();
+    assert!(
+        served
+            .iter()
+            .all(|(_, outcome)| *outcome == Ok(Passed::Yes)),
+        "NATS serves queue groups and the work queue: {served:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -46,6 +46,15 @@ async fn the_conformance_suite_passes() {
         Ok(Passed::NotServed),
         "pgbus fan-out refuses queue groups: the claim queue serves them"
     );
+    let work = results
+        .iter()
+        .find(|r| r.name.contains("work queue"))
+        .unwrap();
+    assert_eq!(
+        work.outcome,
+        Ok(Passed::Yes),
+        "the claim queue serves the work queue"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

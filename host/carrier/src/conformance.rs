@@ -2,7 +2,9 @@
 //! `switchyard carrier conformance <component.wasm> --config <json>` runs it
 //! on a plugin author's component; the project's tests run it on ours.
 //!
-//! The configuration must allow the subject roots `jobs` and `cache`.
+//! The configuration must allow the subject roots `jobs` and `cache`, and
+//! `work` for the work queue (a carrier that refuses `work.*` does not
+//! serve the work queue).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,6 +17,7 @@ use tokio::sync::mpsc;
 
 use crate::client::{Carrier, CarrierSpec};
 use crate::message::{Message, SendError};
+use crate::queue::WorkQueue;
 
 /// How long any one expectation may take.
 const WAIT: Duration = Duration::from_secs(10);
@@ -72,6 +75,10 @@ const CHECKS: &[(&str, Check)] = &[
         |a, b| Box::pin(queue_group(a, b)),
     ),
     ("request and reply", |a, b| Box::pin(request_reply(a, b))),
+    (
+        "the work queue hands each unit to exactly one consumer, acknowledged",
+        |a, b| Box::pin(work_queue(a, b)),
+    ),
 ];
 
 /// Starts two instances of the carrier (two ends) and runs every check.
@@ -318,5 +325,69 @@ async fn request_reply(a: Arc<Carrier>, b: Arc<Carrier>) -> Outcome {
     match reply.payload.as_ref() {
         b"ping" => Ok(Passed::Yes),
         other => Err(format!("the reply was {other:?}")),
+    }
+}
+
+async fn work_queue(a: Arc<Carrier>, b: Arc<Carrier>) -> Outcome {
+    const UNITS: usize = 100;
+    let producer = WorkQueue::new(a.clone(), WAIT);
+    let mut consumers = Vec::new();
+    for carrier in [a, b] {
+        match WorkQueue::new(carrier, WAIT).consume("conformance").await {
+            Ok(units) => consumers.push(units),
+            Err(SendError::Refused(_) | SendError::InvalidSubject(_)) => {
+                return Ok(Passed::NotServed);
+            }
+            Err(e) => return Err(fail(e)),
+        }
+    }
+    let (handled, mut ids) = mpsc::unbounded_channel();
+    for mut units in consumers {
+        let handled = handled.clone();
+        tokio::spawn(async move {
+            while let Some(unit) = units.next().await {
+                let _ = handled.send(unit.id.clone());
+                if unit.done().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    drop(handled);
+    for i in 0..UNITS {
+        let id = format!("unit-{i}");
+        producer
+            .submit("conformance", &id, Bytes::from(id.clone()))
+            .await
+            .map_err(|e| format!("submitting {id}: {e}"))?;
+    }
+    let mut seen = Vec::with_capacity(UNITS);
+    while seen.len() < UNITS {
+        match tokio::time::timeout(WAIT, ids.recv()).await {
+            Ok(Some(id)) => seen.push(id),
+            _ => return Err(format!("{} of {UNITS} units were handled", seen.len())),
+        }
+    }
+    // A marker unit submitted last: a unit handled twice would have come
+    // before it.
+    producer
+        .submit("conformance", "unit-marker", Bytes::new())
+        .await
+        .map_err(|e| format!("submitting the marker: {e}"))?;
+    loop {
+        match tokio::time::timeout(WAIT, ids.recv()).await {
+            Ok(Some(id)) if id == "unit-marker" => break,
+            Ok(Some(id)) => seen.push(id),
+            _ => return Err("the marker unit was not handled".into()),
+        }
+    }
+    let total = seen.len();
+    seen.sort();
+    seen.dedup();
+    match (seen.len(), total) {
+        (UNITS, UNITS) => Ok(Passed::Yes),
+        (distinct, total) => Err(format!(
+            "{distinct} distinct units of {UNITS}, {total} handled"
+        )),
     }
 }
