@@ -8,25 +8,32 @@
 //! 3. a swap every 5 ms while 8 threads call continuously (failed calls);
 //! 4. resident memory of an idle `switchyard serve` with the three policies bound;
 //! 5. the nats carrier beside async-nats on one nats-server;
-//! 6. the pgbus carrier: a burst of large broadcasts, and small messages beside bare `pg_notify`.
+//! 6. the pgbus carrier: a burst of large broadcasts, and small messages beside bare `pg_notify`;
+//! 7. one tunnel stream's throughput beside bare TCP, and (`lanes`) a small
+//!    call's latency behind a bulk transfer on a shaped link.
 
 mod activation;
 mod fixtures;
 mod idle_memory;
+mod lanes;
 mod latency;
 mod nats;
 mod pgbus;
+mod shaper;
 mod stats;
 mod swap;
+mod tunnel;
 
 /// Every section, by the name `switchyard-bench <name>...` selects it with.
-const SECTIONS: [(&str, fn()); 6] = [
+const SECTIONS: [(&str, fn()); 8] = [
     ("latency", latency::run),
     ("activation", activation::run),
     ("swap", swap::run),
     ("idle-memory", idle_memory::run),
     ("nats", nats::run),
     ("pgbus", pgbus::run),
+    ("tunnel", tunnel::run),
+    ("lanes", lanes::run),
 ];
 
 fn main() {

@@ -7,6 +7,7 @@
 //! the [`Transport`] to move them through.
 
 mod driver;
+pub mod loopback;
 pub mod websocket;
 
 use std::sync::Arc;
