@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The main job: builds what it needs and starts a Switchyard server on the
-# embedded default (a private PostgreSQL under ./switchyard-data). On the
-# first start it pushes the three shipped policies, binds them (inference:
-# model-allowlist then max-tokens; deploy: gpu-memory-guard), and prints the
-# admin token and an example request. Ctrl-C stops everything.
+# embedded default (a private PostgreSQL under ./switchyard-data) with the
+# `tunnel` carrier set, and a local worker connected to it. On the first
+# start it pushes the three shipped policies, binds them (inference:
+# model-allowlist then max-tokens; deploy: gpu-memory-guard), registers the
+# worker, and prints the admin token and example requests. Ctrl-C stops
+# everything.
 #
 # Environment: SWITCHYARD_LISTEN (default 127.0.0.1:8080), SWITCHYARD_DATA_DIR
 # (default ./switchyard-data), CARGO_TARGET_DIR.
@@ -24,15 +26,18 @@ cargo build -q -p switchyard
 bin="$CARGO_TARGET_DIR/debug/switchyard"
 
 first_start=false
+registration_token=
 if [[ ! -f "$data_dir/postgres/PG_VERSION" ]]; then
     first_start=true
     export SWITCHYARD_ADMIN_TOKEN="sy_$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
 fi
 
 say "starting switchyard serve on $server (data in $data_dir)"
-"$bin" serve --listen "$listen" --data-dir "$data_dir" &
+# --auto-approve: the local worker needs no admin approval.
+"$bin" serve --listen "$listen" --data-dir "$data_dir" --auto-approve --carrier-plugins "$SWITCHYARD_PLUGINS_DIR" &
 serve_pid=$!
-trap 'kill -TERM $serve_pid 2>/dev/null; wait $serve_pid' INT TERM
+worker_pid=
+trap 'kill -TERM $worker_pid $serve_pid 2>/dev/null; wait $worker_pid $serve_pid' INT TERM
 until curl -sf "$server/readyz" >/dev/null; do
     kill -0 $serve_pid 2>/dev/null || { echo "switchyard serve exited" >&2; exit 1; }
     sleep 0.2
@@ -51,6 +56,22 @@ if $first_start; then
     say "binding deploy: gpu-memory-guard"
     "$bin" admission set deploy --policy gpu-memory-guard@0.1.0 \
         --settings policies/gpu-memory-guard/test_data/settings.json >/dev/null
+    say "creating a registration token for the local worker"
+    registration_token="$("$bin" node token --name local-worker | sed -n 's/.*"value": *"\([^"]*\)".*/\1/p')"
+fi
+
+worker_dir="$data_dir/worker"
+say "starting a local worker (identity in $worker_dir)"
+"$bin" worker --frontend "$server" --data-dir "$worker_dir" --name "$(hostname)-local" \
+    --carrier-plugins "$SWITCHYARD_PLUGINS_DIR" ${registration_token:+--registration-token "$registration_token"} &
+worker_pid=$!
+until [[ -f "$worker_dir/node.json" ]]; do
+    kill -0 $worker_pid 2>/dev/null || { echo "switchyard worker exited" >&2; exit 1; }
+    sleep 0.2
+done
+node_id="$(sed -n 's/.*"node_id": *"\([^"]*\)".*/\1/p' "$worker_dir/node.json")"
+
+if $first_start; then
     token="$SWITCHYARD_ADMIN_TOKEN"
     cat <<EOT
 
@@ -64,7 +85,10 @@ Try the inference chain (this request asks for too many tokens and is denied):
       -H "Authorization: Bearer $token" -H 'content-type: application/json' \\
       -d '{"caller":{"key_id":"k1","project":"research","scopes":["inference"]},"model":"llama-3-8b","endpoint":"/v1/chat/completions","prompt_tokens":12,"max_tokens":8192,"stream":false}'
 
-Ctrl-C stops the server and its PostgreSQL; the next start reuses them.
+A control call to the local worker over the tunnel carrier:
+    curl -s -X POST $server/api/cluster/nodes/$node_id/control/ping -H "Authorization: Bearer $token"
+
+Ctrl-C stops the worker, the server and its PostgreSQL; the next start reuses them.
 EOT
 else
     cat <<EOT
@@ -72,8 +96,9 @@ else
 Switchyard is running at $server (state reused from $data_dir).
 Use the admin token printed at the first start:
     curl -s $server/api/admission/inference -H "Authorization: Bearer \$SWITCHYARD_TOKEN"
+    curl -s -X POST $server/api/cluster/nodes/$node_id/control/ping -H "Authorization: Bearer \$SWITCHYARD_TOKEN"
 
-Ctrl-C stops the server and its PostgreSQL.
+Ctrl-C stops the worker, the server and its PostgreSQL.
 EOT
 fi
 wait $serve_pid

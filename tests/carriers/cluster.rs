@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use switchyard_store::embedded::EmbeddedPostgres;
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::db::fresh_database;
 use switchyard_tests::nats::NatsServer;
@@ -80,7 +81,8 @@ impl Frontend {
             .to_string()
     }
 
-    async fn probe(&self, id: &str) {
+    /// Posts a probe; `false` while the carrier is not connected (502).
+    async fn probe(&self, id: &str) -> bool {
         let response = self
             .http
             .post(format!("{}/api/cluster/probe", self.url()))
@@ -89,7 +91,11 @@ impl Frontend {
             .send()
             .await
             .unwrap();
-        assert_eq!(response.status(), StatusCode::ACCEPTED, "probe {id}");
+        match response.status() {
+            StatusCode::ACCEPTED => true,
+            StatusCode::BAD_GATEWAY => false,
+            other => panic!("probe {id}: {other}"),
+        }
     }
 }
 
@@ -179,7 +185,10 @@ async fn calls_reach(via: &Frontend, nodes: &[&str]) {
 
 /// A probe from `from` is heard by every replica and handled by one.
 async fn probes_cross(from: &Frontend, all: &[&Frontend], id: &str) {
-    from.probe(id).await;
+    eventually(&format!("{} accepted probe {id}", from.url()), || {
+        from.probe(id)
+    })
+    .await;
     for frontend in all {
         eventually(&format!("{} heard probe {id}", frontend.url()), || async {
             frontend.get("/api/cluster/probe").await["heard"]
@@ -207,8 +216,14 @@ async fn probes_cross(from: &Frontend, all: &[&Frontend], id: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tunnel_set_across_two_frontends_and_two_workers_without_addresses() {
-    let database_url = fresh_database().await;
+async fn tunnel_set_across_two_frontends_and_two_workers_without_addresses_survives_a_restarted_postgres()
+ {
+    // A PostgreSQL of its own, to restart under the running cluster.
+    let pg_dir = tempfile::tempdir().unwrap();
+    let data = pg_dir.path().join("pg");
+    let start_pg = move || EmbeddedPostgres::start(&data).expect("a private PostgreSQL");
+    let pg = tokio::task::spawn_blocking(start_pg.clone()).await.unwrap();
+    let database_url = pg.url();
     let a = Frontend::start(&database_url, &[]);
     let b = Frontend::start(&database_url, &[]);
     let carrier = a.get("/api/cluster/carrier").await;
@@ -243,6 +258,25 @@ async fn tunnel_set_across_two_frontends_and_two_workers_without_addresses() {
     probes_cross(&a, &[&a, &b], "tunnel-probe-1").await;
     probes_cross(&b, &[&a, &b], "tunnel-probe-2").await;
 
+    // PostgreSQL restarts under the running cluster: pgbus reconnects and
+    // listens again, relays look up session holders again; no process restarts.
+    let mut pg = pg;
+    let pg = tokio::task::spawn_blocking(move || {
+        pg.stop().expect("PostgreSQL stops");
+        start_pg()
+    })
+    .await
+    .unwrap();
+    // Fan-out is at most once: probe once both replicas listen again.
+    for frontend in [&a, &b] {
+        eventually("the replica's carrier is connected again", || async {
+            frontend.get("/api/cluster/carrier").await["connected"] == json!(true)
+        })
+        .await;
+    }
+    probes_cross(&a, &[&a, &b], "tunnel-probe-after-restart").await;
+    calls_reach(&b, &[&node_1, &node_2]).await;
+
     // A bulk lane dialled where the inference lane is not held: 409.
     let url = format!(
         "{}/api/cluster/connect?lane=bulk",
@@ -264,6 +298,14 @@ async fn tunnel_set_across_two_frontends_and_two_workers_without_addresses() {
         }
         other => panic!("expected 409, got {:?}", other.map(|(_, r)| r.status())),
     }
+    drop((a, b));
+    tokio::task::spawn_blocking(move || {
+        let mut pg = pg;
+        pg.stop()
+    })
+    .await
+    .unwrap()
+    .unwrap();
 }
 
 fn free_port() -> u16 {
@@ -315,6 +357,53 @@ async fn nats_set_across_two_frontends_and_two_workers_survives_a_killed_server(
     // The NATS server goes away and comes back: every process reconnects.
     nats.kill();
     nats.restart();
+    for frontend in [&a, &b] {
+        eventually("the replica's carrier is connected again", || async {
+            frontend.get("/api/cluster/carrier").await["connected"] == json!(true)
+        })
+        .await;
+    }
     calls_reach(&b, &[&node_1, &node_2]).await;
     probes_cross(&b, &[&a, &b], "nats-probe-2").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_row_naming_an_unknown_carrier_stops_the_start() {
+    let database_url = fresh_database().await;
+    {
+        let first = Frontend::start(&database_url, &[]);
+        assert_eq!(first.get("/api/cluster/carrier").await["carrier"], "tunnel");
+    }
+    let (client, connection) = tokio_postgres::connect(&database_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .execute("UPDATE cluster_carrier SET carrier = 'carrier-pigeon'", &[])
+        .await
+        .unwrap();
+    let data_dir = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new(switchyard_tests::process::binary())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            &database_url,
+        ])
+        .arg("--data-dir")
+        .arg(data_dir.path())
+        .env("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        !output.status.success(),
+        "serve started with an unknown carrier"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("carrier-pigeon") && stderr.contains("does not run"),
+        "{stderr}"
+    );
 }

@@ -211,7 +211,7 @@ async fn hold_lanes(
                             tracing::warn!(error = %e, "bulk lane dial failed");
                             tokio::select! {
                                 reason = inference.lost() => Some(reason),
-                                _ = tokio::time::sleep(FIRST_BACKOFF * 5) => None,
+                                _ = tokio::time::sleep(FIRST_BACKOFF) => None,
                             }
                         }
                     };

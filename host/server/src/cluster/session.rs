@@ -40,6 +40,9 @@ pub async fn hold(state: Arc<AppState>, node: String, lane: Lane, socket: WebSoc
             return;
         }
     };
+    // Held before the claim and before the first frame leaves: once the
+    // worker hears this side's HELLO, its bulk lane finds the inference lane here.
+    let id = registry.insert(&node, lane, session);
     let epoch = match state
         .store
         .claim_connection(&node, lane.as_str(), &state.instance_id)
@@ -48,10 +51,10 @@ pub async fn hold(state: Arc<AppState>, node: String, lane: Lane, socket: WebSoc
         Ok(epoch) => epoch,
         Err(e) => {
             tracing::error!(node, error = %e, "the connection claim failed; closing the session");
+            registry.remove(&node, lane, id);
             return;
         }
     };
-    let id = registry.insert(&node, lane, session);
     tracing::info!(node, lane = lane.as_str(), epoch, "worker session held");
     pump(socket, transport).await;
     registry.remove(&node, lane, id);

@@ -94,7 +94,7 @@ pub async fn connect(
 #[utoipa::path(get, path = "/api/cluster/carrier", tag = "cluster",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "`{carrier, epoch, state, running, sessions}`"),
+        (status = 200, description = "`{carrier, epoch, state, running, connected, sessions}`: the row, the set this replica runs, whether its fan-out carrier is connected, and the worker sessions it holds"),
         (status = 401, description = "`unauthorized`"),
     ))]
 pub async fn carrier(
@@ -119,6 +119,7 @@ pub async fn carrier(
         "epoch": row.as_ref().map(|r| r.epoch),
         "state": row.as_ref().map(|r| r.state.clone()),
         "running": state.cluster.as_ref().map(|c| c.row.carrier.clone()),
+        "connected": state.cluster.as_ref().is_some_and(|c| c.fanout.active().is_ready()),
         "sessions": sessions,
     })))
 }
