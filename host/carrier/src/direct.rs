@@ -14,11 +14,9 @@ use futures::future::BoxFuture;
 use subtle::ConstantTimeEq;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use crate::stream::{
-    ConsumeSink, Refusal, Stream, StreamError, StreamReader, StreamWriter, WriteSink,
-};
+use crate::stream::{Refusal, Stream, StreamError, TransportEnds, WriteOp, channel_stream};
 use crate::streams::{Acceptor, Lane, StreamsSeam};
 
 /// How much a reader may have read ahead of its consumer.
@@ -178,43 +176,20 @@ fn wrap(socket: BufReader<TcpStream>) -> Stream {
     stream
 }
 
-enum WriteOp {
-    Data(Bytes, oneshot::Sender<Result<(), StreamError>>),
-    Finish,
-    Reset,
-}
-
-struct Pumps {
-    chunks: mpsc::UnboundedSender<Result<Bytes, StreamError>>,
-    ops: mpsc::UnboundedReceiver<WriteOp>,
-    credit: Arc<Semaphore>,
-}
+struct Pumps(TransportEnds);
 
 fn parts() -> (Stream, Pumps) {
-    let (chunks_tx, chunks) = mpsc::unbounded_channel();
-    let (ops_tx, ops) = mpsc::unbounded_channel();
-    let credit = Arc::new(Semaphore::new(READ_AHEAD));
-    let stream = Stream {
-        reader: StreamReader::new(chunks, Some(Arc::new(Credit(credit.clone())))),
-        writer: StreamWriter::new(Arc::new(Ops(ops_tx))),
-    };
-    (
-        stream,
-        Pumps {
-            chunks: chunks_tx,
-            ops,
-            credit,
-        },
-    )
+    let (stream, ends) = channel_stream(READ_AHEAD);
+    (stream, Pumps(ends))
 }
 
 impl Pumps {
     async fn run(self, socket: BufReader<TcpStream>) {
-        let Pumps {
+        let TransportEnds {
             chunks,
             mut ops,
             credit,
-        } = self;
+        } = self.0;
         let buffered = Bytes::copy_from_slice(socket.buffer());
         let (mut read, mut write) = socket.into_inner().into_split();
         let reader = tokio::spawn(async move {
@@ -268,33 +243,5 @@ impl Pumps {
         }
         // Keep the read half until the peer finishes too.
         let _ = reader.await;
-    }
-}
-
-struct Credit(Arc<Semaphore>);
-
-impl ConsumeSink for Credit {
-    fn consumed(&self, n: usize) {
-        self.0.add_permits(n);
-    }
-}
-
-struct Ops(mpsc::UnboundedSender<WriteOp>);
-
-impl WriteSink for Ops {
-    fn write(&self, data: Bytes, done: oneshot::Sender<Result<(), StreamError>>) {
-        if let Err(mpsc::error::SendError(WriteOp::Data(_, done))) =
-            self.0.send(WriteOp::Data(data, done))
-        {
-            let _ = done.send(Err(StreamError::Reset("the connection has ended".into())));
-        }
-    }
-
-    fn finish(&self) {
-        let _ = self.0.send(WriteOp::Finish);
-    }
-
-    fn reset(&self) {
-        let _ = self.0.send(WriteOp::Reset);
     }
 }

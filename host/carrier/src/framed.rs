@@ -3,13 +3,11 @@
 //! this way): [`stream`] makes one from the transport's two halves,
 //! [`serve`] pipes a local stream through them.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use futures::{Sink, SinkExt, StreamExt};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use crate::stream::{ConsumeSink, Stream, StreamError, StreamReader, StreamWriter, WriteSink};
+use crate::stream::{Stream, StreamError, TransportEnds, WriteOp, channel_stream};
 
 /// The largest data message.
 const MAX_MESSAGE: usize = 64 * 1024;
@@ -27,22 +25,18 @@ pub enum Frame {
     Closed,
 }
 
-enum WriteOp {
-    Data(Bytes, oneshot::Sender<Result<(), StreamError>>),
-    Finish,
-    Reset,
-}
-
 /// A stream whose bytes travel as `incoming` and `outgoing` frames.
 pub fn stream<I, O>(incoming: I, outgoing: O) -> Stream
 where
     I: futures::Stream<Item = Frame> + Send + Unpin + 'static,
     O: Sink<Frame, Error = String> + Send + Unpin + 'static,
 {
-    let (chunks_tx, chunks) = mpsc::unbounded_channel();
-    let (ops_tx, mut ops) = mpsc::unbounded_channel();
-    let credit = Arc::new(Semaphore::new(READ_AHEAD));
-    let reader_credit = credit.clone();
+    let (stream, ends) = channel_stream(READ_AHEAD);
+    let TransportEnds {
+        chunks: chunks_tx,
+        mut ops,
+        credit: reader_credit,
+    } = ends;
     let reader = tokio::spawn(async move {
         let mut incoming = incoming;
         while let Some(frame) = incoming.next().await {
@@ -99,10 +93,7 @@ where
             }
         }
     });
-    Stream {
-        reader: StreamReader::new(chunks, Some(Arc::new(Credit(credit)))),
-        writer: StreamWriter::new(Arc::new(Ops(ops_tx))),
-    }
+    stream
 }
 
 /// Pipes `stream` through a transport until both directions have ended.
@@ -161,32 +152,4 @@ where
     };
     tokio::join!(local_to_remote, remote_to_local);
     let _ = sender.await;
-}
-
-struct Credit(Arc<Semaphore>);
-
-impl ConsumeSink for Credit {
-    fn consumed(&self, n: usize) {
-        self.0.add_permits(n);
-    }
-}
-
-struct Ops(mpsc::UnboundedSender<WriteOp>);
-
-impl WriteSink for Ops {
-    fn write(&self, data: Bytes, done: oneshot::Sender<Result<(), StreamError>>) {
-        if let Err(mpsc::error::SendError(WriteOp::Data(_, done))) =
-            self.0.send(WriteOp::Data(data, done))
-        {
-            let _ = done.send(Err(StreamError::Reset("the transport has ended".into())));
-        }
-    }
-
-    fn finish(&self) {
-        let _ = self.0.send(WriteOp::Finish);
-    }
-
-    fn reset(&self) {
-        let _ = self.0.send(WriteOp::Reset);
-    }
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 /// Why a stream could not be opened. The kinds stay apart: only
 /// [`Refusal::NotDelivered`] says the worker learned nothing of the call, so
@@ -202,5 +202,74 @@ impl Drop for StreamWriter {
         if !self.finished {
             self.sink.finish();
         }
+    }
+}
+
+/// What a transport task hears from the writer of a [`channel_stream`].
+pub(crate) enum WriteOp {
+    /// Bytes to send; answer once the transport took them.
+    Data(Bytes, oneshot::Sender<Result<(), StreamError>>),
+    /// Half-close after what was written.
+    Finish,
+    /// Abandon both directions.
+    Reset,
+}
+
+/// The transport's side of a [`channel_stream`].
+pub(crate) struct TransportEnds {
+    /// Where incoming chunks go (an error resets the reader; dropping it ends the stream).
+    pub chunks: mpsc::UnboundedSender<Result<Bytes, StreamError>>,
+    /// The writer's operations, in order.
+    pub ops: mpsc::UnboundedReceiver<WriteOp>,
+    /// Bytes the transport may read ahead of the consumer: acquire before
+    /// handing a chunk over; the reader returns them as it consumes.
+    pub credit: Arc<Semaphore>,
+}
+
+/// A stream served by a transport task (a TCP connection, a relay
+/// websocket) through channels, reading at most `read_ahead` bytes ahead.
+pub(crate) fn channel_stream(read_ahead: usize) -> (Stream, TransportEnds) {
+    let (chunks_tx, chunks) = mpsc::unbounded_channel();
+    let (ops_tx, ops) = mpsc::unbounded_channel();
+    let credit = Arc::new(Semaphore::new(read_ahead));
+    let stream = Stream {
+        reader: StreamReader::new(chunks, Some(Arc::new(Credit(credit.clone())))),
+        writer: StreamWriter::new(Arc::new(Ops(ops_tx))),
+    };
+    (
+        stream,
+        TransportEnds {
+            chunks: chunks_tx,
+            ops,
+            credit,
+        },
+    )
+}
+
+struct Credit(Arc<Semaphore>);
+
+impl ConsumeSink for Credit {
+    fn consumed(&self, n: usize) {
+        self.0.add_permits(n);
+    }
+}
+
+struct Ops(mpsc::UnboundedSender<WriteOp>);
+
+impl WriteSink for Ops {
+    fn write(&self, data: Bytes, done: oneshot::Sender<Result<(), StreamError>>) {
+        if let Err(mpsc::error::SendError(WriteOp::Data(_, done))) =
+            self.0.send(WriteOp::Data(data, done))
+        {
+            let _ = done.send(Err(StreamError::Reset("the transport has ended".into())));
+        }
+    }
+
+    fn finish(&self) {
+        let _ = self.0.send(WriteOp::Finish);
+    }
+
+    fn reset(&self) {
+        let _ = self.0.send(WriteOp::Reset);
     }
 }

@@ -12,8 +12,9 @@ use crate::bindings::carrier::{Carrier, CarrierPre};
 use crate::engine::Runtime;
 use crate::error::{CallError, LoadError};
 use crate::inspect::PluginKind;
-use crate::policy::verify;
-use crate::sandbox::{SandboxState, arm, carrier_linker, classify};
+use crate::policy::compile;
+use crate::sandbox::{SandboxState, carrier_linker};
+use crate::stateful::Stateful;
 
 pub use types::{
     Action, CarrierError, Delivery, Endpoint, Header, Notification, Outgoing, Param, Query, Reply,
@@ -42,19 +43,15 @@ pub struct CarrierSource<'a> {
 
 /// A loaded, configured carrier instance.
 pub struct CarrierPlugin {
-    runtime: Arc<Runtime>,
-    store: Store<SandboxState>,
-    bindings: Carrier,
-    label: Arc<str>,
+    instance: Stateful<Carrier>,
     endpoints: Vec<Endpoint>,
     max_payload: u64,
-    poisoned: Option<CallError>,
 }
 
 impl std::fmt::Debug for CarrierPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CarrierPlugin")
-            .field("plugin", &self.label)
+            .field("plugin", self.instance.label())
             .finish()
     }
 }
@@ -67,19 +64,14 @@ impl CarrierPlugin {
         source: CarrierSource<'_>,
         now_ms: u64,
     ) -> Result<(Self, Vec<Action>), LoadError> {
-        let info = verify(source.bytes, source.sha256)?;
-        if info.kind != PluginKind::Carrier {
-            return Err(LoadError::WrongKind(format!(
-                "{}@{} is a {} plugin, not a carrier",
-                source.name,
-                source.version,
-                info.kind.as_str()
-            )));
-        }
-        let (component, _) = runtime.cache.get_or_compile(
-            &runtime.engine,
-            &source.sha256.to_ascii_lowercase(),
+        let (component, _) = compile(
+            runtime,
+            source.name,
+            source.version,
             source.bytes,
+            source.sha256,
+            PluginKind::Carrier,
+            "a carrier",
         )?;
         let linker =
             carrier_linker(&runtime.engine).map_err(|e| LoadError::Compile(e.to_string()))?;
@@ -88,23 +80,11 @@ impl CarrierPlugin {
             .and_then(CarrierPre::new)
             .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
         let label: Arc<str> = format!("{}@{}", source.name, source.version).into();
-        let mut store = Store::new(
-            &runtime.engine,
-            SandboxState::new(label.clone(), runtime.config.memory_limit_bytes),
-        );
-        store.limiter(|s| &mut s.limiter);
-        arm(runtime, &mut store);
-        let bindings = pre
-            .instantiate(&mut store)
-            .map_err(|e| LoadError::Instantiate(classify(e, &store, runtime)))?;
+        let instance = Stateful::new(runtime, label, |store| pre.instantiate(store))?;
         let mut plugin = Self {
-            runtime: runtime.clone(),
-            store,
-            bindings,
-            label,
+            instance,
             endpoints: Vec::new(),
             max_payload: 0,
-            poisoned: None,
         };
         let actions = plugin
             .call(|b, s| {
@@ -124,7 +104,7 @@ impl CarrierPlugin {
 
     /// `name@version`.
     pub fn label(&self) -> &Arc<str> {
-        &self.label
+        self.instance.label()
     }
 
     /// Whether the configuration allows opening `endpoint`: checked by the
@@ -146,7 +126,7 @@ impl CarrierPlugin {
 
     /// Why the instance can no longer be called, if it cannot.
     pub fn poisoned(&self) -> Option<&CallError> {
-        self.poisoned.as_ref()
+        self.instance.poisoned()
     }
 
     /// A connection opened.
@@ -285,16 +265,6 @@ impl CarrierPlugin {
         &mut self,
         f: impl FnOnce(&Carrier, &mut Store<SandboxState>) -> wasmtime::Result<T>,
     ) -> Result<T, CallError> {
-        if let Some(e) = &self.poisoned {
-            return Err(e.clone());
-        }
-        arm(&self.runtime, &mut self.store);
-        let result =
-            f(&self.bindings, &mut self.store).map_err(|e| classify(e, &self.store, &self.runtime));
-        if let Err(e) = &result {
-            // A trapped store cannot be entered again.
-            self.poisoned = Some(e.clone());
-        }
-        result
+        self.instance.call(f)
     }
 }

@@ -24,6 +24,7 @@ pub mod inspect;
 pub mod metrics;
 pub mod policy;
 pub mod sandbox;
+mod stateful;
 pub mod tunnel;
 
 pub use engine::{Runtime, RuntimeConfig};

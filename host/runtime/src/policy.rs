@@ -72,23 +72,41 @@ pub fn verify(bytes: &[u8], expected_sha256: &str) -> Result<crate::ComponentInf
     inspect(bytes)
 }
 
+/// A component to load: verified (digest, then world), of the `expected`
+/// kind (`what` names it in the error), compiled or taken from the cache.
+pub(crate) fn compile(
+    runtime: &Runtime,
+    name: &str,
+    version: &str,
+    bytes: &[u8],
+    sha256: &str,
+    expected: PluginKind,
+    what: &str,
+) -> Result<(wasmtime::component::Component, crate::cache::CompileSource), LoadError> {
+    let info = verify(bytes, sha256)?;
+    if info.kind != expected {
+        return Err(LoadError::WrongKind(format!(
+            "{name}@{version} is a {} plugin, not {what}",
+            info.kind.as_str()
+        )));
+    }
+    runtime
+        .cache
+        .get_or_compile(&runtime.engine, &sha256.to_ascii_lowercase(), bytes)
+}
+
 impl PolicyPlugin {
     /// Verifies, compiles (or takes from the cache), instantiates once,
     /// validates the settings and makes the smoke call (`points`).
     pub fn load(runtime: &Arc<Runtime>, source: PolicySource<'_>) -> Result<Arc<Self>, LoadError> {
-        let info = verify(source.bytes, source.sha256)?;
-        if info.kind != PluginKind::Policy {
-            return Err(LoadError::WrongKind(format!(
-                "{}@{} is a {} plugin, not an admission policy",
-                source.name,
-                source.version,
-                info.kind.as_str()
-            )));
-        }
-        let (component, compiled_from) = runtime.cache.get_or_compile(
-            &runtime.engine,
-            &source.sha256.to_ascii_lowercase(),
+        let (component, compiled_from) = compile(
+            runtime,
+            source.name,
+            source.version,
             source.bytes,
+            source.sha256,
+            PluginKind::Policy,
+            "an admission policy",
         )?;
         let linker =
             policy_linker(&runtime.engine).map_err(|e| LoadError::Compile(e.to_string()))?;

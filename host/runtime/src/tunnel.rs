@@ -12,8 +12,9 @@ use crate::bindings::tunnel::{Tunnel, TunnelPre};
 use crate::engine::Runtime;
 use crate::error::{CallError, LoadError};
 use crate::inspect::PluginKind;
-use crate::policy::verify;
-use crate::sandbox::{SandboxState, arm, classify, tunnel_linker};
+use crate::policy::compile;
+use crate::sandbox::{SandboxState, tunnel_linker};
+use crate::stateful::Stateful;
 
 pub use session::{BodySplit, Event, Lane, Refusal, Side, Step};
 
@@ -32,18 +33,14 @@ pub struct TunnelSource<'a> {
 
 /// One session's multiplexer.
 pub struct TunnelPlugin {
-    runtime: Arc<Runtime>,
-    store: Store<SandboxState>,
-    bindings: Tunnel,
-    label: Arc<str>,
+    instance: Stateful<Tunnel>,
     body_rule: BodySplit,
-    poisoned: Option<CallError>,
 }
 
 impl std::fmt::Debug for TunnelPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TunnelPlugin")
-            .field("plugin", &self.label)
+            .field("plugin", self.instance.label())
             .finish()
     }
 }
@@ -61,19 +58,14 @@ impl TunnelPlugin {
         lane: Lane,
         now_ms: u64,
     ) -> Result<(Self, Step), LoadError> {
-        let info = verify(source.bytes, source.sha256)?;
-        if info.kind != PluginKind::Tunnel {
-            return Err(LoadError::WrongKind(format!(
-                "{}@{} is a {} plugin, not a tunnel",
-                source.name,
-                source.version,
-                info.kind.as_str()
-            )));
-        }
-        let (component, _) = runtime.cache.get_or_compile(
-            &runtime.engine,
-            &source.sha256.to_ascii_lowercase(),
+        let (component, _) = compile(
+            runtime,
+            source.name,
+            source.version,
             source.bytes,
+            source.sha256,
+            PluginKind::Tunnel,
+            "a tunnel",
         )?;
         let linker =
             tunnel_linker(&runtime.engine).map_err(|e| LoadError::Compile(e.to_string()))?;
@@ -82,26 +74,14 @@ impl TunnelPlugin {
             .and_then(TunnelPre::new)
             .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
         let label: Arc<str> = format!("{}@{}", source.name, source.version).into();
-        let mut store = Store::new(
-            &runtime.engine,
-            SandboxState::new(label.clone(), runtime.config.memory_limit_bytes),
-        );
-        store.limiter(|s| &mut s.limiter);
-        arm(runtime, &mut store);
-        let bindings = pre
-            .instantiate(&mut store)
-            .map_err(|e| LoadError::Instantiate(classify(e, &store, runtime)))?;
+        let instance = Stateful::new(runtime, label, |store| pre.instantiate(store))?;
         let mut plugin = Self {
-            runtime: runtime.clone(),
-            store,
-            bindings,
-            label,
+            instance,
             body_rule: BodySplit {
                 kind_offset: 0,
                 kind: 0,
                 header_len: 0,
             },
-            poisoned: None,
         };
         let step = plugin.call(|b, s| {
             b.switchyard_carrier_session()
@@ -113,7 +93,7 @@ impl TunnelPlugin {
 
     /// `name@version`.
     pub fn label(&self) -> &Arc<str> {
-        &self.label
+        self.instance.label()
     }
 
     /// Where an incoming message's body starts, if it has one the host keeps.
@@ -184,16 +164,6 @@ impl TunnelPlugin {
         &mut self,
         f: impl FnOnce(&Tunnel, &mut Store<SandboxState>) -> wasmtime::Result<T>,
     ) -> Result<T, CallError> {
-        if let Some(e) = &self.poisoned {
-            return Err(e.clone());
-        }
-        arm(&self.runtime, &mut self.store);
-        let result =
-            f(&self.bindings, &mut self.store).map_err(|e| classify(e, &self.store, &self.runtime));
-        if let Err(e) = &result {
-            // A trapped store cannot be entered again.
-            self.poisoned = Some(e.clone());
-        }
-        result
+        self.instance.call(f)
     }
 }

@@ -10,14 +10,15 @@
 
 use std::sync::Arc;
 
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use switchyard_carrier::streams::{Lane, Relay};
 use switchyard_carrier::{Refusal, Stream};
 use switchyard_store::Store;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use switchyard_carrier::framed::{self, Frame};
+use switchyard_carrier::framed;
+use switchyard_carrier::tunnel::websocket;
 
 /// The header carrying the relay secret.
 pub const RELAY_HEADER: &str = "x-switchyard-relay";
@@ -81,8 +82,8 @@ async fn dial(
     )
     .await
     .map_err(|e| Refusal::NotDelivered(format!("relay to {address}: {e}")))?;
-    let (sink, mut source) = websocket.split();
-    let verdict = match source.next().await {
+    let mut websocket = websocket;
+    let verdict = match websocket.next().await {
         Some(Ok(Message::Text(text))) => text.to_string(),
         other => {
             return Err(Refusal::NotDelivered(format!(
@@ -91,24 +92,8 @@ async fn dial(
         }
     };
     parse_verdict(&verdict)?;
-    let incoming = source.filter_map(|message| async move {
-        match message {
-            Ok(Message::Binary(data)) => Some(Frame::Data(data)),
-            Ok(Message::Text(text)) if text.as_str() == "fin" => Some(Frame::Fin),
-            Ok(Message::Close(_)) | Err(_) => Some(Frame::Closed),
-            Ok(_) => None,
-        }
-    });
-    let outgoing = futures::sink::unfold(sink, |mut sink, frame: Frame| async move {
-        let message = match frame {
-            Frame::Data(data) => Message::Binary(data),
-            Frame::Fin => Message::Text("fin".into()),
-            Frame::Closed => Message::Close(None),
-        };
-        sink.send(message).await.map_err(|e| e.to_string())?;
-        Ok::<_, String>(sink)
-    });
-    Ok(framed::stream(Box::pin(incoming), Box::pin(outgoing)))
+    let (incoming, outgoing) = websocket::frames(websocket, websocket::tungstenite());
+    Ok(framed::stream(incoming, outgoing))
 }
 
 /// The holder's first message for an open's outcome.

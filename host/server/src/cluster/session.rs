@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket};
-use futures::{SinkExt, StreamExt};
 use switchyard_carrier::streams::{Acceptor, Lane};
-use switchyard_carrier::tunnel::{self, Transport, TunnelSession};
+use switchyard_carrier::tunnel::websocket::{self, Codec, Received};
+use switchyard_carrier::tunnel::{self, TunnelSession};
 use switchyard_carrier::{Refusal, Stream};
 
 use crate::state::AppState;
@@ -56,7 +56,7 @@ pub async fn hold(state: Arc<AppState>, node: String, lane: Lane, socket: WebSoc
         }
     };
     tracing::info!(node, lane = lane.as_str(), epoch, "worker session held");
-    pump(socket, transport).await;
+    websocket::pump_with(socket, transport, axum_codec()).await;
     registry.remove(&node, lane, id);
     match state
         .store
@@ -68,41 +68,17 @@ pub async fn hold(state: Arc<AppState>, node: String, lane: Lane, socket: WebSoc
     }
 }
 
-/// Moves an axum websocket's messages through a session's transport.
-async fn pump(socket: WebSocket, transport: Transport) {
-    let Transport {
-        incoming,
-        mut outgoing,
-    } = transport;
-    let (mut sink, mut source) = socket.split();
-    let writer = tokio::spawn(async move {
-        while let Some(message) = outgoing.recv().await {
-            if sink.feed(Message::Binary(message)).await.is_err() {
-                return;
-            }
-            while let Ok(more) = outgoing.try_recv() {
-                if sink.feed(Message::Binary(more)).await.is_err() {
-                    return;
-                }
-            }
-            if sink.flush().await.is_err() {
-                return;
-            }
-        }
-        let _ = sink.close().await;
-    });
-    let reason = loop {
-        match source.next().await {
-            Some(Ok(Message::Binary(message))) => {
-                if !incoming.message(message) {
-                    break "the session has ended".to_string();
-                }
-            }
-            Some(Ok(Message::Close(_))) | None => break "the worker closed the websocket".into(),
-            Some(Ok(_)) => {}
-            Some(Err(e)) => break format!("websocket error: {e}"),
-        }
-    };
-    incoming.closed(&reason);
-    let _ = writer.await;
+/// axum's websocket messages.
+pub fn axum_codec() -> Codec<Message> {
+    Codec {
+        binary: Message::Binary,
+        text: |text| Message::Text(text.into()),
+        close: || Message::Close(None),
+        read: |message| match message {
+            Message::Binary(data) => Received::Binary(data),
+            Message::Text(text) => Received::Text(text.to_string()),
+            Message::Close(_) => Received::Closed,
+            _ => Received::Other,
+        },
+    }
 }

@@ -7,15 +7,17 @@ use axum::extract::ws::{Message, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 use switchyard_carrier::Refusal;
-use switchyard_carrier::framed::{self, Frame};
+use switchyard_carrier::framed;
 use switchyard_carrier::streams::Lane;
 use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
+use switchyard_carrier::tunnel::websocket;
 
 use crate::cluster::relay::{RELAY_HEADER, verdict};
+use crate::cluster::session::axum_codec;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -66,32 +68,16 @@ pub async fn relay(
                     params.node, params.lane
                 ))),
             };
-            let (mut sink, source) = socket.split();
+            let mut socket = socket;
             let answer = verdict(opened.as_ref().map(|_| ()));
-            if sink.send(Message::Text(answer.into())).await.is_err() {
+            if socket.send(Message::Text(answer.into())).await.is_err() {
                 return;
             }
             let Ok(stream) = opened else {
-                let _ = sink.close().await;
+                let _ = socket.close().await;
                 return;
             };
-            let incoming = source.filter_map(|message| async move {
-                match message {
-                    Ok(Message::Binary(data)) => Some(Frame::Data(data)),
-                    Ok(Message::Text(text)) if text.as_str() == "fin" => Some(Frame::Fin),
-                    Ok(Message::Close(_)) | Err(_) => Some(Frame::Closed),
-                    Ok(_) => None,
-                }
-            });
-            let outgoing = futures::sink::unfold(sink, |mut sink, frame: Frame| async move {
-                let message = match frame {
-                    Frame::Data(data) => Message::Binary(data),
-                    Frame::Fin => Message::Text("fin".into()),
-                    Frame::Closed => Message::Close(None),
-                };
-                sink.send(message).await.map_err(|e| e.to_string())?;
-                Ok::<_, String>(sink)
-            });
-            framed::serve(stream, Box::pin(incoming), Box::pin(outgoing)).await;
+            let (incoming, outgoing) = websocket::frames(socket, axum_codec());
+            framed::serve(stream, incoming, outgoing).await;
         }))
 }
