@@ -21,6 +21,9 @@ pub enum Command {
     /// Workers (nodes) and registration tokens.
     #[command(subcommand)]
     Node(NodeCommand),
+    /// The model library.
+    #[command(subcommand)]
+    Model(ModelCommand),
     /// Carriers, offline.
     #[command(subcommand)]
     Carrier(CarrierCommand),
@@ -130,6 +133,50 @@ pub enum NodeCommand {
         /// A label.
         #[arg(long, default_value = "workers")]
         name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Hashes local files and registers them as a model revision (uploads
+    /// only what the library lacks; nothing is downloaded).
+    Import {
+        /// A file, or a folder whose files (recursively) make the revision.
+        path: PathBuf,
+        /// The model's id, e.g. llama-3-8b-instruct.
+        #[arg(long)]
+        id: String,
+        /// The revision, e.g. q4_k_m-2024-05.
+        #[arg(long)]
+        revision: String,
+        /// The licence to record.
+        #[arg(long)]
+        licence: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List revisions.
+    List {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Show a revision's manifest.
+    Show {
+        /// The model's id.
+        id: String,
+        /// The revision.
+        revision: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Delete a revision (and the library's blobs no other revision uses).
+    Delete {
+        /// The model's id.
+        id: String,
+        /// The revision.
+        revision: String,
         #[command(flatten)]
         api: ApiArgs,
     },

@@ -2,7 +2,9 @@
 
 mod admin;
 mod conformance;
+mod model;
 mod policy_test;
+mod progress;
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -38,6 +40,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }),
         Command::Node(c) => block_on(admin::node(c)),
+        Command::Model(c) => block_on(model::model(c)),
         Command::Carrier(CarrierCommand::Conformance {
             component,
             config,

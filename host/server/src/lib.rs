@@ -7,6 +7,7 @@
 //! - [`admission`]: the chains this replica serves, and how it follows new generations.
 //! - [`auth`]: API keys and scopes.
 //! - [`cluster`]: the carrier set, its seams, worker sessions and the relay.
+//! - [`library`]: the model library's bytes, content-addressed and verified.
 //! - [`error`]: one mapping from errors to HTTP status and a stable code.
 //! - [`routes`]: the HTTP API, one file per area; [`routes::app`] builds the router.
 //! - [`openapi`]: the OpenAPI document of the admin API.
@@ -16,6 +17,7 @@ pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod error;
+pub mod library;
 pub mod openapi;
 pub mod routes;
 pub mod server;

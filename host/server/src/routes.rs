@@ -6,6 +6,7 @@ pub mod diagnostics;
 pub mod health;
 pub mod keys;
 pub mod metrics;
+pub mod models;
 pub mod nodes;
 pub mod plugins;
 pub mod relay;
@@ -44,6 +45,17 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/api/admission/{point}/evaluate", post(admission::evaluate))
         .route("/api/keys", post(keys::create).get(keys::list))
         .route("/api/keys/{id}", axum::routing::delete(keys::revoke))
+        .route(
+            "/api/library/blobs/{sha256}",
+            put(models::put_blob)
+                .get(models::blob)
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route("/api/models", post(models::register).get(models::list))
+        .route(
+            "/api/models/{id}/{revision}",
+            get(models::show).delete(models::delete),
+        )
         .route("/api/nodes", get(nodes::list))
         .route(
             "/api/nodes/registration-tokens",

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::admission::{Admission, follow};
 use crate::config::ServeConfig;
+use crate::library::Library;
 use crate::routes::app;
 use crate::state::AppState;
 
@@ -112,6 +113,12 @@ async fn serve(
         runtime,
         instance_id: instance_id.clone(),
         auto_approve: config.auto_approve,
+        library: Library::open(&config.data_dir.join("library")).with_context(|| {
+            format!(
+                "opening the model library under {}",
+                config.data_dir.display()
+            )
+        })?,
         cluster,
         admission_synced: AtomicBool::new(false),
     });

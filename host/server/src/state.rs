@@ -8,6 +8,7 @@ use switchyard_store::Store;
 
 use crate::admission::Admission;
 use crate::cluster::Cluster;
+use crate::library::Library;
 
 /// Shared by every handler of a replica.
 #[derive(Debug)]
@@ -22,6 +23,8 @@ pub struct AppState {
     pub instance_id: String,
     /// Approve registering workers at once (`--auto-approve`).
     pub auto_approve: bool,
+    /// The model library's bytes.
+    pub library: Library,
     /// The carrier set and its seams; `None` without carrier components.
     pub cluster: Option<Arc<Cluster>>,
     /// Set once the first sync of admission generations finished.

@@ -17,6 +17,7 @@ pub mod error;
 pub mod instances;
 pub mod keys;
 pub mod migrations;
+pub mod models;
 pub mod nodes;
 pub mod plugins;
 
