@@ -4,6 +4,7 @@
 //! HTTP, which exists whatever the carrier.
 //!
 //! # Layout
+//! - [`engines`]: engine kinds and the supervisor that keeps them alive.
 //! - [`config`]: what the worker is configured with.
 //! - [`identity`]: the node id and credential kept under the data directory.
 //! - [`inventory`]: what the machine reports (CPUs, memory).
@@ -15,6 +16,7 @@
 pub mod carrier;
 pub mod client;
 pub mod config;
+pub mod engines;
 pub mod identity;
 pub mod inventory;
 mod run;
