@@ -5,6 +5,7 @@ mod auth;
 mod chains;
 mod cli;
 mod embedded;
+mod engines;
 mod models;
 mod nodes;
 mod openapi;

@@ -24,6 +24,9 @@ pub enum Command {
     /// The model library.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Engines the worker starts (not usually run by hand).
+    #[command(subcommand)]
+    Engine(EngineCommand),
     /// Carriers, offline.
     #[command(subcommand)]
     Carrier(CarrierCommand),
@@ -112,6 +115,12 @@ pub struct WorkerArgs {
     /// The NATS server, for a cluster whose carrier is nats.
     #[arg(long, env = "SWITCHYARD_NATS_URL", hide_env_values = true)]
     pub nats_url: Option<String>,
+    /// Declare GPUs instead of detecting them: `name=H200,memory=141GiB[,count=2]`, repeatable.
+    #[arg(long = "gpu")]
+    pub gpus: Vec<switchyard_gpu::GpuSpec>,
+    /// Declare GPUs from a JSON file: `[{"name": "H200", "memory": "141GiB", "count": 2}]`.
+    #[arg(long)]
+    pub gpu_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -135,6 +144,31 @@ pub enum NodeCommand {
         name: String,
         #[command(flatten)]
         api: ApiArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EngineCommand {
+    /// The reference engine: OpenAI-compatible, deterministic, no GPU.
+    Reference {
+        /// The model file (its SHA-256 seeds the generator).
+        #[arg(long)]
+        model: PathBuf,
+        /// The model id clients use [default: the file's stem].
+        #[arg(long)]
+        served_model_name: Option<String>,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8000")]
+        listen: std::net::SocketAddr,
+        /// Delay per generated token, in ms.
+        #[arg(long, default_value_t = 0)]
+        token_delay_ms: u64,
+        /// Delay before the first token, in ms.
+        #[arg(long, default_value_t = 0)]
+        first_token_delay_ms: u64,
+        /// Requests served at once (beyond: 429) [default: no limit].
+        #[arg(long)]
+        max_concurrency: Option<usize>,
     },
 }
 

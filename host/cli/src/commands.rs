@@ -9,7 +9,7 @@ mod progress;
 use std::future::Future;
 use std::process::ExitCode;
 
-use crate::cli::{CarrierCommand, Cli, Command, PolicyCommand};
+use crate::cli::{CarrierCommand, Cli, Command, EngineCommand, PolicyCommand};
 
 /// Runs the command; `Ok` carries the exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -35,12 +35,33 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 heartbeat_interval: std::time::Duration::from_millis(args.heartbeat_ms),
                 carrier_plugins: args.carrier_plugins,
                 nats_url: args.nats_url.filter(|u| !u.is_empty()),
+                gpus: declared_gpus(args.gpus, args.gpu_file.as_deref())?,
             };
             switchyard_worker::run(config, switchyard_server::server::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)
         }),
         Command::Node(c) => block_on(admin::node(c)),
         Command::Model(c) => block_on(model::model(c)),
+        Command::Engine(EngineCommand::Reference {
+            model,
+            served_model_name,
+            listen,
+            token_delay_ms,
+            first_token_delay_ms,
+            max_concurrency,
+        }) => block_on(async move {
+            let config = switchyard_reference_engine::ReferenceConfig {
+                served_model_name,
+                listen,
+                token_delay: std::time::Duration::from_millis(token_delay_ms),
+                first_token_delay: std::time::Duration::from_millis(first_token_delay_ms),
+                max_concurrency,
+                ..switchyard_reference_engine::ReferenceConfig::new(model)
+            };
+            switchyard_reference_engine::run(config, switchyard_server::server::shutdown_signal())
+                .await?;
+            Ok(ExitCode::SUCCESS)
+        }),
         Command::Carrier(CarrierCommand::Conformance {
             component,
             config,
@@ -54,4 +75,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn block_on<T>(future: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
     tokio::runtime::Runtime::new()?.block_on(future)
+}
+
+/// The GPUs declared with `--gpu` and `--gpu-file`, indexed in that order.
+fn declared_gpus(
+    specs: Vec<switchyard_gpu::GpuSpec>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<switchyard_gpu::Gpu>> {
+    let mut all = specs;
+    if let Some(file) = file {
+        all.extend(switchyard_gpu::declared::read_file(file)?);
+    }
+    Ok(switchyard_gpu::declared::expand(&all))
 }

@@ -24,6 +24,8 @@ pub struct WorkerConfig {
     /// The NATS server, for a cluster whose carrier is `nats` (may hold
     /// credentials, never shown).
     pub nats_url: Option<String>,
+    /// GPUs declared by the operator (`--gpu`, `--gpu-file`); empty: detect.
+    pub gpus: Vec<switchyard_gpu::Gpu>,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -41,6 +43,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("carrier_plugins", &self.carrier_plugins)
             .field("nats_url", &self.nats_url.as_ref().map(|_| "<set>"))
+            .field("gpus", &self.gpus)
             .finish()
     }
 }

@@ -1,23 +1,33 @@
-//! What the machine reports with its registration and heartbeats. GPUs
-//! (NVML, nvidia-smi or a declared inventory) arrive with the engines work.
+//! What the machine reports with its registration and heartbeats: CPUs,
+//! memory (total and available), the disk under the data directory, and
+//! GPUs (NVML, nvidia-smi or a declared inventory; see `switchyard-gpu`).
+
+use std::path::Path;
 
 use serde_json::{Value, json};
+use switchyard_gpu::Inventory;
 
-/// CPUs, memory and the host name, read from the machine.
-pub fn collect() -> Value {
-    let memory_bytes = std::fs::read_to_string("/proc/meminfo")
+/// The machine now, with the GPUs found at start.
+pub fn collect(gpus: &Inventory, data_dir: &Path) -> Value {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    };
+    let disk = crate::placement::disk_space(data_dir)
         .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        })
-        .map(|kib| kib * 1024);
+        .map(|(total, available)| json!({"total_bytes": total, "available_bytes": available}));
     json!({
         "hostname": hostname(),
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-        "memory_bytes": memory_bytes,
-        "gpus": [],
+        "memory_bytes": field("MemTotal:"),
+        "memory_available_bytes": field("MemAvailable:"),
+        "disk": disk,
+        "gpu_source": gpus.source,
+        "gpus": gpus.gpus,
     })
 }
 

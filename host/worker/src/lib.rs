@@ -7,6 +7,7 @@
 //! - [`engines`]: engine kinds and the supervisor that keeps them alive.
 //! - [`config`]: what the worker is configured with.
 //! - [`identity`]: the node id and credential kept under the data directory.
+//! - [`placement`]: the verified placement cache of model files.
 //! - [`inventory`]: what the machine reports (CPUs, memory).
 //! - [`client`]: the frontend's node API.
 //! - [`carrier`]: the worker's side of the cluster's carrier set.
@@ -19,6 +20,7 @@ pub mod config;
 pub mod engines;
 pub mod identity;
 pub mod inventory;
+pub mod placement;
 mod run;
 pub mod services;
 

@@ -17,9 +17,15 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), WorkerError> {
     let client = FrontendClient::new(&config.frontend);
+    let declared = config.gpus.clone();
+    // NVML and nvidia-smi block: off the async workers.
+    let gpus = tokio::task::spawn_blocking(move || switchyard_gpu::detect(&declared))
+        .await
+        .unwrap_or_else(|_| switchyard_gpu::Inventory::none());
+    tracing::info!(source = %gpus.source, count = gpus.gpus.len(), "GPU inventory");
     let mut identity = match identity::load(&config.data_dir)? {
         Some(identity) if identity.frontend == config.frontend.trim_end_matches('/') => identity,
-        _ => register(&client, &config).await?,
+        _ => register(&client, &config, &gpus).await?,
     };
     tokio::pin!(shutdown);
     let mut state = String::new();
@@ -34,7 +40,10 @@ pub async fn run(
         config.nats_url.clone(),
     );
     loop {
-        match client.heartbeat(&identity, &inventory::collect()).await {
+        match client
+            .heartbeat(&identity, &inventory::collect(&gpus, &config.data_dir))
+            .await
+        {
             Ok(HeartbeatAnswer::Ok {
                 state: now,
                 carrier,
@@ -59,7 +68,7 @@ pub async fn run(
             Ok(HeartbeatAnswer::CredentialRefused) => {
                 tracing::warn!(node = %identity.node_id, "the frontend refused this node's credential; registering again");
                 link.stop();
-                identity = register(&client, &config).await?;
+                identity = register(&client, &config, &gpus).await?;
                 continue;
             }
             Err(e) => tracing::warn!(error = %e, "heartbeat failed; retrying"),
@@ -71,7 +80,11 @@ pub async fn run(
     }
 }
 
-async fn register(client: &FrontendClient, config: &WorkerConfig) -> Result<Identity, WorkerError> {
+async fn register(
+    client: &FrontendClient,
+    config: &WorkerConfig,
+    gpus: &switchyard_gpu::Inventory,
+) -> Result<Identity, WorkerError> {
     let token = config
         .registration_token
         .as_deref()
@@ -81,7 +94,7 @@ async fn register(client: &FrontendClient, config: &WorkerConfig) -> Result<Iden
             token,
             &config.name,
             config.address.as_deref(),
-            &inventory::collect(),
+            &inventory::collect(gpus, &config.data_dir),
         )
         .await?;
     identity::store(&config.data_dir, &identity)?;
