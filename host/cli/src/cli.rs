@@ -121,6 +121,9 @@ pub struct WorkerArgs {
     /// Declare GPUs from a JSON file: `[{"name": "H200", "memory": "141GiB", "count": 2}]`.
     #[arg(long)]
     pub gpu_file: Option<PathBuf>,
+    /// Disk kept free when model files arrive, in MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub disk_reserve_mib: u64,
 }
 
 #[derive(Debug, Subcommand)]

@@ -36,6 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 carrier_plugins: args.carrier_plugins,
                 nats_url: args.nats_url.filter(|u| !u.is_empty()),
                 gpus: declared_gpus(args.gpus, args.gpu_file.as_deref())?,
+                disk_reserve_bytes: args.disk_reserve_mib << 20,
             };
             switchyard_worker::run(config, switchyard_server::server::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)

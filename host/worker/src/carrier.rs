@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::identity::Identity;
-use crate::services;
+use crate::node::Node;
 
 /// Longest wait between two dials.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -32,6 +32,7 @@ pub struct CarrierLink {
     plugins: Option<PathBuf>,
     address: Option<String>,
     nats_url: Option<String>,
+    node: Arc<Node>,
     running: Option<(String, Vec<JoinHandle<()>>)>,
 }
 
@@ -50,12 +51,14 @@ impl CarrierLink {
         plugins: Option<PathBuf>,
         address: Option<String>,
         nats_url: Option<String>,
+        node: Arc<Node>,
     ) -> Self {
         Self {
             runtime,
             plugins,
             address,
             nats_url,
+            node,
             running: None,
         }
     }
@@ -87,7 +90,7 @@ impl CarrierLink {
             self.running = Some((carrier.to_string(), Vec::new()));
             return;
         };
-        let acceptor = services::acceptor(services::control_verbs());
+        let acceptor = self.node.acceptor();
         let tasks = match carrier {
             "tunnel" => match spec(&plugins, "tunnel") {
                 Ok(spec) => vec![tokio::spawn(hold_lanes(
@@ -139,10 +142,9 @@ impl CarrierLink {
         }) {
             Ok(carrier) => {
                 let node = identity.node_id.clone();
+                let control = self.node.control();
                 tasks.push(tokio::spawn(async move {
-                    if let Err(e) =
-                        serve_control_on_carrier(carrier, &node, services::control_verbs()).await
-                    {
+                    if let Err(e) = serve_control_on_carrier(carrier, &node, control).await {
                         tracing::error!(error = %e, "control verbs are not served on NATS");
                     }
                 }));

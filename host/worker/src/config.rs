@@ -26,6 +26,8 @@ pub struct WorkerConfig {
     pub nats_url: Option<String>,
     /// GPUs declared by the operator (`--gpu`, `--gpu-file`); empty: detect.
     pub gpus: Vec<switchyard_gpu::Gpu>,
+    /// Disk kept free when model files arrive.
+    pub disk_reserve_bytes: u64,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -44,6 +46,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("carrier_plugins", &self.carrier_plugins)
             .field("nats_url", &self.nats_url.as_ref().map(|_| "<set>"))
             .field("gpus", &self.gpus)
+            .field("disk_reserve_bytes", &self.disk_reserve_bytes)
             .finish()
     }
 }

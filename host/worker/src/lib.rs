@@ -7,6 +7,7 @@
 //! - [`engines`]: engine kinds and the supervisor that keeps them alive.
 //! - [`config`]: what the worker is configured with.
 //! - [`identity`]: the node id and credential kept under the data directory.
+//! - [`node`]: the worker's control verbs and stream services over its cache and engines.
 //! - [`placement`]: the verified placement cache of model files.
 //! - [`inventory`]: what the machine reports (CPUs, memory).
 //! - [`client`]: the frontend's node API.
@@ -20,6 +21,7 @@ pub mod config;
 pub mod engines;
 pub mod identity;
 pub mod inventory;
+pub mod node;
 pub mod placement;
 mod run;
 pub mod services;

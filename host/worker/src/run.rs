@@ -7,7 +7,10 @@ use switchyard_runtime::{Runtime, RuntimeConfig};
 use crate::carrier::CarrierLink;
 use crate::client::{FrontendClient, HeartbeatAnswer};
 use crate::config::WorkerConfig;
+use crate::engines::EngineBinaries;
 use crate::identity::{self, Identity};
+use crate::node::Node;
+use crate::placement::Placement;
 use crate::{WorkerError, inventory};
 
 /// Registers if this machine has no identity yet (or its credential was
@@ -33,15 +36,22 @@ pub async fn run(
         config.data_dir.join("cache"),
     )))
     .map_err(|e| WorkerError::Frontend(format!("the plugin runtime did not start: {e}")))?;
+    let placement = Placement::open(&config.data_dir.join("models"), config.disk_reserve_bytes)
+        .map_err(|e| WorkerError::Identity {
+            path: config.data_dir.join("models").display().to_string(),
+            message: e.to_string(),
+        })?;
+    let node = Node::new(placement, EngineBinaries::default());
     let mut link = CarrierLink::new(
         runtime,
         config.carrier_plugins.clone(),
         config.address.clone(),
         config.nats_url.clone(),
+        node.clone(),
     );
     loop {
         match client
-            .heartbeat(&identity, &inventory::collect(&gpus, &config.data_dir))
+            .heartbeat(&identity, &report(&gpus, &config, &node))
             .await
         {
             Ok(HeartbeatAnswer::Ok {
@@ -100,4 +110,15 @@ async fn register(
     identity::store(&config.data_dir, &identity)?;
     println!("registered as {} ({state})", identity.node_id);
     Ok(identity)
+}
+
+/// A heartbeat's report: the machine and the engines.
+fn report(
+    gpus: &switchyard_gpu::Inventory,
+    config: &WorkerConfig,
+    node: &Node,
+) -> serde_json::Value {
+    let mut report = inventory::collect(gpus, &config.data_dir);
+    report["engines"] = serde_json::json!(node.engines());
+    report
 }
