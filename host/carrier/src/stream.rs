@@ -61,6 +61,9 @@ pub(crate) trait WriteSink: Send + Sync {
 /// Reports bytes the reader took, so the transport can return credit.
 pub(crate) trait ConsumeSink: Send + Sync {
     fn consumed(&self, n: usize);
+    /// The reader was dropped before the end: the peer's sending is
+    /// pointless (a client went away), so the transport may reset the stream.
+    fn abandoned(&self) {}
 }
 
 /// Chunks arrive on a channel: an error means reset, the end means the peer finished.
@@ -75,6 +78,7 @@ pub struct StreamReader {
     chunks: Chunks,
     consumer: Option<Arc<dyn ConsumeSink>>,
     unreported: usize,
+    ended: bool,
 }
 
 impl std::fmt::Debug for StreamReader {
@@ -89,6 +93,7 @@ impl StreamReader {
             chunks,
             consumer,
             unreported: 0,
+            ended: false,
         }
     }
 
@@ -105,11 +110,14 @@ impl StreamReader {
             }
             Err(mpsc::error::TryRecvError::Disconnected) => None,
         };
-        if let Some(Ok(chunk)) = &next {
-            self.unreported += chunk.len();
-            if self.unreported >= CONSUME_BATCH {
-                self.report();
+        match &next {
+            Some(Ok(chunk)) => {
+                self.unreported += chunk.len();
+                if self.unreported >= CONSUME_BATCH {
+                    self.report();
+                }
             }
+            Some(Err(_)) | None => self.ended = true,
         }
         next
     }
@@ -129,6 +137,28 @@ impl StreamReader {
         Ok(all)
     }
 
+    /// The first line (without its newline, at most `limit` bytes) and what
+    /// followed it in the same chunk: a stream's request or answer head.
+    pub async fn read_line(&mut self, limit: usize) -> Result<(Vec<u8>, Bytes), StreamError> {
+        let mut line = Vec::new();
+        while let Some(chunk) = self.read().await {
+            let chunk = chunk?;
+            if let Some(end) = chunk.iter().position(|b| *b == b'\n') {
+                line.extend_from_slice(&chunk[..end]);
+                return Ok((line, chunk.slice(end + 1..)));
+            }
+            line.extend_from_slice(&chunk);
+            if line.len() > limit {
+                return Err(StreamError::Reset(format!(
+                    "the first line is longer than {limit} bytes"
+                )));
+            }
+        }
+        Err(StreamError::Reset(
+            "the stream ended before its first line".into(),
+        ))
+    }
+
     fn report(&mut self) {
         if self.unreported > 0 {
             if let Some(consumer) = &self.consumer {
@@ -142,6 +172,11 @@ impl StreamReader {
 impl Drop for StreamReader {
     fn drop(&mut self) {
         self.report();
+        if !self.ended
+            && let Some(consumer) = &self.consumer
+        {
+            consumer.abandoned();
+        }
     }
 }
 

@@ -9,6 +9,8 @@
 //! - [`cluster`]: the carrier set, its seams, worker sessions and the relay.
 //! - [`library`]: the model library's bytes, content-addressed and verified.
 //! - [`error`]: one mapping from errors to HTTP status and a stable code.
+//! - [`scheduler`]: deployments to replicas: placement, staging, engines.
+//! - [`routing`]: which replica serves a `/v1` request.
 //! - [`routes`]: the HTTP API, one file per area; [`routes::app`] builds the router.
 //! - [`openapi`]: the OpenAPI document of the admin API.
 
@@ -20,6 +22,8 @@ pub mod error;
 pub mod library;
 pub mod openapi;
 pub mod routes;
+pub mod routing;
+pub mod scheduler;
 pub mod server;
 pub mod state;
 

@@ -2,12 +2,14 @@
 
 pub mod admission;
 pub mod cluster;
+pub mod deployments;
 pub mod diagnostics;
 pub mod health;
 pub mod keys;
 pub mod metrics;
 pub mod models;
 pub mod nodes;
+pub mod openai;
 pub mod plugins;
 pub mod relay;
 
@@ -56,6 +58,19 @@ pub fn app(state: Arc<AppState>) -> Router {
             "/api/models/{id}/{revision}",
             get(models::show).delete(models::delete),
         )
+        .route(
+            "/api/deployments",
+            post(deployments::create).get(deployments::list),
+        )
+        .route(
+            "/api/deployments/{id}",
+            get(deployments::show).delete(deployments::delete),
+        )
+        .route("/api/deployments/{id}/replicas", put(deployments::scale))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/chat/completions", post(openai::chat))
+        .route("/v1/completions", post(openai::completions))
+        .route("/v1/embeddings", post(openai::embeddings))
         .route("/api/nodes", get(nodes::list))
         .route(
             "/api/nodes/registration-tokens",

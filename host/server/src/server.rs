@@ -15,6 +15,8 @@ use crate::admission::{Admission, follow};
 use crate::config::ServeConfig;
 use crate::library::Library;
 use crate::routes::app;
+use crate::routing::Routing;
+use crate::scheduler::Scheduler;
 use crate::state::AppState;
 
 /// How often a replica refreshes its row in `instances`.
@@ -113,6 +115,8 @@ async fn serve(
         runtime,
         instance_id: instance_id.clone(),
         auto_approve: config.auto_approve,
+        scheduler: Scheduler::default(),
+        routing: Routing::default(),
         library: Library::open(&config.data_dir.join("library")).with_context(|| {
             format!(
                 "opening the model library under {}",
@@ -125,6 +129,10 @@ async fn serve(
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let follower = tokio::spawn(follow(state.clone(), config.poll_interval, stop_rx.clone()));
+    let reconciler = tokio::spawn(crate::scheduler::reconcile::run(
+        state.clone(),
+        stop_rx.clone(),
+    ));
     let heartbeat = tokio::spawn(heartbeat(
         store.clone(),
         instance_id.clone(),
@@ -153,7 +161,7 @@ async fn serve(
     }
 
     let _ = stop_tx.send(true);
-    let _ = tokio::join!(follower, heartbeat);
+    let _ = tokio::join!(follower, heartbeat, reconciler);
     if let Err(e) = store.remove_instance(&instance_id).await {
         tracing::warn!(error = %e, "could not remove this replica from instances");
     }

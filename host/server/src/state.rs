@@ -9,6 +9,8 @@ use switchyard_store::Store;
 use crate::admission::Admission;
 use crate::cluster::Cluster;
 use crate::library::Library;
+use crate::routing::Routing;
+use crate::scheduler::Scheduler;
 
 /// Shared by every handler of a replica.
 #[derive(Debug)]
@@ -23,6 +25,10 @@ pub struct AppState {
     pub instance_id: String,
     /// Approve registering workers at once (`--auto-approve`).
     pub auto_approve: bool,
+    /// Where deployments' replicas are being brought up by this frontend.
+    pub scheduler: Scheduler,
+    /// Which replica serves each model.
+    pub routing: Routing,
     /// The model library's bytes.
     pub library: Library,
     /// The carrier set and its seams; `None` without carrier components.

@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod cluster;
+pub mod deployments;
 pub mod embedded;
 pub mod error;
 pub mod instances;

@@ -13,6 +13,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (2, "nodes", include_str!("../migrations/0002_nodes.sql")),
     (3, "cluster", include_str!("../migrations/0003_cluster.sql")),
     (4, "models", include_str!("../migrations/0004_models.sql")),
+    (
+        5,
+        "deployments",
+        include_str!("../migrations/0005_deployments.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").

@@ -131,7 +131,7 @@ impl Node {
                         }
                         Ok(Bytes::from(json!({"deleted": digests.len()}).to_string()))
                     }
-                    "engine.start" => node.start_engine(parse(&payload)?),
+                    "engine.start" => node.start_engine(node.resolve_model(parse(&payload)?)?),
                     "engine.stop" | "engine.drain" => {
                         let target: EngineRef = parse(&payload)?;
                         let engine = node
@@ -159,6 +159,22 @@ impl Node {
                 }
             })
         })
+    }
+
+    /// An engine spec that names its model by SHA-256 (`model_sha256`)
+    /// runs the placement cache's verified copy.
+    fn resolve_model(&self, mut request: Value) -> Result<EngineSpec, ControlRefusal> {
+        if let Some(sha256) = request["model_sha256"].as_str() {
+            let path = self.placement.path(sha256);
+            if !path.is_file() {
+                return Err(refusal(
+                    "model_missing",
+                    format!("file {sha256} is not in this worker's placement cache"),
+                ));
+            }
+            request["model_path"] = json!(path);
+        }
+        serde_json::from_value(request).map_err(|e| refusal("invalid_request", e))
     }
 
     fn start_engine(&self, spec: EngineSpec) -> Result<Bytes, ControlRefusal> {
@@ -226,12 +242,19 @@ impl Node {
             Ok((head, rest)) => match serde_json::from_slice::<Range>(&head) {
                 Err(e) => json!({"error": {"code": "invalid_request", "message": e.to_string()}}),
                 Ok(range) => {
-                    let body = chunks(rest, reader);
-                    match self
+                    let received = self
                         .placement
-                        .receive(&range.sha256, range.size, range.offset, range.length, body)
-                        .await
-                    {
+                        .receive(
+                            &range.sha256,
+                            range.size,
+                            range.offset,
+                            range.length,
+                            chunks(rest, &mut reader),
+                        )
+                        .await;
+                    // The sender's end: read it, so the stream closes cleanly.
+                    while let Some(Ok(_)) = reader.read().await {}
+                    match received {
                         Ok((offset, complete)) => json!({"offset": offset, "complete": complete}),
                         Err(e) => json!({"error": {"code": "placement", "message": e.to_string(),
                             "state": self.placement.state(&range.sha256, range.size)}}),
@@ -373,28 +396,16 @@ fn state_name(state: &EngineState) -> &'static str {
 
 /// The request's first line, and what came after it in the same chunk.
 async fn read_head(reader: &mut StreamReader) -> Result<(Vec<u8>, Bytes), String> {
-    let mut head = Vec::new();
-    while let Some(chunk) = reader.read().await {
-        let chunk = chunk.map_err(|e| e.to_string())?;
-        if let Some(end) = chunk.iter().position(|b| *b == b'\n') {
-            head.extend_from_slice(&chunk[..end]);
-            return Ok((head, chunk.slice(end + 1..)));
-        }
-        head.extend_from_slice(&chunk);
-        if head.len() > MAX_HEAD {
-            return Err(format!("the first line is longer than {MAX_HEAD} bytes"));
-        }
-    }
-    Err("the stream ended before its first line".into())
+    reader.read_line(MAX_HEAD).await.map_err(|e| e.to_string())
 }
 
 /// `first`, then the rest of the stream, as the placement cache reads it.
 fn chunks(
     first: Bytes,
-    reader: StreamReader,
-) -> impl futures::Stream<Item = Result<Bytes, String>> + Unpin {
+    reader: &mut StreamReader,
+) -> impl futures::Stream<Item = Result<Bytes, String>> + Unpin + '_ {
     let first = futures::stream::iter((!first.is_empty()).then_some(Ok(first)));
-    let rest = futures::stream::unfold(reader, |mut reader| async move {
+    let rest = futures::stream::unfold(reader, |reader| async move {
         let chunk = reader.read().await?;
         Some((chunk.map_err(|e| e.to_string()), reader))
     });

@@ -466,4 +466,8 @@ impl ConsumeSink for StreamHandle {
     fn consumed(&self, n: usize) {
         let _ = self.commands.send(Command::Consumed { stream: self.id, n });
     }
+
+    fn abandoned(&self) {
+        let _ = self.commands.send(Command::Reset(self.id));
+    }
 }

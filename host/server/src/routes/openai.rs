@@ -1,0 +1,270 @@
+//! The OpenAI-compatible API: `/v1/chat/completions`, `/v1/completions`,
+//! `/v1/embeddings` and `/v1/models`, for keys with the `inference` scope.
+//! Every request runs the `inference` admission chain (a denial is 403 with
+//! the policy's code; a patch is applied to the body), then goes to the
+//! least-loaded ready replica over the streams seam (inference lane); the
+//! engine's answer, SSE included, streams back as it comes. Dropping the
+//! client's connection resets the stream, which cancels the engine's work.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use switchyard_carrier::streams::Lane;
+use switchyard_carrier::{Stream, StreamError};
+use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision, Patch};
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::routing::NoRoute;
+use crate::state::AppState;
+
+/// The longest answer head a worker sends.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// An error with a `Retry-After`.
+fn retry_after(status: StatusCode, code: &'static str, message: &str, seconds: u32) -> Response {
+    let body = json!({"error": {"code": code, "type": code, "message": message}});
+    (
+        status,
+        [(header::RETRY_AFTER, seconds.to_string())],
+        Json(body),
+    )
+        .into_response()
+}
+
+/// The models this cluster serves.
+#[utoipa::path(get, path = "/v1/models", tag = "inference",
+    responses((status = 200, description = "`{object: \"list\", data: [{id, object, created, owned_by}]}`")))]
+pub async fn models(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require("inference")?;
+    let models = state.routing.models();
+    let mut data: Vec<Value> = models
+        .keys()
+        .map(|name| json!({"id": name, "object": "model", "created": 0, "owned_by": "switchyard"}))
+        .collect();
+    data.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    Ok(Json(json!({"object": "list", "data": data})))
+}
+
+/// Chat completions (streaming with `"stream": true`).
+#[utoipa::path(post, path = "/v1/chat/completions", tag = "inference",
+    request_body(content = Object, description = "an OpenAI chat completion request"),
+    responses(
+        (status = 200, description = "the engine's answer (JSON, or SSE when streaming)"),
+        (status = 403, description = "the inference chain denied: the policy's code and message"),
+        (status = 404, description = "`model_not_found`"),
+        (status = 429, description = "`replicas_busy`: every replica at its limit; Retry-After"),
+        (status = 503, description = "`model_loading`: no replica ready yet; Retry-After"),
+    ))]
+pub async fn chat(caller: Caller, State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    proxy(caller, state, "/v1/chat/completions", body).await
+}
+
+/// Text completions.
+#[utoipa::path(post, path = "/v1/completions", tag = "inference",
+    request_body(content = Object, description = "an OpenAI completion request"),
+    responses((status = 200, description = "the engine's answer")))]
+pub async fn completions(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    body: Bytes,
+) -> Response {
+    proxy(caller, state, "/v1/completions", body).await
+}
+
+/// Embeddings.
+#[utoipa::path(post, path = "/v1/embeddings", tag = "inference",
+    request_body(content = Object, description = "an OpenAI embeddings request"),
+    responses((status = 200, description = "the engine's answer")))]
+pub async fn embeddings(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    body: Bytes,
+) -> Response {
+    proxy(caller, state, "/v1/embeddings", body).await
+}
+
+async fn proxy(caller: Caller, state: Arc<AppState>, path: &'static str, body: Bytes) -> Response {
+    match forward(caller, state, path, body).await {
+        Ok(response) => response,
+        Err(response) => response,
+    }
+}
+
+/// Roughly four characters per token: what the chain is told the prompt costs.
+fn estimate_prompt_tokens(body: &Value) -> u32 {
+    let mut chars = 0usize;
+    if let Some(messages) = body["messages"].as_array() {
+        for message in messages {
+            chars += match &message["content"] {
+                Value::String(s) => s.len(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .map(str::len)
+                    .sum(),
+                _ => 0,
+            };
+        }
+    }
+    chars += body["prompt"].as_str().map_or(0, str::len);
+    chars += body["input"].as_str().map_or(0, str::len);
+    (chars / 4).max(1) as u32
+}
+
+async fn forward(
+    caller: Caller,
+    state: Arc<AppState>,
+    path: &'static str,
+    body: Bytes,
+) -> Result<Response, Response> {
+    caller
+        .require("inference")
+        .map_err(IntoResponse::into_response)?;
+    let mut request: Value = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::invalid_request(format!("the body is not JSON: {e}")).into_response()
+    })?;
+    let model = request["model"]
+        .as_str()
+        .ok_or_else(|| ApiError::invalid_request("`model` is required").into_response())?
+        .to_string();
+
+    let max_tokens = request["max_tokens"]
+        .as_u64()
+        .or_else(|| request["max_completion_tokens"].as_u64());
+    let record = json!({
+        "caller": {"key_id": caller.key_id, "project": null, "scopes": caller.scopes},
+        "model": model,
+        "endpoint": path,
+        "prompt_tokens": estimate_prompt_tokens(&request),
+        "max_tokens": max_tokens,
+        "stream": request["stream"].as_bool().unwrap_or(false),
+    });
+    let admission = AdmissionRequest::from_json(AdmissionPoint::Inference, record)
+        .map_err(|e| ApiError::invalid_request(e.to_string()).into_response())?;
+    let chain = state.admission.chain(AdmissionPoint::Inference);
+    // A misbehaving policy may hold a call until its deadline: off the async workers.
+    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(admission))
+        .await
+        .map_err(|e| ApiError::internal(e).into_response())?;
+    match verdict.decision {
+        Decision::Deny(denial) => {
+            let body = json!({"error": {"code": denial.code, "type": "admission_denied", "message": denial.message}});
+            return Err((StatusCode::FORBIDDEN, Json(body)).into_response());
+        }
+        Decision::Patch {
+            patch: Patch::Inference(patch),
+        } => {
+            if let Some(limit) = patch.max_tokens {
+                request["max_tokens"] = json!(limit);
+                if request.get("max_completion_tokens").is_some() {
+                    request["max_completion_tokens"] = json!(limit);
+                }
+            }
+        }
+        _ => {}
+    }
+
+    let (lease, _) = state.routing.route(&model).map_err(|why| match why {
+        NoRoute::UnknownModel => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "model_not_found",
+            format!("no deployment serves `{model}`"),
+        )
+        .into_response(),
+        NoRoute::Cold => retry_after(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "model_loading",
+            "the model is deployed but no replica is ready yet",
+            5,
+        ),
+        NoRoute::Busy => retry_after(
+            StatusCode::TOO_MANY_REQUESTS,
+            "replicas_busy",
+            "every replica of this model is at its concurrency limit",
+            1,
+        ),
+    })?;
+    let cluster = state.cluster.clone().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "carrier_unavailable",
+            "no carrier set",
+        )
+        .into_response()
+    })?;
+    let unavailable = |e: String| {
+        retry_after(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "replica_unreachable",
+            &e,
+            1,
+        )
+    };
+    let Stream {
+        mut reader,
+        mut writer,
+    } = cluster
+        .streams
+        .active()
+        .open(&lease.node, Lane::Inference, "inference")
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    let head = json!({
+        "replica": lease.replica,
+        "method": "POST",
+        "path": path,
+        "headers": [["content-type", "application/json"]],
+    });
+    let mut message = format!("{head}\n").into_bytes();
+    message.extend_from_slice(request.to_string().as_bytes());
+    writer
+        .write(Bytes::from(message))
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    writer.finish();
+    let (head, first) = reader
+        .read_line(MAX_HEAD)
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    let head: Value = serde_json::from_slice(&head)
+        .map_err(|e| unavailable(format!("the worker's answer head: {e}")))?;
+    let status = head["status"]
+        .as_u64()
+        .and_then(|s| StatusCode::from_u16(s as u16).ok())
+        .unwrap_or(StatusCode::BAD_GATEWAY);
+    // The body streams as the engine writes it; the lease lives as long.
+    let first = futures::stream::iter((!first.is_empty()).then_some(Ok(first)));
+    let rest = futures::stream::unfold((reader, lease), |(mut reader, lease)| async move {
+        let chunk = reader.read().await?;
+        Some((
+            chunk.map_err(|e: StreamError| std::io::Error::other(e.to_string())),
+            (reader, lease),
+        ))
+    });
+    let mut response = Response::new(Body::from_stream(first.chain(rest)));
+    *response.status_mut() = status;
+    if let Some(headers) = head["headers"].as_array() {
+        for pair in headers {
+            let (Some(name), Some(value)) = (pair[0].as_str(), pair[1].as_str()) else {
+                continue;
+            };
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                response.headers_mut().append(name, value);
+            }
+        }
+    }
+    Ok(response)
+}

@@ -1,0 +1,117 @@
+//! Which replica serves a request: the routing table (refreshed from the
+//! database every second by every frontend) and this frontend's count of
+//! requests in flight per replica. The least-loaded ready replica wins; a
+//! replica at its concurrency limit takes nothing more (429, never a queue).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use switchyard_store::deployments::{Deployment, Replica};
+
+/// A served model: its deployment and the replicas ready to serve.
+#[derive(Debug, Clone)]
+pub struct Served {
+    /// The deployment.
+    pub deployment: Deployment,
+    /// `(replica id, node id)` of the ready ones.
+    pub ready: Vec<(String, String)>,
+    /// Replicas placed but not ready yet.
+    pub loading: usize,
+}
+
+/// Why no replica was chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoRoute {
+    /// No deployment serves this model.
+    UnknownModel,
+    /// It is deployed but no replica is ready (loading, or none placed).
+    Cold,
+    /// Every ready replica is at its limit.
+    Busy,
+}
+
+/// The table and the loads.
+#[derive(Debug, Default)]
+pub struct Routing {
+    table: ArcSwap<HashMap<String, Served>>,
+    load: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// A request's hold on a replica; dropping it frees the slot.
+#[derive(Debug)]
+pub struct Lease {
+    /// The replica.
+    pub replica: String,
+    /// Its node.
+    pub node: String,
+    load: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut load = self.load.lock().expect("load lock");
+        if let Some(n) = load.get_mut(&self.replica) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+impl Routing {
+    /// Rebuilds the table from the rows.
+    pub fn refresh(&self, deployments: Vec<Deployment>, replicas: Vec<Replica>) {
+        let mut table = HashMap::new();
+        for deployment in deployments {
+            let mine = replicas.iter().filter(|r| r.deployment_id == deployment.id);
+            let (ready, loading): (Vec<&Replica>, Vec<&Replica>) = mine
+                .filter(|r| r.state != "failed" && r.state != "stopping")
+                .partition(|r| r.state == "ready");
+            table.insert(
+                deployment.served_model_name.clone(),
+                Served {
+                    ready: ready
+                        .iter()
+                        .map(|r| (r.id.clone(), r.node_id.clone()))
+                        .collect(),
+                    loading: loading.len(),
+                    deployment,
+                },
+            );
+        }
+        self.table.store(Arc::new(table));
+    }
+
+    /// The served models, by name.
+    pub fn models(&self) -> Arc<HashMap<String, Served>> {
+        self.table.load_full()
+    }
+
+    /// The least-loaded ready replica of `model` with room for one more request.
+    pub fn route(&self, model: &str) -> Result<(Lease, Deployment), NoRoute> {
+        let table = self.table.load();
+        let served = table.get(model).ok_or(NoRoute::UnknownModel)?;
+        if served.ready.is_empty() {
+            return Err(NoRoute::Cold);
+        }
+        let limit = served.deployment.max_concurrency.max(1) as usize;
+        let mut load = self.load.lock().expect("load lock");
+        let (replica, node) = served
+            .ready
+            .iter()
+            .min_by_key(|(id, _)| load.get(id).copied().unwrap_or(0))
+            .expect("not empty");
+        let count = load.entry(replica.clone()).or_insert(0);
+        if *count >= limit {
+            return Err(NoRoute::Busy);
+        }
+        *count += 1;
+        Ok((
+            Lease {
+                replica: replica.clone(),
+                node: node.clone(),
+                load: self.load.clone(),
+            },
+            served.deployment.clone(),
+        ))
+    }
+}

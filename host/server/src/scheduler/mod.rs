@@ -1,0 +1,21 @@
+//! Deployments to running replicas. The reconciler (one frontend at a time,
+//! under an advisory lock) compares what deployments want with the replicas
+//! placed and what workers report, places missing replicas ([`fit`]), asks
+//! the `deploy` admission chain, stages the files ([`staging`]) and starts
+//! the engines by control verbs; replicas on nodes silent for longer than
+//! the grace are placed again. Every frontend refreshes its routing table
+//! from the same rows.
+
+pub mod fit;
+pub mod reconcile;
+pub mod staging;
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// What this frontend's reconciler is doing.
+#[derive(Debug, Default)]
+pub struct Scheduler {
+    /// Replicas being brought up by a task of this frontend.
+    pub(crate) in_progress: Mutex<HashSet<String>>,
+}
