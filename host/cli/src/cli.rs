@@ -16,6 +16,10 @@ pub struct Cli {
 pub enum Command {
     /// Run a frontend replica.
     Serve(ServeArgs),
+    /// A whole cluster on this machine: the embedded PostgreSQL, a frontend,
+    /// a worker with a declared GPU, the reference engine serving a demo
+    /// model. Prints a working request. Ctrl-C stops all of it.
+    Up(UpArgs),
     /// Run a worker: register with a frontend and heartbeat.
     Worker(WorkerArgs),
     /// Workers (nodes) and registration tokens.
@@ -82,6 +86,25 @@ pub struct ServeArgs {
     /// The URL other replicas reach this one at [default: http://<listen>].
     #[arg(long, env = "SWITCHYARD_ADVERTISE")]
     pub advertise: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Address of the HTTP API.
+    #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: std::net::SocketAddr,
+    /// The cluster's state (PostgreSQL, library, worker).
+    #[arg(long, env = "SWITCHYARD_DATA_DIR", default_value = "./switchyard-data")]
+    pub data_dir: PathBuf,
+    /// The folder holding the carrier components (nats.wasm, pgbus.wasm, tunnel.wasm).
+    #[arg(long, env = "SWITCHYARD_PLUGINS_DIR")]
+    pub carrier_plugins: PathBuf,
+    /// The local worker's GPUs (declared; this machine may have none).
+    #[arg(long = "gpu", default_value = "name=Demo GPU,memory=24GiB")]
+    pub gpus: Vec<switchyard_gpu::GpuSpec>,
+    /// The demo engine's delay per token, in ms.
+    #[arg(long, default_value_t = 20)]
+    pub token_delay_ms: i32,
 }
 
 #[derive(Debug, Args)]

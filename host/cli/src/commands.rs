@@ -5,6 +5,7 @@ mod conformance;
 mod model;
 mod policy_test;
 mod progress;
+mod up;
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -23,6 +24,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             switchyard_server::run(config, switchyard_server::server::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)
         }),
+        Command::Up(args) => block_on(up::up(args)),
         Command::Worker(args) => block_on(async {
             let config = switchyard_worker::WorkerConfig {
                 frontend: args.frontend,

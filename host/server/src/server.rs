@@ -162,6 +162,9 @@ async fn serve(
 
     let _ = stop_tx.send(true);
     let _ = tokio::join!(follower, heartbeat, reconciler);
+    if let Some(cluster) = &state.cluster {
+        cluster.shutdown();
+    }
     if let Err(e) = store.remove_instance(&instance_id).await {
         tracing::warn!(error = %e, "could not remove this replica from instances");
     }

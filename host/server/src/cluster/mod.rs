@@ -42,6 +42,18 @@ pub struct Cluster {
     pub tunnel: Option<(Arc<TunnelRegistry>, TunnelSpec)>,
     /// What this replica heard of the probes.
     pub probe: probe::Probe,
+    /// Tasks that hold the cluster (the probe's listeners), ended by [`Cluster::shutdown`].
+    pub(crate) tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Cluster {
+    /// Ends the tasks that hold the cluster, so that its carriers stop once
+    /// the last handle goes (before the database they use does).
+    pub fn shutdown(&self) {
+        for task in self.tasks.lock().expect("tasks lock").drain(..) {
+            task.abort();
+        }
+    }
 }
 
 impl std::fmt::Debug for Cluster {

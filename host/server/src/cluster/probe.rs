@@ -45,8 +45,9 @@ fn keep(list: &Mutex<Vec<String>>, id: String) {
 pub async fn listen(cluster: Arc<Cluster>) -> anyhow::Result<()> {
     let mut broadcasts = cluster.fanout.subscribe(PROBE_SUBJECT, None).await?;
     let mut units = cluster.queue.consume(PROBE_KIND).await?;
+    let holder = cluster.clone();
     let heard = cluster.clone();
-    tokio::spawn(async move {
+    let hearing = tokio::spawn(async move {
         while let Some(message) = broadcasts.recv().await {
             keep(
                 &heard.probe.heard,
@@ -54,7 +55,7 @@ pub async fn listen(cluster: Arc<Cluster>) -> anyhow::Result<()> {
             );
         }
     });
-    tokio::spawn(async move {
+    let handling = tokio::spawn(async move {
         while let Some(unit) = units.next().await {
             keep(&cluster.probe.handled, unit.id.clone());
             if let Err(e) = unit.done().await {
@@ -62,5 +63,8 @@ pub async fn listen(cluster: Arc<Cluster>) -> anyhow::Result<()> {
             }
         }
     });
+    let mut tasks = holder.tasks.lock().expect("tasks lock");
+    tasks.push(hearing);
+    tasks.push(handling);
     Ok(())
 }

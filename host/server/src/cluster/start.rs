@@ -112,6 +112,7 @@ pub async fn start(
         streams: Holder::new(streams),
         tunnel,
         probe: probe::Probe::default(),
+        tasks: std::sync::Mutex::new(Vec::new()),
     });
     probe::listen(cluster.clone()).await?;
     tracing::info!(carrier = %cluster.row.carrier, epoch = cluster.row.epoch, "carrier set started");

@@ -1,0 +1,349 @@
+//! `switchyard up`: a whole cluster on this machine. A frontend with the
+//! embedded PostgreSQL and the `tunnel` carrier set, a worker (a child
+//! process) with a declared GPU, a demo model imported into the library and
+//! deployed on the reference engine, an API key with the `inference` scope;
+//! then a working `curl` and the OpenAI client snippet. Ctrl-C stops the
+//! worker (its engine with it), the frontend and its PostgreSQL.
+//!
+//! The admin token and the demo key are kept under the data directory
+//! (`up-credentials.json`, mode 0600) so that a second `up` reuses them:
+//! this is a local cluster for one person.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use reqwest::Method;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::process::Command;
+
+use crate::cli::UpArgs;
+
+const DEMO_MODEL: &str = "demo-tiny";
+const DEMO_REVISION: &str = "r1";
+/// The demo model's file: its bytes seed the reference engine.
+const DEMO_BYTES: usize = 4 * 1024 * 1024;
+const READY_WITHIN: Duration = Duration::from_secs(120);
+
+fn say(message: &str) {
+    eprintln!("up: {message}");
+}
+
+/// Runs the cluster until Ctrl-C.
+pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
+    std::fs::create_dir_all(&args.data_dir)?;
+    let data_dir = std::fs::canonicalize(&args.data_dir)?;
+    let credentials_path = data_dir.join("up-credentials.json");
+    let mut credentials: Value = std::fs::read_to_string(&credentials_path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_else(|| json!({}));
+    let admin = match credentials["admin_token"].as_str() {
+        Some(token) => token.to_string(),
+        None => {
+            let token = format!("sy_{}", hex::encode(rand_bytes()?));
+            credentials["admin_token"] = json!(token);
+            store_credentials(&credentials_path, &credentials)?;
+            token
+        }
+    };
+
+    let mut config = switchyard_server::ServeConfig {
+        listen: args.listen,
+        data_dir: data_dir.clone(),
+        admin_token: Some(admin.clone()),
+        auto_approve: true,
+        carrier_plugins: Some(args.carrier_plugins.clone()),
+        ..Default::default()
+    };
+    config.runtime.cache_dir = Some(data_dir.join("cache"));
+    let (stop_serve, serve_stopped) = tokio::sync::oneshot::channel::<()>();
+    say(&format!(
+        "starting the frontend on http://{} (data in {})",
+        args.listen,
+        data_dir.display()
+    ));
+    let serve = tokio::spawn(switchyard_server::run(config, async {
+        let _ = serve_stopped.await;
+    }));
+    let base = format!("http://{}", args.listen);
+    let api = Api {
+        http: reqwest::Client::new(),
+        base: base.clone(),
+        token: admin.clone(),
+    };
+    wait_until("the frontend is ready", || async {
+        api.http
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+    })
+    .await?;
+
+    let worker_dir = data_dir.join("worker");
+    let mut worker_args = vec![
+        "worker".to_string(),
+        "--frontend".into(),
+        base.clone(),
+        "--data-dir".into(),
+        worker_dir.display().to_string(),
+        "--name".into(),
+        format!("{}-local", switchyard_worker::inventory::hostname()),
+        "--carrier-plugins".into(),
+        args.carrier_plugins.display().to_string(),
+        "--heartbeat-ms".into(),
+        "1000".into(),
+    ];
+    for gpu in &args.gpus {
+        worker_args.push("--gpu".into());
+        worker_args.push(format!(
+            "name={},memory={}B,count={}",
+            gpu.name, gpu.memory_bytes, gpu.count
+        ));
+    }
+    if !worker_dir.join("node.json").exists() {
+        let token = api
+            .call(
+                Method::POST,
+                "/api/nodes/registration-tokens",
+                Some(json!({"name": "up"})),
+            )
+            .await?;
+        worker_args.push("--registration-token".into());
+        worker_args.push(
+            token["value"]
+                .as_str()
+                .context("a registration token")?
+                .into(),
+        );
+    }
+    say("starting a local worker");
+    let mut worker = Command::new(std::env::current_exe()?)
+        .args(&worker_args)
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the worker")?;
+
+    let outcome = async {
+        import_demo_model(&api, &data_dir).await?;
+        deploy_demo(&api, args.token_delay_ms).await?;
+        let key = match credentials["inference_key"].as_str() {
+            Some(key) => key.to_string(),
+            None => {
+                let created = api
+                    .call(
+                        Method::POST,
+                        "/api/keys",
+                        Some(json!({"name": "up-demo", "scopes": ["inference"]})),
+                    )
+                    .await?;
+                let key = created["token"].as_str().context("a key")?.to_string();
+                credentials["inference_key"] = json!(key);
+                store_credentials(&credentials_path, &credentials)?;
+                key
+            }
+        };
+        print_examples(&base, &admin, &key);
+        Ok::<_, anyhow::Error>(())
+    }
+    .await;
+    if let Err(e) = outcome {
+        say(&format!("{e:#}"));
+    } else {
+        tokio::select! {
+            _ = switchyard_server::server::shutdown_signal() => {}
+            status = worker.wait() => say(&format!("the worker exited ({status:?})")),
+        }
+    }
+    say("stopping the worker, the frontend and PostgreSQL");
+    if let Some(pid) = worker.id() {
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(15), worker.wait()).await;
+    let _ = stop_serve.send(());
+    serve.await??;
+    Ok(ExitCode::SUCCESS)
+}
+
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            bail!("{path}: {status} {body}");
+        }
+        Ok(body)
+    }
+}
+
+async fn wait_until<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        if started.elapsed() > READY_WITHIN {
+            bail!("gave up waiting: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+/// 32 bytes from the kernel's generator.
+fn rand_bytes() -> anyhow::Result<[u8; 32]> {
+    use std::io::Read;
+    let mut seed = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut seed)?;
+    Ok(seed)
+}
+
+fn store_credentials(path: &Path, credentials: &Value) -> anyhow::Result<()> {
+    std::fs::write(path, serde_json::to_vec_pretty(credentials)?)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(())
+}
+
+/// The demo model: 4 MiB of deterministic bytes, imported once.
+async fn import_demo_model(api: &Api, data_dir: &Path) -> anyhow::Result<()> {
+    let path = format!("/api/models/{DEMO_MODEL}/{DEMO_REVISION}");
+    if api.call(Method::GET, &path, None).await.is_ok() {
+        return Ok(());
+    }
+    say("importing the demo model into the library");
+    let mut state: u64 = 0x5157_4954_4348_5944;
+    let bytes: Vec<u8> = (0..DEMO_BYTES)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    std::fs::create_dir_all(data_dir.join("demo-model"))?;
+    std::fs::write(data_dir.join("demo-model/demo-tiny.gguf"), &bytes)?;
+    let digest = hex::encode(Sha256::digest(&bytes));
+    let response = api
+        .http
+        .put(format!("{}/api/library/blobs/{digest}", api.base))
+        .bearer_auth(&api.token)
+        .body(bytes.clone())
+        .send()
+        .await?;
+    if !response.status().is_success() {
+        bail!("uploading the demo model: {}", response.status());
+    }
+    api.call(
+        Method::POST,
+        "/api/models",
+        Some(
+            json!({"id": DEMO_MODEL, "revision": DEMO_REVISION, "licence": "demo",
+                    "files": [{"path": "demo-tiny.gguf", "size": bytes.len(), "sha256": digest}]}),
+        ),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The demo deployment (one replica on one GPU), then waits until it serves.
+async fn deploy_demo(api: &Api, token_delay_ms: i32) -> anyhow::Result<()> {
+    let listed = api.call(Method::GET, "/api/deployments", None).await?;
+    let existing = listed["deployments"].as_array().and_then(|all| {
+        all.iter()
+            .find(|d| d["deployment"]["served_model_name"] == DEMO_MODEL)
+            .and_then(|d| d["deployment"]["id"].as_str().map(str::to_string))
+    });
+    let id = match existing {
+        Some(id) => id,
+        None => {
+            say("deploying the demo model on the reference engine");
+            let created = api
+                .call(
+                    Method::POST,
+                    "/api/deployments",
+                    Some(json!({"model": DEMO_MODEL, "revision": DEMO_REVISION, "engine": "reference",
+                                "gpus_per_replica": 1, "gpu_memory_bytes": 1 << 30,
+                                "token_delay_ms": token_delay_ms})),
+                )
+                .await?;
+            created["id"]
+                .as_str()
+                .context("a deployment id")?
+                .to_string()
+        }
+    };
+    let mut shown = String::new();
+    let started = Instant::now();
+    loop {
+        let status = api
+            .call(Method::GET, &format!("/api/deployments/{id}"), None)
+            .await?;
+        let replica = &status["replicas_status"][0];
+        let now = format!(
+            "{} {}",
+            replica["state"].as_str().unwrap_or("waiting for a node"),
+            replica["detail"].as_str().unwrap_or("")
+        );
+        if now != shown {
+            say(&format!("replica: {}", now.trim()));
+            shown = now;
+        }
+        if replica["state"] == "ready" {
+            return Ok(());
+        }
+        if started.elapsed() > READY_WITHIN {
+            bail!("the demo deployment did not become ready: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn print_examples(base: &str, admin: &str, key: &str) {
+    println!(
+        r#"
+Switchyard is up at {base}: a frontend, a worker with a declared GPU and
+the reference engine serving `{DEMO_MODEL}`.
+
+Admin token: {admin}
+Inference key: {key}
+(both kept in the data directory's up-credentials.json)
+
+Try a chat completion:
+    curl -s {base}/v1/chat/completions -H "Authorization: Bearer {key}" \
+      -H 'content-type: application/json' \
+      -d '{{"model": "{DEMO_MODEL}", "messages": [{{"role": "user", "content": "Hello!"}}], "max_tokens": 16}}'
+
+Or with the OpenAI Python client:
+    from openai import OpenAI
+    client = OpenAI(base_url="{base}/v1", api_key="{key}")
+    for chunk in client.chat.completions.create(model="{DEMO_MODEL}", stream=True,
+            messages=[{{"role": "user", "content": "Hello!"}}]):
+        print(chunk.choices[0].delta.content or "", end="", flush=True)
+
+Ctrl-C stops the worker, the frontend and its PostgreSQL.
+"#
+    );
+}
