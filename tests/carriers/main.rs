@@ -6,3 +6,4 @@ mod inference;
 mod nats;
 mod pgbus;
 mod tunnel;
+mod up;

@@ -1,0 +1,91 @@
+//! `switchyard up` from nothing: the embedded PostgreSQL, a frontend, a
+//! worker and the reference engine serving the demo model; the printed key
+//! answers a chat completion; SIGINT stops all of it, PostgreSQL included.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard_tests::plugins;
+use switchyard_tests::process::binary;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_runs_a_whole_cluster_that_answers_and_stops_on_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut up = Command::new(binary())
+        .args([
+            "up",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--token-delay-ms",
+            "0",
+        ])
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .arg("--carrier-plugins")
+        .arg(plugins::dir())
+        .env("RUST_LOG", "warn")
+        .env_remove("DATABASE_URL")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = up.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut key = None;
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("switchyard up printed its examples");
+        if let Some(found) = line.strip_prefix("Inference key: ") {
+            key = Some(found.to_string());
+        }
+        if line.starts_with("Ctrl-C stops") {
+            break;
+        }
+    }
+    let key = key.expect("the inference key is printed");
+    let answer: Value = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))
+        .bearer_auth(&key)
+        .json(&json!({"model": "demo-tiny", "max_tokens": 4,
+                      "messages": [{"role": "user", "content": "Hello!"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["usage"]["completion_tokens"], 4, "{answer}");
+
+    let interrupted = Command::new("kill")
+        .args(["-INT", &up.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let status = up.wait().unwrap();
+    assert!(status.success(), "up exits cleanly: {status}");
+    assert!(
+        !data_dir.join("postgres/postmaster.pid").exists(),
+        "PostgreSQL was stopped"
+    );
+    let engines = Command::new("pgrep")
+        .args(["-f", &format!("engine reference.*{}", data_dir.display())])
+        .status()
+        .unwrap();
+    assert!(!engines.success(), "no engine left running");
+}
