@@ -28,6 +28,9 @@ pub enum Command {
     /// The model library.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Deployments of models on engines.
+    #[command(subcommand)]
+    Deployment(DeploymentCommand),
     /// Engines the worker starts (not usually run by hand).
     #[command(subcommand)]
     Engine(EngineCommand),
@@ -163,11 +166,100 @@ pub enum NodeCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Show a node (inventory, engines).
+    Show {
+        /// The node id.
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// No new placements; its replicas move to other nodes.
+    Drain {
+        /// The node id.
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Back to normal scheduling (ends maintenance too).
+    Undrain {
+        /// The node id.
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// No new placements; its replicas stay.
+    Maintenance {
+        /// The node id.
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Create a registration token (printed once).
     Token {
         /// A label.
         #[arg(long, default_value = "workers")]
         name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeploymentCommand {
+    /// Deploy a model revision.
+    Create {
+        /// The model's id in the library.
+        #[arg(long)]
+        model: String,
+        /// Its revision.
+        #[arg(long)]
+        revision: String,
+        /// reference, llama-cpp or vllm.
+        #[arg(long, default_value = "reference")]
+        engine: String,
+        /// The model id clients use [default: the model's id].
+        #[arg(long)]
+        served_model_name: Option<String>,
+        /// Replicas.
+        #[arg(long, default_value_t = 1)]
+        replicas: i32,
+        /// GPUs per replica, on one node.
+        #[arg(long, default_value_t = 0)]
+        gpus: i32,
+        /// Memory each GPU must have, in MiB [default: estimated from the files].
+        #[arg(long)]
+        gpu_memory_mib: Option<i64>,
+        /// Requests one replica serves at once.
+        #[arg(long, default_value_t = 8)]
+        max_concurrency: i32,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List deployments with their replicas.
+    List {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// One deployment's status.
+    Status {
+        /// The deployment id.
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Change the replica count.
+    Scale {
+        /// The deployment id.
+        id: String,
+        /// Replicas wanted.
+        replicas: i32,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Delete a deployment (its engines drain).
+    Delete {
+        /// The deployment id.
+        id: String,
         #[command(flatten)]
         api: ApiArgs,
     },

@@ -45,6 +45,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }),
         Command::Node(c) => block_on(admin::node(c)),
         Command::Model(c) => block_on(model::model(c)),
+        Command::Deployment(c) => block_on(admin::deployment(c)),
         Command::Engine(EngineCommand::Reference {
             model,
             served_model_name,

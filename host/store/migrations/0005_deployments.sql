@@ -28,3 +28,6 @@ CREATE TABLE deployment_replicas (
     updated_at     timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX deployment_replicas_node ON deployment_replicas (node_id);
+
+-- Maintenance: no new placements, replicas stay (a drain moves them away).
+ALTER TABLE nodes ADD COLUMN maintenance boolean NOT NULL DEFAULT false;

@@ -39,6 +39,8 @@ pub struct Node {
     pub approved_at: Option<String>,
     /// Its last heartbeat.
     pub last_heartbeat_at: Option<String>,
+    /// In maintenance: no new placements, its replicas stay.
+    pub maintenance: bool,
 }
 
 /// What the connect endpoint needs to authenticate a node.
@@ -57,7 +59,7 @@ fn node_columns() -> String {
         "id, name, state, address, inventory, \
          to_char(registered_at AT TIME ZONE 'UTC', {TIME}), \
          to_char(approved_at AT TIME ZONE 'UTC', {TIME}), \
-         to_char(last_heartbeat_at AT TIME ZONE 'UTC', {TIME})"
+         to_char(last_heartbeat_at AT TIME ZONE 'UTC', {TIME}), maintenance"
     )
 }
 
@@ -71,6 +73,7 @@ fn node(row: &tokio_postgres::Row) -> Node {
         registered_at: row.get(5),
         approved_at: row.get(6),
         last_heartbeat_at: row.get(7),
+        maintenance: row.get(8),
     }
 }
 
@@ -295,5 +298,57 @@ impl Store {
             )
             .await?;
         Ok(n == 1)
+    }
+}
+
+/// What an admin does to a node's scheduling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// No new placements; its replicas move away.
+    Drain,
+    /// Back to normal.
+    Undrain,
+    /// No new placements; its replicas stay.
+    Maintenance,
+}
+
+impl Store {
+    /// Changes a node's scheduling; `None` for an unknown node.
+    pub async fn schedule_node(
+        &self,
+        id: &str,
+        action: Schedule,
+    ) -> Result<Option<Node>, StoreError> {
+        let set = match action {
+            Schedule::Drain => "state = CASE WHEN state = 'pending' THEN state ELSE 'draining' END",
+            Schedule::Undrain => {
+                "state = CASE WHEN state = 'draining' THEN 'healthy' ELSE state END, maintenance = false"
+            }
+            Schedule::Maintenance => "maintenance = true",
+        };
+        let row = self
+            .conn()
+            .await?
+            .query_opt(
+                &format!(
+                    "UPDATE nodes SET {set} WHERE id = $1 RETURNING {}",
+                    node_columns()
+                ),
+                &[&id],
+            )
+            .await?;
+        Ok(row.as_ref().map(node))
+    }
+
+    /// Marks silent nodes offline (a heartbeat makes them healthy again).
+    pub async fn mark_offline(&self, ids: &[String]) -> Result<u64, StoreError> {
+        Ok(self
+            .conn()
+            .await?
+            .execute(
+                "UPDATE nodes SET state = 'offline' WHERE id = ANY($1) AND state IN ('healthy', 'unhealthy')",
+                &[&ids],
+            )
+            .await?)
     }
 }

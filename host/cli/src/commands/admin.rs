@@ -8,7 +8,9 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::cli::{AdmissionCommand, KeyCommand, NodeCommand, PluginCommand};
+use crate::cli::{
+    AdmissionCommand, ApiArgs, DeploymentCommand, KeyCommand, NodeCommand, PluginCommand,
+};
 use crate::client::Client;
 
 fn print(value: &Value) -> anyhow::Result<ExitCode> {
@@ -183,12 +185,95 @@ pub async fn node(command: NodeCommand) -> anyhow::Result<ExitCode> {
                     .await?,
             )
         }
+        NodeCommand::Show { id, api } => {
+            let client = Client::new(&api);
+            print(
+                &client
+                    .send(client.request(Method::GET, &format!("/api/nodes/{id}")))
+                    .await?,
+            )
+        }
+        NodeCommand::Drain { id, api } => node_action(&api, &id, "drain").await,
+        NodeCommand::Undrain { id, api } => node_action(&api, &id, "undrain").await,
+        NodeCommand::Maintenance { id, api } => node_action(&api, &id, "maintenance").await,
         NodeCommand::Token { name, api } => {
             let client = Client::new(&api);
             let request = client
                 .request(Method::POST, "/api/nodes/registration-tokens")
                 .json(&json!({"name": name}));
             print(&client.send(request).await?)
+        }
+    }
+}
+
+async fn node_action(api: &ApiArgs, id: &str, action: &str) -> anyhow::Result<ExitCode> {
+    let client = Client::new(api);
+    print(
+        &client
+            .send(client.request(Method::POST, &format!("/api/nodes/{id}/{action}")))
+            .await?,
+    )
+}
+
+/// Runs a `deployment` command.
+pub async fn deployment(command: DeploymentCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        DeploymentCommand::Create {
+            model,
+            revision,
+            engine,
+            served_model_name,
+            replicas,
+            gpus,
+            gpu_memory_mib,
+            max_concurrency,
+            api,
+        } => {
+            let client = Client::new(&api);
+            let body = json!({
+                "model": model, "revision": revision, "engine": engine,
+                "served_model_name": served_model_name, "replicas": replicas,
+                "gpus_per_replica": gpus, "gpu_memory_bytes": gpu_memory_mib.map(|m| m << 20),
+                "max_concurrency": max_concurrency,
+            });
+            print(
+                &client
+                    .send(client.request(Method::POST, "/api/deployments").json(&body))
+                    .await?,
+            )
+        }
+        DeploymentCommand::List { api } => {
+            let client = Client::new(&api);
+            print(
+                &client
+                    .send(client.request(Method::GET, "/api/deployments"))
+                    .await?,
+            )
+        }
+        DeploymentCommand::Status { id, api } => {
+            let client = Client::new(&api);
+            print(
+                &client
+                    .send(client.request(Method::GET, &format!("/api/deployments/{id}")))
+                    .await?,
+            )
+        }
+        DeploymentCommand::Scale { id, replicas, api } => {
+            let client = Client::new(&api);
+            let request = client
+                .request(Method::PUT, &format!("/api/deployments/{id}/replicas"))
+                .json(&json!({"replicas": replicas}));
+            client.send(request).await?;
+            println!("{id}: {replicas} replicas wanted");
+            Ok(ExitCode::SUCCESS)
+        }
+        DeploymentCommand::Delete { id, api } => {
+            let client = Client::new(&api);
+            client
+                .send(client.request(Method::DELETE, &format!("/api/deployments/{id}")))
+                .await?;
+            println!("deleted {id}");
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

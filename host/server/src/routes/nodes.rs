@@ -14,6 +14,7 @@ use switchyard_store::nodes::Registration;
 use crate::auth::{Caller, authenticate_node, bearer};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use switchyard_store::nodes::Schedule;
 
 /// A new registration token.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -201,5 +202,54 @@ pub async fn approve(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no node '{id}'")))?;
     tracing::info!(node = %id, by = %caller.key_id, "node approved");
+    Ok(Json(json!(node)))
+}
+
+/// Drain: no new placements, and the node's replicas move to other nodes.
+#[utoipa::path(post, path = "/api/nodes/{id}/drain", tag = "nodes", params(("id" = String, Path)),
+    responses((status = 200, description = "the node"), (status = 404, description = "`not_found`")))]
+pub async fn drain(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    schedule(caller, state, id, Schedule::Drain).await
+}
+
+/// Undrain: back to normal scheduling (ends maintenance too).
+#[utoipa::path(post, path = "/api/nodes/{id}/undrain", tag = "nodes", params(("id" = String, Path)),
+    responses((status = 200, description = "the node"), (status = 404, description = "`not_found`")))]
+pub async fn undrain(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    schedule(caller, state, id, Schedule::Undrain).await
+}
+
+/// Maintenance: no new placements; the node's replicas stay.
+#[utoipa::path(post, path = "/api/nodes/{id}/maintenance", tag = "nodes", params(("id" = String, Path)),
+    responses((status = 200, description = "the node"), (status = 404, description = "`not_found`")))]
+pub async fn maintenance(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    schedule(caller, state, id, Schedule::Maintenance).await
+}
+
+async fn schedule(
+    caller: Caller,
+    state: Arc<AppState>,
+    id: String,
+    action: Schedule,
+) -> ApiResult<Json<Value>> {
+    caller.require("nodes:manage")?;
+    let node = state
+        .store
+        .schedule_node(&id, action)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("node {id}")))?;
+    tracing::info!(node = %id, ?action, by = %caller.key_id, "node scheduling changed");
     Ok(Json(json!(node)))
 }

@@ -70,6 +70,26 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
         .into_iter()
         .collect();
     let nodes_by_id: HashMap<&str, &Node> = nodes.iter().map(|n| (n.id.as_str(), n)).collect();
+    let silent: Vec<String> = stale.iter().cloned().collect();
+    store
+        .mark_offline(&silent)
+        .await
+        .map_err(|e| e.to_string())?;
+
+    // A drained node's replicas move away: stopped here, placed elsewhere.
+    for replica in replicas.iter().filter(|r| {
+        r.state != "stopping"
+            && nodes_by_id
+                .get(r.node_id.as_str())
+                .is_some_and(|n| n.state == "draining")
+    }) {
+        stop_replica(state, replica.clone());
+    }
+    replicas.retain(|r| {
+        !nodes_by_id
+            .get(r.node_id.as_str())
+            .is_some_and(|n| n.state == "draining")
+    });
 
     // Lost nodes: their replicas are placed again elsewhere.
     for replica in replicas.iter().filter(|r| stale.contains(&r.node_id)) {
@@ -147,7 +167,7 @@ fn views(nodes: &[Node], stale: &BTreeSet<String>, replicas: &[Replica]) -> Vec<
         .iter()
         .map(|node| NodeView {
             id: node.id.clone(),
-            schedulable: node.state == "healthy" && !stale.contains(&node.id),
+            schedulable: node.state == "healthy" && !node.maintenance && !stale.contains(&node.id),
             gpus: node.inventory["gpus"]
                 .as_array()
                 .map(|gpus| {
