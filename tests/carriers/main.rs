@@ -2,6 +2,7 @@
 //! fan-out holder: nats on a real nats-server, pgbus on a real PostgreSQL.
 
 mod cluster;
+mod healing;
 mod inference;
 mod nats;
 mod pgbus;

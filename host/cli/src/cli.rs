@@ -89,6 +89,9 @@ pub struct ServeArgs {
     /// The URL other replicas reach this one at [default: http://<listen>].
     #[arg(long, env = "SWITCHYARD_ADVERTISE")]
     pub advertise: Option<String>,
+    /// How long a node may be silent before its replicas move, in ms [default: 30000].
+    #[arg(long)]
+    pub node_grace_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -232,6 +235,9 @@ pub enum DeploymentCommand {
         /// Requests one replica serves at once.
         #[arg(long, default_value_t = 8)]
         max_concurrency: i32,
+        /// binpack (fill the fullest node) or spread (the emptiest).
+        #[arg(long, default_value = "binpack")]
+        strategy: String,
         #[command(flatten)]
         api: ApiArgs,
     },

@@ -59,6 +59,9 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     config.nats_url = args.nats_url.filter(|u| !u.is_empty());
     config.carrier_plugins = args.carrier_plugins;
     config.advertise = args.advertise;
+    if let Some(ms) = args.node_grace_ms {
+        config.node_grace = Duration::from_millis(ms);
+    }
     config.admin_token = std::env::var("SWITCHYARD_ADMIN_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());

@@ -31,6 +31,9 @@ pub struct ServeConfig {
     pub carrier_plugins: Option<PathBuf>,
     /// Where other replicas reach this one (default `http://<listen>`).
     pub advertise: Option<String>,
+    /// How long a node may be silent before it is offline and its replicas
+    /// are placed again (a short disconnect moves nothing).
+    pub node_grace: Duration,
 }
 
 impl Default for ServeConfig {
@@ -46,6 +49,7 @@ impl Default for ServeConfig {
             nats_url: None,
             carrier_plugins: None,
             advertise: None,
+            node_grace: crate::scheduler::reconcile::DEFAULT_GRACE,
         }
     }
 }
@@ -70,6 +74,7 @@ impl std::fmt::Debug for ServeConfig {
             )
             .field("carrier_plugins", &self.carrier_plugins)
             .field("advertise", &self.advertise)
+            .field("node_grace", &self.node_grace)
             .finish()
     }
 }

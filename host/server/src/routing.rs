@@ -1,6 +1,7 @@
 //! Which replica serves a request: the routing table (refreshed from the
 //! database every second by every frontend) and this frontend's count of
-//! requests in flight per replica. The least-loaded ready replica wins; a
+//! requests in flight per replica. The least-loaded ready replica wins
+//! (equal loads take turns); a
 //! replica at its concurrency limit takes nothing more (429, never a queue).
 
 use std::collections::HashMap;
@@ -36,6 +37,8 @@ pub enum NoRoute {
 pub struct Routing {
     table: ArcSwap<HashMap<String, Served>>,
     load: Arc<Mutex<HashMap<String, usize>>>,
+    /// Rotates the start of the search, so equal loads take turns.
+    turn: std::sync::atomic::AtomicUsize,
 }
 
 /// A request's hold on a replica; dropping it frees the slot.
@@ -95,9 +98,10 @@ impl Routing {
         }
         let limit = served.deployment.max_concurrency.max(1) as usize;
         let mut load = self.load.lock().expect("load lock");
-        let (replica, node) = served
-            .ready
-            .iter()
+        let start = self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = served.ready.len();
+        let (replica, node) = (0..n)
+            .map(|i| &served.ready[(start + i) % n])
             .min_by_key(|(id, _)| load.get(id).copied().unwrap_or(0))
             .expect("not empty");
         let count = load.entry(replica.clone()).or_insert(0);

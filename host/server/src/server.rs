@@ -117,6 +117,7 @@ async fn serve(
         auto_approve: config.auto_approve,
         scheduler: Scheduler::default(),
         routing: Routing::default(),
+        node_grace: config.node_grace,
         library: Library::open(&config.data_dir.join("library")).with_context(|| {
             format!(
                 "opening the model library under {}",

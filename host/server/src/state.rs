@@ -29,6 +29,8 @@ pub struct AppState {
     pub scheduler: Scheduler,
     /// Which replica serves each model.
     pub routing: Routing,
+    /// How long a node may be silent before its replicas move.
+    pub node_grace: std::time::Duration,
     /// The model library's bytes.
     pub library: Library,
     /// The carrier set and its seams; `None` without carrier components.

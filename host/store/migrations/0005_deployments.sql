@@ -12,6 +12,8 @@ CREATE TABLE deployments (
     gpu_memory_bytes   bigint NOT NULL DEFAULT 0 CHECK (gpu_memory_bytes >= 0),
     max_concurrency    integer NOT NULL DEFAULT 8 CHECK (max_concurrency > 0),
     token_delay_ms     integer NOT NULL DEFAULT 0 CHECK (token_delay_ms >= 0),
+    -- binpack: fill the fullest node that fits; spread: the emptiest.
+    strategy           text NOT NULL DEFAULT 'binpack' CHECK (strategy IN ('binpack', 'spread')),
     created_by         text NOT NULL,
     created_at         timestamptz NOT NULL DEFAULT now(),
     FOREIGN KEY (model_id, revision) REFERENCES model_revisions

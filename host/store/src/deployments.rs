@@ -27,6 +27,8 @@ pub struct Deployment {
     pub max_concurrency: i32,
     /// The reference engine's delay per token.
     pub token_delay_ms: i32,
+    /// `binpack` or `spread`.
+    pub strategy: String,
 }
 
 /// A replica as stored.
@@ -47,7 +49,7 @@ pub struct Replica {
 }
 
 const DEPLOYMENT_COLUMNS: &str = "id, model_id, revision, engine, served_model_name, replicas, \
-    gpus_per_replica, gpu_memory_bytes, max_concurrency, token_delay_ms";
+    gpus_per_replica, gpu_memory_bytes, max_concurrency, token_delay_ms, strategy";
 
 fn deployment(row: &tokio_postgres::Row) -> Deployment {
     Deployment {
@@ -61,6 +63,7 @@ fn deployment(row: &tokio_postgres::Row) -> Deployment {
         gpu_memory_bytes: row.get(7),
         max_concurrency: row.get(8),
         token_delay_ms: row.get(9),
+        strategy: row.get(10),
     }
 }
 
@@ -84,7 +87,7 @@ impl Store {
             .execute(
                 &format!(
                     "INSERT INTO deployments ({DEPLOYMENT_COLUMNS}, created_by)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
                      ON CONFLICT (served_model_name) DO NOTHING"
                 ),
                 &[
@@ -98,6 +101,7 @@ impl Store {
                     &d.gpu_memory_bytes,
                     &d.max_concurrency,
                     &d.token_delay_ms,
+                    &d.strategy,
                     &by,
                 ],
             )

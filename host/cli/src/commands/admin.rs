@@ -227,6 +227,7 @@ pub async fn deployment(command: DeploymentCommand) -> anyhow::Result<ExitCode> 
             gpus,
             gpu_memory_mib,
             max_concurrency,
+            strategy,
             api,
         } => {
             let client = Client::new(&api);
@@ -234,7 +235,7 @@ pub async fn deployment(command: DeploymentCommand) -> anyhow::Result<ExitCode> 
                 "model": model, "revision": revision, "engine": engine,
                 "served_model_name": served_model_name, "replicas": replicas,
                 "gpus_per_replica": gpus, "gpu_memory_bytes": gpu_memory_mib.map(|m| m << 20),
-                "max_concurrency": max_concurrency,
+                "max_concurrency": max_concurrency, "strategy": strategy,
             });
             print(
                 &client

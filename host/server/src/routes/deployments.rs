@@ -36,6 +36,8 @@ pub struct NewDeployment {
     pub max_concurrency: Option<i32>,
     /// The reference engine's delay per token, in ms [default: 0].
     pub token_delay_ms: Option<i32>,
+    /// `binpack` (fill the fullest node that fits) or `spread` [default: binpack].
+    pub strategy: Option<String>,
 }
 
 /// A new replica count.
@@ -96,7 +98,11 @@ pub async fn create(
         gpu_memory_bytes: body.gpu_memory_bytes.unwrap_or(estimate),
         max_concurrency: concurrency,
         token_delay_ms: body.token_delay_ms.unwrap_or(0),
+        strategy: body.strategy.unwrap_or_else(|| "binpack".into()),
     };
+    if !["binpack", "spread"].contains(&deployment.strategy.as_str()) {
+        return Err(ApiError::invalid_request("strategy is binpack or spread"));
+    }
     if !state
         .store
         .insert_deployment(&deployment, &caller.key_id)

@@ -242,6 +242,7 @@ async fn forward(
         .as_u64()
         .and_then(|s| StatusCode::from_u16(s as u16).ok())
         .unwrap_or(StatusCode::BAD_GATEWAY);
+    let replica = HeaderValue::from_str(&lease.replica).ok();
     // The body streams as the engine writes it; the lease lives as long.
     let first = futures::stream::iter((!first.is_empty()).then_some(Ok(first)));
     let rest = futures::stream::unfold((reader, lease), |(mut reader, lease)| async move {
@@ -252,6 +253,11 @@ async fn forward(
         ))
     });
     let mut response = Response::new(Body::from_stream(first.chain(rest)));
+    if let Some(replica) = replica {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static("x-switchyard-replica"), replica);
+    }
     *response.status_mut() = status;
     if let Some(headers) = head["headers"].as_array() {
         for pair in headers {

@@ -28,6 +28,8 @@ pub struct NodeView {
     pub disk_available_bytes: Option<u64>,
     /// Whether its placement cache already holds the model's files.
     pub holds_files: bool,
+    /// Replicas of the same deployment already on it.
+    pub siblings: u32,
 }
 
 /// What one replica needs.
@@ -39,6 +41,8 @@ pub struct Need {
     pub memory_per_gpu: u64,
     /// Bytes of the model's files (disk, unless the node holds them).
     pub model_bytes: u64,
+    /// Fill the fullest node (binpack) or the emptiest (spread).
+    pub spread: bool,
 }
 
 /// The chosen node and GPU indices, or why none.
@@ -76,9 +80,15 @@ pub fn place(nodes: &[NodeView], need: Need) -> Result<(String, Vec<u32>), Strin
             continue;
         }
         let chosen: Vec<u32> = free.iter().take(need.gpus as usize).copied().collect();
-        // Binpack: the fewer GPUs left free, the better; files already there win.
+        // Binpack: the fewer GPUs left free, the better; spread: the more,
+        // and the fewer replicas of the same deployment. Files already there win ties.
         let left = (free.len() as u32 - need.gpus) as i64;
-        let score = -left * 10 + if node.holds_files { 5 } else { 0 };
+        let fill = if need.spread {
+            left * 10 - i64::from(node.siblings) * 100
+        } else {
+            -left * 10
+        };
+        let score = fill + if node.holds_files { 5 } else { 0 };
         if best
             .as_ref()
             .is_none_or(|(s, id, _)| score > *s || (score == *s && node.id < *id))
@@ -112,6 +122,7 @@ mod tests {
             used: used.iter().copied().collect(),
             disk_available_bytes: Some(1 << 40),
             holds_files: false,
+            siblings: 0,
         }
     }
 
@@ -119,7 +130,24 @@ mod tests {
         gpus: 1,
         memory_per_gpu: 40 << 30,
         model_bytes: 1 << 30,
+        spread: false,
     };
+
+    #[test]
+    fn spread_prefers_the_emptiest_node_and_avoids_siblings() {
+        let spread = Need {
+            spread: true,
+            ..ONE
+        };
+        let nodes = [node("a", 4, &[]), node("b", 4, &[0, 1, 2])];
+        assert_eq!(place(&nodes, spread).unwrap().0, "a");
+        let mut with_sibling = node("a", 4, &[0]);
+        with_sibling.siblings = 1;
+        assert_eq!(
+            place(&[with_sibling, node("b", 2, &[])], spread).unwrap().0,
+            "b"
+        );
+    }
 
     #[test]
     fn binpacks_onto_the_fullest_node_that_fits() {

@@ -20,7 +20,7 @@ use crate::state::AppState;
 const EVERY: Duration = Duration::from_secs(1);
 /// A node silent this long is lost: its replicas are placed again. Long
 /// enough that a short disconnect moves nothing.
-pub const GRACE: Duration = Duration::from_secs(30);
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 const CONTROL_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Runs until `stop`: every frontend refreshes its routing table; the one
@@ -64,7 +64,7 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
     let mut replicas = store.replicas().await.map_err(|e| e.to_string())?;
     let nodes = store.nodes().await.map_err(|e| e.to_string())?;
     let stale: BTreeSet<String> = store
-        .stale_nodes(GRACE)
+        .stale_nodes(state.node_grace)
         .await
         .map_err(|e| e.to_string())?
         .into_iter()
@@ -162,7 +162,12 @@ fn engine_state(node: &Node, id: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-fn views(nodes: &[Node], stale: &BTreeSet<String>, replicas: &[Replica]) -> Vec<NodeView> {
+fn views(
+    nodes: &[Node],
+    stale: &BTreeSet<String>,
+    replicas: &[Replica],
+    deployment: &str,
+) -> Vec<NodeView> {
     nodes
         .iter()
         .map(|node| NodeView {
@@ -188,6 +193,10 @@ fn views(nodes: &[Node], stale: &BTreeSet<String>, replicas: &[Replica]) -> Vec<
                 .collect(),
             disk_available_bytes: node.inventory["disk"]["available_bytes"].as_u64(),
             holds_files: false,
+            siblings: replicas
+                .iter()
+                .filter(|r| r.node_id == node.id && r.deployment_id == deployment)
+                .count() as u32,
         })
         .collect()
 }
@@ -209,8 +218,9 @@ async fn place_one(
         gpus: deployment.gpus_per_replica.max(0) as u32,
         memory_per_gpu: deployment.gpu_memory_bytes.max(0) as u64,
         model_bytes: revision.size().max(0) as u64,
+        spread: deployment.strategy == "spread",
     };
-    let (node_id, gpus) = match place(&views(nodes, stale, replicas), need) {
+    let (node_id, gpus) = match place(&views(nodes, stale, replicas, &deployment.id), need) {
         Ok(placed) => placed,
         Err(why) => {
             tracing::info!(deployment = %deployment.id, why, "a replica does not fit yet");

@@ -221,6 +221,7 @@ async fn supervise(
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
+        die_with_the_worker(&mut command);
         let reason = match command.spawn() {
             Err(e) => format!("cannot start {}: {e}", line.program.display()),
             Ok(mut child) => {
@@ -347,4 +348,18 @@ async fn terminate(child: &mut Child) {
         }
     }
     let _ = child.kill().await;
+}
+
+/// The engine gets SIGKILL when the worker dies, however it dies (a killed
+/// worker must not leave engines holding GPUs).
+#[allow(unsafe_code)]
+fn die_with_the_worker(command: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls prctl(2), which is async-signal-safe; it allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
 }

@@ -1,0 +1,205 @@
+//! A deployment of two replicas spread on two workers: requests are shared
+//! between them; when one worker is killed, its replica is placed again on
+//! the other after the grace, and requests go on being answered.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use switchyard_tests::ADMIN_TOKEN;
+use switchyard_tests::db::fresh_database;
+use switchyard_tests::process::{ServeProcess, WorkerProcess};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn call(
+    http: &reqwest::Client,
+    method: Method,
+    url: String,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = http.request(method, url).bearer_auth(ADMIN_TOKEN);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Waits until the deployment has `count` ready replicas; returns them.
+async fn ready(http: &reqwest::Client, base: &str, id: &str, count: usize) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let (_, shown) = call(
+            http,
+            Method::GET,
+            format!("{base}/api/deployments/{id}"),
+            None,
+        )
+        .await;
+        let replicas: Vec<Value> = shown["replicas_status"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r["state"] == "ready")
+            .collect();
+        if replicas.len() == count {
+            return replicas;
+        }
+        assert!(started.elapsed() < PATIENCE, "not {count} ready: {shown}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_share_requests_and_a_lost_workers_replica_moves() {
+    let database_url = fresh_database().await;
+    let data_dir = tempfile::tempdir().unwrap();
+    let serve = ServeProcess::start(
+        &[
+            "--database-url",
+            &database_url,
+            "--auto-approve",
+            "--node-grace-ms",
+            "2000",
+            "--data-dir",
+            data_dir.path().to_str().unwrap(),
+        ],
+        &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)],
+    );
+    let base = serve.url.clone();
+    let http = reqwest::Client::new();
+    let (_, token) = call(
+        &http,
+        Method::POST,
+        format!("{base}/api/nodes/registration-tokens"),
+        Some(json!({"name": "e2e"})),
+    )
+    .await;
+    let token = token["value"].as_str().unwrap().to_string();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let gpus = ["--gpu", "name=L4,memory=24GiB,count=2"];
+    let _worker_a = WorkerProcess::start(&base, &token, "gpu-a", dir_a.path(), &gpus);
+    let mut worker_b = WorkerProcess::start(&base, &token, "gpu-b", dir_b.path(), &gpus);
+
+    let weights: Vec<u8> = (0..1024 * 1024u32).map(|i| (i % 233) as u8).collect();
+    let digest = hex::encode(Sha256::digest(&weights));
+    let uploaded = http
+        .put(format!("{base}/api/library/blobs/{digest}"))
+        .bearer_auth(ADMIN_TOKEN)
+        .body(weights.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(uploaded.status(), StatusCode::CREATED);
+    let (status, _) = call(
+        &http,
+        Method::POST,
+        format!("{base}/api/models"),
+        Some(json!({
+            "id": "demo-pair", "revision": "r1",
+            "files": [{"path": "m.gguf", "size": weights.len(), "sha256": digest}],
+        })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, created) = call(
+        &http,
+        Method::POST,
+        format!("{base}/api/deployments"),
+        Some(json!({
+            "model": "demo-pair", "revision": "r1", "engine": "reference", "replicas": 2,
+            "gpus_per_replica": 1, "gpu_memory_bytes": 1 << 30, "strategy": "spread",
+        })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap().to_string();
+    let replicas = ready(&http, &base, &id, 2).await;
+    assert_ne!(
+        replicas[0]["node_id"], replicas[1]["node_id"],
+        "spread on two workers"
+    );
+
+    let (_, key) = call(
+        &http,
+        Method::POST,
+        format!("{base}/api/keys"),
+        Some(json!({"name": "app", "scopes": ["inference"]})),
+    )
+    .await;
+    let key = key["token"].as_str().unwrap().to_string();
+    let complete = || async {
+        let response = http
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth(&key)
+            .json(&json!({"model": "demo-pair", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        let replica = response
+            .headers()
+            .get("x-switchyard-replica")
+            .map(|v| v.to_str().unwrap().to_string());
+        (response.status(), replica)
+    };
+    let mut served: HashMap<String, usize> = HashMap::new();
+    for _ in 0..20 {
+        let (status, replica) = complete().await;
+        assert_eq!(status, StatusCode::OK);
+        *served.entry(replica.unwrap()).or_default() += 1;
+    }
+    assert_eq!(served.len(), 2, "both replicas served: {served:?}");
+    assert!(served.values().all(|n| *n >= 5), "shared: {served:?}");
+
+    // Worker b goes away for good: after the grace, its replica is placed
+    // again on a's free GPU.
+    let node_b = {
+        let identity: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir_b.path().join("node.json")).unwrap())
+                .unwrap();
+        identity["node_id"].as_str().unwrap().to_string()
+    };
+    worker_b.child.kill().unwrap();
+    let _ = worker_b.child.wait();
+    // Its engine died with it (parent-death signal), leaving no orphan on the GPU.
+    let orphan = || {
+        std::process::Command::new("pgrep")
+            .args(["-f", &dir_b.path().display().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    };
+    let started = Instant::now();
+    while orphan() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the killed worker's engine survived"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let started = Instant::now();
+    loop {
+        let replicas = ready(&http, &base, &id, 2).await;
+        if replicas.iter().all(|r| r["node_id"] != node_b.as_str()) {
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "the replica never moved");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (_, nodes) = call(
+        &http,
+        Method::GET,
+        format!("{base}/api/nodes/{node_b}"),
+        None,
+    )
+    .await;
+    assert_eq!(nodes["state"], "offline", "{nodes}");
+    for _ in 0..4 {
+        assert_eq!(complete().await.0, StatusCode::OK);
+    }
+}
