@@ -86,9 +86,9 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
         stop_replica(state, replica.clone());
     }
     replicas.retain(|r| {
-        !nodes_by_id
+        nodes_by_id
             .get(r.node_id.as_str())
-            .is_some_and(|n| n.state == "draining")
+            .is_none_or(|n| n.state != "draining")
     });
 
     // Lost nodes: their replicas are placed again elsewhere.
