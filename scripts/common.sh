@@ -53,6 +53,21 @@ ensure_nats_server() {
     apt_install nats-server
 }
 
+# A Python with the official `openai` client (from PyPI), for the suites that
+# check the API with it; a virtual environment beside the build, reused.
+ensure_python_clients() {
+    if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+        apt_install python3 python3-venv
+    fi
+    local venv="$CARGO_TARGET_DIR/python-clients"
+    if ! "$venv/bin/python" -c 'import openai' 2>/dev/null; then
+        say "installing the openai Python client into $venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q openai
+    fi
+    export SWITCHYARD_PYTHON="$venv/bin/python"
+}
+
 # Where builds go, and the guest components built into it.
 use_target_dir() {
     export CARGO_TARGET_DIR

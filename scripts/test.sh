@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test. Installs what is missing (PostgreSQL, nats-server, the
-# wasm32-wasip2 target), builds the guest components and the binary, starts a private
+# wasm32-wasip2 target, a Python venv with the openai client), builds the guest components and the binary, starts a private
 # PostgreSQL for the suites (stopped on exit), then: rustfmt, clippy, and
 # every test of the workspace (unit, SDK and policy cases, end-to-end suites).
 set -euo pipefail
@@ -11,6 +11,7 @@ ensure_postgres
 ensure_nats_server
 ensure_wasm_target
 use_target_dir
+ensure_python_clients
 build_guests
 
 say "checking formatting"

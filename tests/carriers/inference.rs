@@ -202,6 +202,24 @@ async fn a_deployment_serves_openai_requests_through_the_chain() {
     assert!(events.len() >= 4, "{text}");
     assert_eq!(events.last(), Some(&"data: [DONE]"));
 
+    // The official OpenAI Python client (from PyPI) lists, completes and streams.
+    let python = std::env::var("SWITCHYARD_PYTHON").expect(
+        "SWITCHYARD_PYTHON names a Python with the openai package: scripts/test.sh provides it",
+    );
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/openai_client.py");
+    let output = tokio::process::Command::new(python)
+        .arg(script)
+        .args([&api.url, &key, "demo-tiny"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+
     // Embeddings and text completions travel the same way.
     let (status, embedded) = api
         .send(v1("/v1/embeddings").json(&json!({"model": "demo-tiny", "input": "a sentence"})))
