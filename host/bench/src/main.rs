@@ -10,7 +10,8 @@
 //! 5. the nats carrier beside async-nats on one nats-server;
 //! 6. the pgbus carrier: a burst of large broadcasts, and small messages beside bare `pg_notify`;
 //! 7. one tunnel stream's throughput beside bare TCP, and (`lanes`) a small
-//!    call's latency behind a bulk transfer on a shaped link.
+//!    call's latency behind a bulk transfer on a shaped link;
+//! 8. (`routing`) OpenAI requests through the frontend beside straight to the engine.
 
 mod activation;
 mod fixtures;
@@ -19,13 +20,14 @@ mod lanes;
 mod latency;
 mod nats;
 mod pgbus;
+mod routing;
 mod shaper;
 mod stats;
 mod swap;
 mod tunnel;
 
 /// Every section, by the name `switchyard-bench <name>...` selects it with.
-const SECTIONS: [(&str, fn()); 8] = [
+const SECTIONS: [(&str, fn()); 9] = [
     ("latency", latency::run),
     ("activation", activation::run),
     ("swap", swap::run),
@@ -34,6 +36,7 @@ const SECTIONS: [(&str, fn()); 8] = [
     ("pgbus", pgbus::run),
     ("tunnel", tunnel::run),
     ("lanes", lanes::run),
+    ("routing", routing::run),
 ];
 
 fn main() {

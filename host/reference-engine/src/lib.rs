@@ -105,6 +105,11 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "reference engine listening");
     }
+    // Streamed tokens are small writes: without TCP_NODELAY each would wait
+    // for the client's delayed ACK (about 40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |socket| {
+        let _ = socket.set_nodelay(true);
+    });
     axum::serve(listener, router(state))
         .with_graceful_shutdown(stop)
         .await

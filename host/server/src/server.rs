@@ -145,6 +145,11 @@ async fn serve(
     tracing::info!(instance = %instance_id, addr = %listener.local_addr()?, pooled = state.runtime.is_pooled(), "replica serving");
 
     let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
+    // Streamed answers and tunnel frames are small writes: without
+    // TCP_NODELAY each would wait for the peer's delayed ACK (about 40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |socket| {
+        let _ = socket.set_nodelay(true);
+    });
     let server = axum::serve(listener, app(state.clone())).with_graceful_shutdown(async move {
         shutdown.await;
         tracing::info!("shutting down");
