@@ -104,13 +104,54 @@ impl FromRequestParts<Arc<AppState>> for Caller {
             unauthorized("an API key is required (Authorization: Bearer <token>)")
         })?;
         let digest = token_digest(token);
+        if let Some(caller) = state.keys.get(&digest) {
+            return Ok(caller);
+        }
         let principal = state.store.principal(&digest).await?;
         match principal {
-            Some(p) if bool::from(p.token_sha256.as_slice().ct_eq(&digest)) => Ok(Caller {
-                key_id: p.key_id,
-                scopes: p.scopes,
-            }),
+            Some(p) if bool::from(p.token_sha256.as_slice().ct_eq(&digest)) => {
+                let caller = Caller {
+                    key_id: p.key_id,
+                    scopes: p.scopes,
+                };
+                state.keys.put(digest, caller.clone());
+                Ok(caller)
+            }
             _ => Err(unauthorized("unknown or revoked API key")),
         }
+    }
+}
+
+/// How long a replica trusts a key it looked up: every `/v1` request would
+/// otherwise wait for the database. A key revoked on this replica is
+/// forgotten at once; on another replica it works for at most this long.
+pub const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Keys this replica looked up lately, by their digest (never the token).
+#[derive(Debug, Default)]
+pub struct KeyCache {
+    entries: std::sync::Mutex<std::collections::HashMap<Vec<u8>, (Caller, std::time::Instant)>>,
+}
+
+impl KeyCache {
+    /// The caller of a digest looked up within the TTL.
+    pub fn get(&self, digest: &[u8]) -> Option<Caller> {
+        let entries = self.entries.lock().expect("key cache lock");
+        entries
+            .get(digest)
+            .filter(|(_, at)| at.elapsed() < KEY_CACHE_TTL)
+            .map(|(caller, _)| caller.clone())
+    }
+
+    /// Remembers a valid key.
+    pub fn put(&self, digest: Vec<u8>, caller: Caller) {
+        let mut entries = self.entries.lock().expect("key cache lock");
+        entries.retain(|_, (_, at)| at.elapsed() < KEY_CACHE_TTL);
+        entries.insert(digest, (caller, std::time::Instant::now()));
+    }
+
+    /// Forgets everything (a key was revoked).
+    pub fn clear(&self) {
+        self.entries.lock().expect("key cache lock").clear();
     }
 }

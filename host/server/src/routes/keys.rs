@@ -67,7 +67,10 @@ pub async fn revoke(
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     caller.require("admin")?;
-    match state.store.revoke_key(&id).await? {
+    let revoked = state.store.revoke_key(&id).await?;
+    // This replica forgets it at once; others within the cache's TTL.
+    state.keys.clear();
+    match revoked {
         true => {
             tracing::info!(key = %id, by = %caller.key_id, "API key revoked");
             Ok(StatusCode::NO_CONTENT)
