@@ -19,3 +19,26 @@ pub struct Scheduler {
     /// Replicas being brought up by a task of this frontend.
     pub(crate) in_progress: Mutex<HashSet<String>>,
 }
+
+/// Why a replica did not come up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BringUpError {
+    /// The node could not be reached yet (no session, a deadline): the
+    /// replica stays placed and the next pass tries again.
+    Unreachable(String),
+    /// The node refused or the files are wrong: the replica has failed.
+    Failed(String),
+}
+
+impl BringUpError {
+    /// From a control call's error: unreachable when it never got there.
+    pub(crate) fn from_control(what: &str, e: switchyard_carrier::ControlError) -> Self {
+        use switchyard_carrier::ControlError;
+        match e {
+            ControlError::NotDelivered(_) | ControlError::Timeout => {
+                BringUpError::Unreachable(format!("{what}: {e}"))
+            }
+            other => BringUpError::Failed(format!("{what}: {other}")),
+        }
+    }
+}

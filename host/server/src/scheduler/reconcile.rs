@@ -12,6 +12,7 @@ use switchyard_store::keys::random_id;
 use switchyard_store::nodes::Node;
 use tokio::sync::watch;
 
+use super::BringUpError;
 use super::fit::{GpuView, Need, NodeView, place};
 use super::staging::stage;
 use crate::state::AppState;
@@ -312,11 +313,15 @@ fn bring_up(state: &Arc<AppState>, deployment: Deployment, replica: Replica) {
         let outcome = start(&state, &deployment, &replica).await;
         let (next, detail) = match outcome {
             Ok(()) => ("starting", None),
-            Err(e) => ("failed", Some(e)),
+            // Placed again: the next pass tries once the node is reachable.
+            Err(BringUpError::Unreachable(e)) => {
+                ("placed", Some(format!("waiting for the node: {e}")))
+            }
+            Err(BringUpError::Failed(e)) => {
+                tracing::warn!(replica = %replica.id, detail = %e, "replica failed to start");
+                ("failed", Some(e))
+            }
         };
-        if let Some(detail) = &detail {
-            tracing::warn!(replica = %replica.id, detail, "replica failed to start");
-        }
         let _ = state
             .store
             .set_replica_state(&replica.id, next, detail.as_deref())
@@ -334,27 +339,36 @@ async fn start(
     state: &Arc<AppState>,
     deployment: &Deployment,
     replica: &Replica,
-) -> Result<(), String> {
+) -> Result<(), BringUpError> {
+    let failed = BringUpError::Failed;
     let cluster = state
         .cluster
         .clone()
-        .ok_or("this frontend runs no carrier set")?;
+        .ok_or_else(|| BringUpError::Unreachable("this frontend runs no carrier set".into()))?;
     let revision = state
         .store
         .model_revision(&deployment.model_id, &deployment.revision)
         .await
-        .map_err(|e| e.to_string())?
-        .ok_or("the model revision is gone")?;
+        .map_err(|e| failed(e.to_string()))?
+        .ok_or_else(|| failed("the model revision is gone".into()))?;
     let _ = state
         .store
         .set_replica_state(&replica.id, "staging", Some("checking the worker's files"))
         .await;
     let control = cluster.control.active();
     let streams = cluster.streams.active();
-    let store = state.store.clone();
-    let id = replica.id.clone();
+    // Progress is written in order by one task, finished before the state moves on.
+    let (progress, mut updates) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let writer = {
+        let (store, id) = (state.store.clone(), replica.id.clone());
+        tokio::spawn(async move {
+            while let Some(detail) = updates.recv().await {
+                let _ = store.set_replica_state(&id, "staging", Some(&detail)).await;
+            }
+        })
+    };
     let mut last = std::time::Instant::now();
-    stage(
+    let staged = stage(
         &*control,
         &*streams,
         &state.library,
@@ -363,25 +377,24 @@ async fn start(
         |held, total| {
             if last.elapsed() > Duration::from_millis(500) || held == total {
                 last = std::time::Instant::now();
-                let detail = format!(
+                let _ = progress.send(format!(
                     "staging {:.1} of {:.1} MiB",
                     held as f64 / 1048576.0,
                     total as f64 / 1048576.0
-                );
-                let (store, id) = (store.clone(), id.clone());
-                tokio::spawn(async move {
-                    store.set_replica_state(&id, "staging", Some(&detail)).await
-                });
+                ));
             }
         },
     )
-    .await?;
+    .await;
+    drop(progress);
+    let _ = writer.await;
+    staged?;
     // The engine runs the revision's largest file (a GGUF, for the kinds here).
     let model = revision
         .files
         .iter()
         .max_by_key(|f| f.size)
-        .ok_or("the revision has no files")?;
+        .ok_or_else(|| failed("the revision has no files".into()))?;
     let spec = json!({
         "id": replica.id,
         "kind": deployment.engine,
@@ -399,7 +412,7 @@ async fn start(
             CONTROL_DEADLINE,
         )
         .await
-        .map_err(|e| format!("engine.start: {e}"))?;
+        .map_err(|e| BringUpError::from_control("engine.start", e))?;
     Ok(())
 }
 

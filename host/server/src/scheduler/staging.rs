@@ -12,6 +12,7 @@ use switchyard_carrier::{ControlSeam, Stream, StreamsSeam};
 use switchyard_store::models::ModelRevision;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
+use super::BringUpError;
 use crate::library::Library;
 
 /// The largest range per stream (the worker refuses more).
@@ -30,7 +31,7 @@ pub async fn stage(
     node: &str,
     revision: &ModelRevision,
     mut report: impl FnMut(u64, u64),
-) -> Result<(), String> {
+) -> Result<(), BringUpError> {
     let total: u64 = revision.files.iter().map(|f| f.size as u64).sum();
     let files: Vec<Value> = revision
         .files
@@ -45,8 +46,9 @@ pub async fn stage(
             CONTROL_DEADLINE,
         )
         .await
-        .map_err(|e| format!("files.status: {e}"))?;
-    let states: Vec<Value> = serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
+        .map_err(|e| BringUpError::from_control("files.status", e))?;
+    let states: Vec<Value> =
+        serde_json::from_slice(&answer).map_err(|e| BringUpError::Failed(e.to_string()))?;
     let mut held: u64 = 0;
     let mut to_send = Vec::new();
     for (file, state) in revision.files.iter().zip(&states) {
@@ -78,9 +80,17 @@ pub async fn stage(
                     offset = durable;
                 }
                 Err(Failure::Resume(_)) => {
-                    return Err(format!("{}: too many interruptions", file.path));
+                    return Err(BringUpError::Failed(format!(
+                        "{}: too many interruptions",
+                        file.path
+                    )));
                 }
-                Err(Failure::Fatal(e)) => return Err(format!("{}: {e}", file.path)),
+                Err(Failure::Fatal(e)) => {
+                    return Err(BringUpError::Failed(format!("{}: {e}", file.path)));
+                }
+                Err(Failure::Unreachable(e)) => {
+                    return Err(BringUpError::Unreachable(format!("{}: {e}", file.path)));
+                }
             }
         }
     }
@@ -90,6 +100,8 @@ pub async fn stage(
 enum Failure {
     /// Start again from this durable offset.
     Resume(u64),
+    /// The bulk lane is not there (yet).
+    Unreachable(String),
     Fatal(String),
 }
 
@@ -108,7 +120,12 @@ async fn send_range(
     } = streams
         .open(node, Lane::Bulk, "blob")
         .await
-        .map_err(|e| Failure::Fatal(format!("opening the bulk stream: {e}")))?;
+        .map_err(|e| match e {
+            switchyard_carrier::Refusal::NotDelivered(_) => {
+                Failure::Unreachable(format!("opening the bulk stream: {e}"))
+            }
+            other => Failure::Fatal(format!("opening the bulk stream: {other}")),
+        })?;
     let head = json!({"sha256": sha256, "size": size, "offset": offset, "length": length});
     let sending = async {
         writer
