@@ -68,6 +68,50 @@ ensure_python_clients() {
     export SWITCHYARD_PYTHON="$venv/bin/python"
 }
 
+# llama.cpp's `llama-server` for the llama-cpp engine's suite, built once from
+# the sources that the pinned llama-cpp-python source distribution on PyPI
+# vendors and kept beside the build (about 7 minutes on 2 cores); and the
+# `gguf` package in the Python clients' venv, which writes the suite's tiny
+# model. Needs ensure_python_clients first.
+LLAMA_CPP_PYTHON_VERSION=0.3.36
+ensure_llama_server() {
+    local python="${SWITCHYARD_PYTHON:?ensure_python_clients comes first}"
+    if ! "$python" -c 'import gguf, numpy' 2>/dev/null; then
+        say "installing the gguf Python package into $(dirname "$(dirname "$python")")"
+        "$python" -m pip install -q gguf numpy
+    fi
+    local bin="$CARGO_TARGET_DIR/llama.cpp/llama-server"
+    if [[ ! -x "$bin" ]]; then
+        local missing=()
+        command -v cmake >/dev/null || missing+=(cmake)
+        command -v ninja >/dev/null || missing+=(ninja-build)
+        { command -v cc && command -v c++ && command -v make; } >/dev/null || missing+=(build-essential)
+        [[ ${#missing[@]} -eq 0 ]] || apt_install "${missing[@]}"
+        (
+            set -e
+            work=$(mktemp -d /tmp/switchyard-llama-cpp.XXXXXX)
+            trap 'rm -rf "$work"' EXIT
+            say "downloading llama-cpp-python $LLAMA_CPP_PYTHON_VERSION's sources from PyPI (they vendor llama.cpp)"
+            "$python" -m pip download -q --no-binary :all: --no-deps -d "$work" \
+                "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+            tar -xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
+            say "building llama-server into $bin (about 7 minutes on 2 cores, once)"
+            # LLAMA_USE_PREBUILT_UI=OFF: otherwise the build downloads the web UI.
+            cmake -S "$work"/llama_cpp_python-*/vendor/llama.cpp -B "$work/build" -G Ninja \
+                -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF \
+                -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+                -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+                -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF >"$work/build.log" 2>&1 &&
+                cmake --build "$work/build" --target llama-server -j 2 >>"$work/build.log" 2>&1 ||
+                { tail -n 40 "$work/build.log"; exit 1; }
+            mkdir -p "$(dirname "$bin")"
+            cp "$work/build/bin/llama-server" "$bin.partial"
+            mv "$bin.partial" "$bin"
+        )
+    fi
+    export SWITCHYARD_LLAMA_SERVER="$bin"
+}
+
 # Where builds go, and the guest components built into it.
 use_target_dir() {
     export CARGO_TARGET_DIR

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test. Installs what is missing (PostgreSQL, nats-server, the
-# wasm32-wasip2 target, a Python venv with the openai client), builds the guest components and the binary, starts a private
-# PostgreSQL for the suites (stopped on exit), then: rustfmt, clippy, and
+# wasm32-wasip2 target, a Python venv with the openai and gguf packages,
+# llama.cpp's llama-server built once from source), builds the guest
+# components and the binary, starts a private PostgreSQL for the suites
+# (stopped on exit), then: rustfmt, clippy, and
 # every test of the workspace (unit, SDK and policy cases, end-to-end suites).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,7 @@ ensure_nats_server
 ensure_wasm_target
 use_target_dir
 ensure_python_clients
+ensure_llama_server
 build_guests
 
 say "checking formatting"

@@ -6,6 +6,7 @@ mod chains;
 mod cli;
 mod embedded;
 mod engines;
+mod llama_cpp;
 mod models;
 mod nodes;
 mod openapi;
