@@ -1,4 +1,4 @@
-//! The cluster's main job end to end, with real processes on the `tunnel`
+//! The cluster's main job end to end, with real processes on each carrier
 //! set: a model imported into the library, a deployment of the reference
 //! engine placed on a worker (its file staged over the bulk lane and
 //! verified), and OpenAI requests through the frontend: listed, completed,
@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::db::fresh_database;
+use switchyard_tests::nats::NatsServer;
 use switchyard_tests::plugins::{component, sha256};
 use switchyard_tests::process::{ServeProcess, WorkerProcess};
 
@@ -36,19 +37,33 @@ impl Api {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deployment_serves_openai_requests_through_the_chain() {
+async fn a_deployment_serves_openai_requests_through_the_chain_on_the_tunnel_set() {
+    serves_through_the_chain(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_serves_openai_requests_through_the_chain_on_the_nats_set() {
+    let nats = NatsServer::start(&[]);
+    serves_through_the_chain(Some(&nats)).await;
+}
+
+/// The whole path on one carrier set: `nats` when a server is given (the
+/// worker then serves streams on its own address), else `tunnel`.
+async fn serves_through_the_chain(nats: Option<&NatsServer>) {
     let database_url = fresh_database().await;
     let data_dir = tempfile::tempdir().unwrap();
-    let serve = ServeProcess::start(
-        &[
-            "--database-url",
-            &database_url,
-            "--auto-approve",
-            "--data-dir",
-            data_dir.path().to_str().unwrap(),
-        ],
-        &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)],
-    );
+    let nats_url = nats.map(NatsServer::address);
+    let mut serve_args = vec![
+        "--database-url",
+        &database_url,
+        "--auto-approve",
+        "--data-dir",
+        data_dir.path().to_str().unwrap(),
+    ];
+    if let Some(url) = &nats_url {
+        serve_args.extend(["--nats-url", url.as_str()]);
+    }
+    let serve = ServeProcess::start(&serve_args, &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)]);
     let api = Api {
         url: serve.url.clone(),
         http: reqwest::Client::new(),
@@ -63,12 +78,24 @@ async fn a_deployment_serves_openai_requests_through_the_chain() {
         )
         .await;
     let worker_dir = tempfile::tempdir().unwrap();
+    let address = format!(
+        "127.0.0.1:{}",
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    );
+    let mut worker_args = vec!["--gpu", "name=H200,memory=141GiB"];
+    if let Some(url) = &nats_url {
+        worker_args.extend(["--nats-url", url.as_str(), "--address", address.as_str()]);
+    }
     let _worker = WorkerProcess::start(
         &serve.url,
         token["value"].as_str().unwrap(),
         "gpu-1",
         worker_dir.path(),
-        &["--gpu", "name=H200,memory=141GiB"],
+        &worker_args,
     );
 
     // A model in the library: 3 MiB of weights.

@@ -4,8 +4,10 @@
 //! Two ways to carry it, one wire meaning:
 //! - [`StreamControl`]: a stream to the node's `control` service (the
 //!   `tunnel` set; the stream travels on the inference lane);
-//! - [`CarrierControl`]: a request on `node.<id>.control.<verb>` (the `nats`
-//!   set), answered with the `switchyard-control` header.
+//! - [`CarrierControl`]: a request on `node.<id>.control` naming the verb in
+//!   the `switchyard-verb` header (the `nats` set; verbs such as
+//!   `files.status` hold dots, which subjects cannot), answered with the
+//!   `switchyard-control` header.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +24,8 @@ use crate::streams::{Lane, StreamsSeam};
 pub const CONTROL_SERVICE: &str = "control";
 /// The header of a control answer on a carrier: `ok` or `refused:<code>`.
 pub const CONTROL_HEADER: &str = "switchyard-control";
+/// The header naming a control request's verb on a carrier.
+pub const VERB_HEADER: &str = "switchyard-verb";
 /// The largest control request or answer.
 pub const MAX_CONTROL_BYTES: usize = 16 * 1024 * 1024;
 
@@ -207,9 +211,9 @@ impl CarrierControl {
     }
 }
 
-/// The subject a node's control verb is served on.
-pub fn control_subject(node: &str, verb: &str) -> String {
-    format!("node.{node}.control.{verb}")
+/// The subject a node's control verbs are served on.
+pub fn control_subject(node: &str) -> String {
+    format!("node.{node}.control")
 }
 
 impl ControlSeam for CarrierControl {
@@ -221,19 +225,19 @@ impl ControlSeam for CarrierControl {
         deadline: Duration,
     ) -> BoxFuture<'static, Result<Bytes, ControlError>> {
         let carrier = self.carrier.clone();
-        let subject = control_subject(node, verb);
+        let subject = control_subject(node);
+        let headers = vec![(VERB_HEADER.to_string(), verb.to_string())];
         Box::pin(async move {
-            let reply =
-                carrier
-                    .request(&subject, payload, deadline)
-                    .await
-                    .map_err(|e| match e {
-                        SendError::Timeout => ControlError::Timeout,
-                        SendError::NoResponders | SendError::NotConnected => {
-                            ControlError::NotDelivered(e.to_string())
-                        }
-                        other => ControlError::Failed(other.to_string()),
-                    })?;
+            let reply = carrier
+                .request_with_headers(&subject, headers, payload, deadline)
+                .await
+                .map_err(|e| match e {
+                    SendError::Timeout => ControlError::Timeout,
+                    SendError::NoResponders | SendError::NotConnected => {
+                        ControlError::NotDelivered(e.to_string())
+                    }
+                    other => ControlError::Failed(other.to_string()),
+                })?;
             let status = reply
                 .headers
                 .iter()
@@ -260,17 +264,17 @@ pub async fn serve_control_on_carrier(
     node: &str,
     handler: ControlHandler,
 ) -> Result<(), SendError> {
-    let (subscription, mut requests) = carrier.subscribe(&control_subject(node, "*"), None).await?;
+    let (subscription, mut requests) = carrier.subscribe(&control_subject(node), None).await?;
     while let Some(request) = requests.recv().await {
         let Some(reply_to) = request.reply_to.clone() else {
             continue;
         };
         let verb = request
-            .subject
-            .rsplit('.')
-            .next()
-            .unwrap_or_default()
-            .to_string();
+            .headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(VERB_HEADER))
+            .map(|(_, value)| value.clone())
+            .unwrap_or_default();
         let (carrier, handler) = (carrier.clone(), handler.clone());
         tokio::spawn(async move {
             let (status, payload) = match handler(verb, request.payload).await {
