@@ -11,7 +11,8 @@
 //! 6. the pgbus carrier: a burst of large broadcasts, and small messages beside bare `pg_notify`;
 //! 7. one tunnel stream's throughput beside bare TCP, and (`lanes`) a small
 //!    call's latency behind a bulk transfer on a shaped link;
-//! 8. (`routing`) OpenAI requests through the frontend beside straight to the engine.
+//! 8. (`routing`) OpenAI requests through the frontend beside straight to the engine;
+//! 9. (`staging`) a verified model copy to a worker beside `sha256sum` + `cp`.
 
 mod activation;
 mod fixtures;
@@ -22,12 +23,13 @@ mod nats;
 mod pgbus;
 mod routing;
 mod shaper;
+mod staging;
 mod stats;
 mod swap;
 mod tunnel;
 
 /// Every section, by the name `switchyard-bench <name>...` selects it with.
-const SECTIONS: [(&str, fn()); 9] = [
+const SECTIONS: [(&str, fn()); 10] = [
     ("latency", latency::run),
     ("activation", activation::run),
     ("swap", swap::run),
@@ -37,6 +39,7 @@ const SECTIONS: [(&str, fn()); 9] = [
     ("tunnel", tunnel::run),
     ("lanes", lanes::run),
     ("routing", routing::run),
+    ("staging", staging::run),
 ];
 
 fn main() {
