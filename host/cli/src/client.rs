@@ -49,4 +49,14 @@ impl Client {
         }
         Ok(body)
     }
+
+    /// [`Client::send`] with a JSON body.
+    pub async fn send_json(
+        &self,
+        method: Method,
+        path: &str,
+        body: Value,
+    ) -> anyhow::Result<Value> {
+        self.send(self.request(method, path).json(&body)).await
+    }
 }

@@ -17,8 +17,6 @@ pub struct Served {
     pub deployment: Deployment,
     /// `(replica id, node id)` of the ready ones.
     pub ready: Vec<(String, String)>,
-    /// Replicas placed but not ready yet.
-    pub loading: usize,
 }
 
 /// Why no replica was chosen.
@@ -65,20 +63,14 @@ impl Routing {
     pub fn refresh(&self, deployments: Vec<Deployment>, replicas: Vec<Replica>) {
         let mut table = HashMap::new();
         for deployment in deployments {
-            let mine = replicas.iter().filter(|r| r.deployment_id == deployment.id);
-            let (ready, loading): (Vec<&Replica>, Vec<&Replica>) = mine
-                .filter(|r| r.state != "failed" && r.state != "stopping")
-                .partition(|r| r.state == "ready");
+            let ready = replicas
+                .iter()
+                .filter(|r| r.deployment_id == deployment.id && r.state == "ready")
+                .map(|r| (r.id.clone(), r.node_id.clone()))
+                .collect();
             table.insert(
                 deployment.served_model_name.clone(),
-                Served {
-                    ready: ready
-                        .iter()
-                        .map(|r| (r.id.clone(), r.node_id.clone()))
-                        .collect(),
-                    loading: loading.len(),
-                    deployment,
-                },
+                Served { ready, deployment },
             );
         }
         self.table.store(Arc::new(table));

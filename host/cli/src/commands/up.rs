@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::process::Command;
 
-use crate::cli::UpArgs;
+use crate::cli::{ApiArgs, UpArgs};
+use crate::client::Client;
 
 const DEMO_MODEL: &str = "demo-tiny";
 const DEMO_REVISION: &str = "r1";
@@ -70,17 +71,12 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         let _ = serve_stopped.await;
     }));
     let base = format!("http://{}", args.listen);
-    let api = Api {
-        http: reqwest::Client::new(),
-        base: base.clone(),
-        token: admin.clone(),
-    };
+    let api = Client::new(&ApiArgs {
+        server: base.clone(),
+        token: Some(admin.clone()),
+    });
     wait_until("the frontend is ready", || async {
-        api.http
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
+        api.send(api.request(Method::GET, "/readyz")).await.is_ok()
     })
     .await?;
 
@@ -107,10 +103,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     }
     if !worker_dir.join("node.json").exists() {
         let token = api
-            .call(
+            .send_json(
                 Method::POST,
                 "/api/nodes/registration-tokens",
-                Some(json!({"name": "up"})),
+                json!({"name": "up"}),
             )
             .await?;
         worker_args.push("--registration-token".into());
@@ -136,10 +132,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             Some(key) => key.to_string(),
             None => {
                 let created = api
-                    .call(
+                    .send_json(
                         Method::POST,
                         "/api/keys",
-                        Some(json!({"name": "up-demo", "scopes": ["inference"]})),
+                        json!({"name": "up-demo", "scopes": ["inference"]}),
                     )
                     .await?;
                 let key = created["token"].as_str().context("a key")?.to_string();
@@ -173,31 +169,6 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-struct Api {
-    http: reqwest::Client,
-    base: String,
-    token: String,
-}
-
-impl Api {
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await?;
-        let status = response.status();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
-        if !status.is_success() {
-            bail!("{path}: {status} {body}");
-        }
-        Ok(body)
-    }
-}
-
 async fn wait_until<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
@@ -228,9 +199,9 @@ fn store_credentials(path: &Path, credentials: &Value) -> anyhow::Result<()> {
 }
 
 /// The demo model: 4 MiB of deterministic bytes, imported once.
-async fn import_demo_model(api: &Api, data_dir: &Path) -> anyhow::Result<()> {
+async fn import_demo_model(api: &Client, data_dir: &Path) -> anyhow::Result<()> {
     let path = format!("/api/models/{DEMO_MODEL}/{DEMO_REVISION}");
-    if api.call(Method::GET, &path, None).await.is_ok() {
+    if api.send(api.request(Method::GET, &path)).await.is_ok() {
         return Ok(());
     }
     say("importing the demo model into the library");
@@ -246,31 +217,27 @@ async fn import_demo_model(api: &Api, data_dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(data_dir.join("demo-model"))?;
     std::fs::write(data_dir.join("demo-model/demo-tiny.gguf"), &bytes)?;
     let digest = hex::encode(Sha256::digest(&bytes));
-    let response = api
-        .http
-        .put(format!("{}/api/library/blobs/{digest}", api.base))
-        .bearer_auth(&api.token)
-        .body(bytes.clone())
-        .send()
-        .await?;
-    if !response.status().is_success() {
-        bail!("uploading the demo model: {}", response.status());
-    }
-    api.call(
+    api.send(
+        api.request(Method::PUT, &format!("/api/library/blobs/{digest}"))
+            .body(bytes.clone()),
+    )
+    .await
+    .context("uploading the demo model")?;
+    api.send_json(
         Method::POST,
         "/api/models",
-        Some(
-            json!({"id": DEMO_MODEL, "revision": DEMO_REVISION, "licence": "demo",
-                    "files": [{"path": "demo-tiny.gguf", "size": bytes.len(), "sha256": digest}]}),
-        ),
+        json!({"id": DEMO_MODEL, "revision": DEMO_REVISION, "licence": "demo",
+                "files": [{"path": "demo-tiny.gguf", "size": bytes.len(), "sha256": digest}]}),
     )
     .await?;
     Ok(())
 }
 
 /// The demo deployment (one replica on one GPU), then waits until it serves.
-async fn deploy_demo(api: &Api, token_delay_ms: i32) -> anyhow::Result<()> {
-    let listed = api.call(Method::GET, "/api/deployments", None).await?;
+async fn deploy_demo(api: &Client, token_delay_ms: i32) -> anyhow::Result<()> {
+    let listed = api
+        .send(api.request(Method::GET, "/api/deployments"))
+        .await?;
     let existing = listed["deployments"].as_array().and_then(|all| {
         all.iter()
             .find(|d| d["deployment"]["served_model_name"] == DEMO_MODEL)
@@ -281,12 +248,12 @@ async fn deploy_demo(api: &Api, token_delay_ms: i32) -> anyhow::Result<()> {
         None => {
             say("deploying the demo model on the reference engine");
             let created = api
-                .call(
+                .send_json(
                     Method::POST,
                     "/api/deployments",
-                    Some(json!({"model": DEMO_MODEL, "revision": DEMO_REVISION, "engine": "reference",
-                                "gpus_per_replica": 1, "gpu_memory_bytes": 1 << 30,
-                                "token_delay_ms": token_delay_ms})),
+                    json!({"model": DEMO_MODEL, "revision": DEMO_REVISION, "engine": "reference",
+                           "gpus_per_replica": 1, "gpu_memory_bytes": 1 << 30,
+                           "token_delay_ms": token_delay_ms}),
                 )
                 .await?;
             created["id"]
@@ -299,7 +266,7 @@ async fn deploy_demo(api: &Api, token_delay_ms: i32) -> anyhow::Result<()> {
     let started = Instant::now();
     loop {
         let status = api
-            .call(Method::GET, &format!("/api/deployments/{id}"), None)
+            .send(api.request(Method::GET, &format!("/api/deployments/{id}")))
             .await?;
         let replica = &status["replicas_status"][0];
         let now = format!(
