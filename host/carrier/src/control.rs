@@ -106,25 +106,17 @@ impl ControlSeam for StreamControl {
         let (node, verb) = (node.to_string(), verb.to_string());
         Box::pin(async move {
             let call = async {
-                let Stream {
-                    mut reader,
-                    mut writer,
-                } = streams
-                    .open(&node, Lane::Inference, CONTROL_SERVICE)
+                let mut request = BytesMut::with_capacity(verb.len() + 1 + payload.len());
+                request.extend_from_slice(verb.as_bytes());
+                request.extend_from_slice(b"\n");
+                request.extend_from_slice(&payload);
+                let mut reader = streams
+                    .call(&node, Lane::Inference, CONTROL_SERVICE, request.freeze())
                     .await
                     .map_err(|refusal| match refusal {
                         Refusal::NotDelivered(why) => ControlError::NotDelivered(why),
                         other => ControlError::Failed(other.to_string()),
                     })?;
-                let mut request = BytesMut::with_capacity(verb.len() + 1 + payload.len());
-                request.extend_from_slice(verb.as_bytes());
-                request.extend_from_slice(b"\n");
-                request.extend_from_slice(&payload);
-                writer
-                    .write(request.freeze())
-                    .await
-                    .map_err(|e| ControlError::Failed(e.to_string()))?;
-                writer.finish();
                 let answer = reader
                     .read_to_end(MAX_CONTROL_BYTES)
                     .await

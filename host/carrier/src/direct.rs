@@ -6,6 +6,9 @@
 //! is the SHA-256 (hex) of the node's credential, the value every frontend
 //! holds and the worker can compute; the worker answers with one line:
 //! `OK`, `UNKNOWN`, `OVERLOADED` or `REFUSED <message>`, then bytes flow.
+//! A request-and-answer [`call`] writes its whole request right behind the
+//! line and half-closes, without waiting for the answer line; a refused
+//! stream's request is read and dropped.
 
 use std::sync::Arc;
 
@@ -16,13 +19,17 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
-use crate::stream::{Refusal, Stream, StreamError, TransportEnds, WriteOp, channel_stream};
+use crate::stream::{
+    Refusal, Stream, StreamError, StreamReader, TransportEnds, WriteOp, channel_stream,
+};
 use crate::streams::{Acceptor, Lane, StreamsSeam};
 
 /// How much a reader may have read ahead of its consumer.
 const READ_AHEAD: usize = 4 * 1024 * 1024;
 const CHUNK: usize = 64 * 1024;
 const MAX_HELLO: usize = 1024;
+/// How long a refused stream's early request is read before closing.
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Where a node's streams are dialled, and the proof it expects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,10 +70,46 @@ impl StreamsSeam for DirectStreams {
             dial(&target, &service).await
         })
     }
+
+    fn call(
+        &self,
+        node: &str,
+        _lane: Lane,
+        service: &str,
+        request: Bytes,
+    ) -> BoxFuture<'static, Result<StreamReader, Refusal>> {
+        let resolve = self.resolve.clone();
+        let (node, service) = (node.to_string(), service.to_string());
+        Box::pin(async move {
+            let target = resolve(node).await.map_err(Refusal::NotDelivered)?;
+            call(&target, &service, request).await
+        })
+    }
 }
 
 /// Dials one stream.
 pub async fn dial(target: &NodeAddress, service: &str) -> Result<Stream, Refusal> {
+    handshake(target, service, None).await
+}
+
+/// Dials one stream with all of `request` written behind the hello and this
+/// side finished, so the request does not wait a round trip for the answer
+/// line; gives back the answer's reader.
+pub async fn call(
+    target: &NodeAddress,
+    service: &str,
+    request: Bytes,
+) -> Result<StreamReader, Refusal> {
+    let Stream { reader, writer } = handshake(target, service, Some(request)).await?;
+    writer.finished_already();
+    Ok(reader)
+}
+
+async fn handshake(
+    target: &NodeAddress,
+    service: &str,
+    request: Option<Bytes>,
+) -> Result<Stream, Refusal> {
     let not_delivered =
         |e: std::io::Error| Refusal::NotDelivered(format!("{}: {e}", target.address));
     let socket = TcpStream::connect(&target.address)
@@ -74,11 +117,18 @@ pub async fn dial(target: &NodeAddress, service: &str) -> Result<Stream, Refusal
         .map_err(not_delivered)?;
     let _ = socket.set_nodelay(true);
     let mut socket = BufReader::new(socket);
+    let mut hello = BytesMut::from(format!("SWY1 {service} {}\n", target.proof).as_bytes());
+    if let Some(request) = &request {
+        hello.extend_from_slice(request);
+    }
     socket
         .get_mut()
-        .write_all(format!("SWY1 {service} {}\n", target.proof).as_bytes())
+        .write_all(&hello)
         .await
         .map_err(not_delivered)?;
+    if request.is_some() {
+        socket.get_mut().shutdown().await.map_err(not_delivered)?;
+    }
     let mut line = String::new();
     socket
         .read_line(&mut line)
@@ -161,13 +211,27 @@ fn pending(socket: BufReader<TcpStream>) -> (Stream, oneshot::Sender<String>) {
             .write_all(format!("{verdict}\n").as_bytes())
             .await
             .is_err()
-            || !accepted
         {
             return;
+        }
+        if !accepted {
+            return drain(socket).await;
         }
         pumps.run(socket).await;
     });
     (stream, start)
+}
+
+/// Reads a refused stream's early request to its end (bounded), so that
+/// closing with it unread does not reset the connection before the dialler
+/// read the refusal.
+async fn drain(mut socket: BufReader<TcpStream>) {
+    let _ = socket.get_mut().shutdown().await;
+    let mut discard = vec![0u8; CHUNK];
+    let _ = tokio::time::timeout(DRAIN_LIMIT, async {
+        while let Ok(1..) = socket.read(&mut discard).await {}
+    })
+    .await;
 }
 
 fn wrap(socket: BufReader<TcpStream>) -> Stream {

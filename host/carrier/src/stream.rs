@@ -9,8 +9,11 @@ use bytes::Bytes;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 /// Why a stream could not be opened. The kinds stay apart: only
-/// [`Refusal::NotDelivered`] says the worker learned nothing of the call, so
-/// only then is it safe to try again elsewhere.
+/// [`Refusal::NotDelivered`] says the worker never answered, so only then
+/// may the call go elsewhere (after a plain open the worker learned
+/// nothing; after a [`call`](crate::streams::StreamsSeam::call), whose
+/// request rides with the open, it may have seen the request, so only
+/// idempotent calls go again).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// The worker has no such service.
@@ -22,8 +25,7 @@ pub enum Refusal {
     /// The worker has too many streams open.
     #[error("worker overloaded")]
     Overloaded,
-    /// The open never reached the worker (no session, session lost, dial
-    /// failed); the worker learned nothing.
+    /// No answer from the worker (no session, session lost, dial failed).
     #[error("not delivered: {0}")]
     NotDelivered(String),
 }
@@ -217,6 +219,12 @@ impl StreamWriter {
         taken
             .await
             .unwrap_or_else(|_| Err(StreamError::Reset("the transport has ended".into())))
+    }
+
+    /// For a writer whose finish the transport already has: dropping it
+    /// sends nothing.
+    pub(crate) fn finished_already(mut self) {
+        self.finished = true;
     }
 
     /// Half-close: the peer reads to the end; its direction goes on.

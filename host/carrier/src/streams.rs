@@ -10,9 +10,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use crate::stream::{Refusal, Stream};
+use crate::stream::{Refusal, Stream, StreamReader};
 use crate::tunnel::TunnelSession;
 
 /// Which of a worker's two lanes.
@@ -56,6 +57,35 @@ pub trait StreamsSeam: Send + Sync {
         lane: Lane,
         service: &str,
     ) -> BoxFuture<'static, Result<Stream, Refusal>>;
+
+    /// A request and its answer: opens a stream to `service`, sends all of
+    /// `request`, finishes, and gives back the answer's reader. A carrier
+    /// that can send the request with the open, without waiting a round
+    /// trip for the accept, does (then a `NotDelivered` refusal may come
+    /// after the service saw the request).
+    fn call(
+        &self,
+        node: &str,
+        lane: Lane,
+        service: &str,
+        request: Bytes,
+    ) -> BoxFuture<'static, Result<StreamReader, Refusal>> {
+        Box::pin(send_after_open(self.open(node, lane, service), request))
+    }
+}
+
+/// [`StreamsSeam::call`] for a carrier that must wait for the accept.
+async fn send_after_open(
+    opened: BoxFuture<'static, Result<Stream, Refusal>>,
+    request: Bytes,
+) -> Result<StreamReader, Refusal> {
+    let Stream { reader, mut writer } = opened.await?;
+    writer
+        .write(request)
+        .await
+        .map_err(|e| Refusal::NotDelivered(e.to_string()))?;
+    writer.finish();
+    Ok(reader)
 }
 
 /// Opens a stream through the replica that holds the node's session.
@@ -157,5 +187,20 @@ impl StreamsSeam for TunnelRegistry {
                 ))),
             }
         })
+    }
+
+    fn call(
+        &self,
+        node: &str,
+        lane: Lane,
+        service: &str,
+        request: Bytes,
+    ) -> BoxFuture<'static, Result<StreamReader, Refusal>> {
+        let Some(session) = self.local(node, lane) else {
+            // Relayed: the other replica's session opens it.
+            return Box::pin(send_after_open(self.open(node, lane, service), request));
+        };
+        let service = service.to_string();
+        Box::pin(async move { session.call(&service, request).await })
     }
 }

@@ -156,8 +156,9 @@ pub enum Refusal {
     #[error("the worker is overloaded")]
     Overloaded,
     /// No reply came before the session ended. Produced locally on the side
-    /// that opened the stream, never sent: the worker learned at most the
-    /// service name (no data is sent before the reply), so retrying is safe.
+    /// that opened the stream, never sent. Without early data the worker
+    /// learned at most the service name, so retrying is safe; with it, the
+    /// request may have been delivered.
     #[error("the stream was not delivered: the session ended before a reply")]
     NotDelivered,
 }

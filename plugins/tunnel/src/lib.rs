@@ -89,14 +89,17 @@
 //!   symmetric, though Switchyard's frontend is the one that opens.
 //! - The side receiving OPEN always answers with REPLY: the application's
 //!   accept or refusal, or `overloaded` past [`MAX_STREAMS`]. The opener
-//!   sends no DATA before an accepting REPLY, so a stream left unanswered
-//!   when the session ends ([`Refusal::NotDelivered`]) delivered nothing.
+//!   may send DATA and FIN right after its OPEN, within the lane's window,
+//!   so a request rides with the OPEN instead of waiting a round trip; a
+//!   refused stream's early data is dropped (it is for a stream gone). The
+//!   side that received the OPEN sends nothing on it before its REPLY.
 //! - Each direction of an accepted stream starts with the lane's window
 //!   ([`INFERENCE_WINDOW`], [`BULK_WINDOW`]) of credit. DATA spends it,
 //!   WINDOW returns it (the receiver batches: once half the window was
 //!   consumed). DATA past the credit resets the stream (`window overrun`);
-//!   DATA before the reply or after FIN, or credit past the lane's window,
-//!   resets it (`protocol`). The session survives both.
+//!   DATA from the replying side before its reply, DATA after FIN, or
+//!   credit past the lane's window resets it (`protocol`). The session
+//!   survives both.
 //! - FIN closes one direction; the stream is gone once both are closed or
 //!   after RESET. Frames for a stream already gone are ignored (they were in
 //!   flight).

@@ -439,7 +439,8 @@ impl Session {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        if stream.phase != Phase::Open || stream.remote_fin {
+        // Early data rides with the OPEN, before this side's reply.
+        if !stream.phase.receives() || stream.remote_fin {
             return self.violation(id, ResetReason::Protocol);
         }
         let credit = len as u64;
@@ -474,7 +475,7 @@ impl Session {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        if stream.phase != Phase::Open || stream.remote_fin {
+        if !stream.phase.receives() || stream.remote_fin {
             return self.violation(id, ResetReason::Protocol);
         }
         stream.remote_fin = true;
@@ -493,7 +494,9 @@ impl Session {
     }
 
     /// Opens a stream to `service` on the peer; the answer comes as
-    /// [`Event::Replied`]. Nothing may be sent on it until it is accepted.
+    /// [`Event::Replied`]. Data (and FIN) may follow at once, within the
+    /// lane's window: a request rides with its OPEN instead of waiting a
+    /// round trip for the reply.
     pub fn open_stream(&mut self, service: &str) -> Result<StreamId, StreamError> {
         self.check_open()?;
         if service.is_empty() || service.len() > MAX_SERVICE_LEN {
@@ -523,6 +526,8 @@ impl Session {
             stream,
             result: Ok(()),
         });
+        // Early data consumed before the reply.
+        self.return_credit(stream);
         Ok(())
     }
 
@@ -582,7 +587,6 @@ impl Session {
     /// window has been consumed. A stream already gone is ignored.
     pub fn consumed(&mut self, id: StreamId, n: u64) -> Result<(), StreamError> {
         self.check_open()?;
-        let half = u64::from(self.lane.window() / 2);
         let Some(stream) = self.streams.get_mut(&id) else {
             return Ok(());
         };
@@ -595,8 +599,20 @@ impl Session {
         }
         stream.unconsumed -= n;
         stream.unreturned += n;
-        // After the peer's FIN no more data comes, so credit is pointless.
-        if stream.unreturned >= half && !stream.remote_fin {
+        self.return_credit(id);
+        Ok(())
+    }
+
+    /// Sends the stream's consumed credit back once it is half the window.
+    /// After the peer's FIN no more data comes, so credit is pointless;
+    /// before this side's REPLY a WINDOW would arrive ahead of it (`accept`
+    /// calls again).
+    fn return_credit(&mut self, id: StreamId) {
+        let half = u64::from(self.lane.window() / 2);
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if stream.unreturned >= half && !stream.remote_fin && stream.phase == Phase::Open {
             let increment = stream.unreturned;
             stream.recv_window += increment;
             stream.unreturned = 0;
@@ -606,7 +622,6 @@ impl Session {
                 increment: u32::try_from(increment).unwrap_or(u32::MAX),
             });
         }
-        Ok(())
     }
 
     /// Sends FIN: this side sends no more on `stream`; the peer may go on
@@ -658,11 +673,12 @@ impl Session {
         }
     }
 
-    /// The stream, if it is accepted and this side has not finished it.
+    /// The stream, if this side may send on it (opened here, or accepted)
+    /// and has not finished it.
     fn open(&mut self, id: StreamId) -> Result<&mut Stream, StreamError> {
         match self.streams.get_mut(&id) {
             None => Err(StreamError::UnknownStream(id)),
-            Some(s) if s.phase != Phase::Open => Err(StreamError::NotOpen(id)),
+            Some(s) if s.phase == Phase::Pending => Err(StreamError::NotOpen(id)),
             Some(s) if s.local_fin => Err(StreamError::AlreadyFinished(id)),
             Some(s) => Ok(s),
         }

@@ -1,18 +1,18 @@
-//! The session driver: one thread per websocket session owns the tunnel
-//! plugin instance (its calls are synchronous) and the streams' state. The
-//! websocket's reader hands it messages, stream handles hand it writes, and
-//! it hands whole messages to the websocket's writer. Stream bodies stay
-//! `Bytes` all the way: the plugin sees only headers.
+//! The session driver: owns the tunnel plugin instance (its calls are
+//! synchronous) and the streams' state, and runs where [`Core`] lets it.
+//! The websocket's reader hands it messages, stream handles hand it writes,
+//! and it hands whole messages to the websocket's writer. Stream bodies
+//! stay `Bytes` all the way: the plugin sees only headers.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
-use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use switchyard_runtime::tunnel::{self as plugin, Event, Step, TunnelPlugin};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::core::Core;
 use crate::stream::{
     ConsumeSink, Refusal, Stream, StreamError, StreamReader, StreamWriter, WriteSink,
 };
@@ -24,9 +24,11 @@ pub(crate) enum Command {
     Incoming(Bytes),
     /// The websocket ended.
     TransportClosed(String),
-    /// Open a stream to the peer's service.
+    /// Open a stream to the peer's service; with a request, send it
+    /// behind the OPEN and finish.
     Open {
         service: String,
+        request: Option<Bytes>,
         answer: oneshot::Sender<Result<Stream, Refusal>>,
     },
     Write {
@@ -40,6 +42,8 @@ pub(crate) enum Command {
     },
     Finish(u32),
     Reset(u32),
+    /// Keepalive: the plugin's timers.
+    Tick,
 }
 
 /// One stream's host-side state.
@@ -60,7 +64,8 @@ struct Slot {
 
 pub(crate) struct Driver {
     plugin: TunnelPlugin,
-    commands: std_mpsc::Sender<Command>,
+    /// Where the streams' handles send their commands.
+    core: Weak<Core>,
     output: mpsc::UnboundedSender<Bytes>,
     acceptor: Acceptor,
     slots: HashMap<u32, Slot>,
@@ -71,7 +76,7 @@ pub(crate) struct Driver {
 impl Driver {
     pub(crate) fn new(
         plugin: TunnelPlugin,
-        commands: std_mpsc::Sender<Command>,
+        core: Weak<Core>,
         output: mpsc::UnboundedSender<Bytes>,
         acceptor: Acceptor,
         epoch: Instant,
@@ -79,7 +84,7 @@ impl Driver {
     ) -> Self {
         Self {
             plugin,
-            commands,
+            core,
             output,
             acceptor,
             slots: HashMap::new(),
@@ -92,46 +97,37 @@ impl Driver {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// Runs until the session ends: the plugin or the websocket says so, or
-    /// every handle is gone.
-    pub(crate) fn run(mut self, first: Step, commands: std_mpsc::Receiver<Command>) {
-        let mut ended = self.apply(first).err();
-        while ended.is_none() {
-            let wait = match self.plugin.next_tick() {
-                Ok(Some(at)) => Duration::from_millis(at.saturating_sub(self.now_ms())),
-                Ok(None) => Duration::from_secs(3600),
-                Err(e) => {
-                    ended = Some(format!("tunnel plugin failed: {e}"));
-                    break;
-                }
-            };
-            ended = match commands.recv_timeout(wait) {
-                Ok(command) => self.handle(command).err(),
-                Err(std_mpsc::RecvTimeoutError::Timeout) => match self.plugin.tick(self.now_ms()) {
-                    Ok(step) => self.apply(step).err(),
-                    Err(e) => Some(format!("tunnel plugin failed: {e}")),
-                },
-                Err(std_mpsc::RecvTimeoutError::Disconnected) => Some("closed".into()),
-            };
+    /// How long until the plugin's next timer.
+    pub(crate) fn tick_wait(&mut self) -> Result<Duration, String> {
+        match self.plugin.next_tick().map_err(trapped)? {
+            Some(at) => Ok(Duration::from_millis(at.saturating_sub(self.now_ms()))),
+            None => Ok(Duration::from_secs(3600)),
         }
-        let reason = ended.unwrap_or_default();
-        tracing::debug!(reason, "tunnel session ended");
-        self.end(&reason);
     }
 
-    /// Fails every stream and open; the websocket writer sees its channel close.
-    fn end(&mut self, reason: &str) {
+    /// Fails every stream and open; the websocket writer sees its channel
+    /// close once the driver is dropped.
+    pub(crate) fn end(&mut self, reason: &str) {
         for (_, slot) in self.slots.drain() {
             fail(slot, reason);
         }
         self.lost.send_replace(Some(reason.to_string()));
     }
 
-    fn handle(&mut self, command: Command) -> Result<(), String> {
+    /// Runs one command; an `Err` ends the session.
+    pub(crate) fn handle(&mut self, command: Command) -> Result<(), String> {
         match command {
+            Command::Tick => {
+                let step = self.plugin.tick(self.now_ms()).map_err(trapped)?;
+                self.apply(step)
+            }
             Command::Incoming(message) => self.incoming(message),
             Command::TransportClosed(reason) => Err(reason),
-            Command::Open { service, answer } => self.open(service, answer),
+            Command::Open {
+                service,
+                request,
+                answer,
+            } => self.open(service, request, answer),
             Command::Write { stream, data, done } => {
                 let Some(slot) = self.slots.get_mut(&stream) else {
                     let _ = done.send(Err(StreamError::Reset("the stream is gone".into())));
@@ -213,6 +209,7 @@ impl Driver {
     fn open(
         &mut self,
         service: String,
+        request: Option<Bytes>,
         answer: oneshot::Sender<Result<Stream, Refusal>>,
     ) -> Result<(), String> {
         let (id, step) = match self.plugin.open(&service).map_err(trapped)? {
@@ -228,15 +225,19 @@ impl Driver {
             }
         };
         let (slot_inbound, stream) = self.stream(id);
-        self.slots.insert(
-            id,
-            Slot {
-                inbound: Some(slot_inbound),
-                opener: Some((answer, stream)),
-                ..Slot::default()
-            },
-        );
-        self.apply(step)
+        let mut slot = Slot {
+            inbound: Some(slot_inbound),
+            opener: Some((answer, stream)),
+            ..Slot::default()
+        };
+        if let Some(request) = request {
+            // Nobody waits for this write: the reply or a reset answers.
+            slot.pending.push_back((request, oneshot::channel().0));
+            slot.finish_after = true;
+        }
+        self.slots.insert(id, slot);
+        self.apply(step)?;
+        self.pump(id)
     }
 
     /// A stream handle whose writes and credit come back to this driver.
@@ -244,7 +245,7 @@ impl Driver {
         let (inbound, chunks) = mpsc::unbounded_channel();
         let handle = Arc::new(StreamHandle {
             id,
-            commands: self.commands.clone(),
+            core: self.core.upgrade().expect("the core runs its driver"),
         });
         let stream = Stream {
             reader: StreamReader::new(chunks, Some(handle.clone())),
@@ -284,6 +285,8 @@ impl Driver {
                 match outcome {
                     Ok(()) => {
                         let _ = answer.send(Ok(stream));
+                        // What waited for the reply, if the plugin made it wait.
+                        self.pump(id)?;
                     }
                     Err(refusal) => {
                         self.slots.remove(&id);
@@ -324,6 +327,8 @@ impl Driver {
             let want = u32::try_from(data.len()).unwrap_or(u32::MAX);
             let (header, granted) = match self.plugin.send(id, want).map_err(trapped)? {
                 Ok(reserved) => reserved,
+                // A plugin without early data: wait for the reply.
+                Err(_) if slot.opener.is_some() => return Ok(()),
                 Err(e) => {
                     if let Some(slot) = self.slots.remove(&id) {
                         fail(slot, &e);
@@ -351,8 +356,12 @@ impl Driver {
         }
         let slot = self.slots.get_mut(&id).expect("the loop returns when gone");
         if slot.finish_after && !slot.finished {
-            slot.finished = true;
             let step = self.plugin.finish(id).map_err(trapped)?;
+            if step.is_err() && slot.opener.is_some() {
+                // A plugin without early data: finish after the reply.
+                return Ok(());
+            }
+            slot.finished = true;
             self.answered(id, step)?;
             self.forget_if_done(id);
         }
@@ -373,7 +382,7 @@ impl Driver {
         }
     }
 
-    fn apply(&mut self, step: Step) -> Result<(), String> {
+    pub(crate) fn apply(&mut self, step: Step) -> Result<(), String> {
         self.write_frames(step.frames)?;
         for event in step.events {
             self.event(event)?;
@@ -441,12 +450,12 @@ fn from_plugin(refusal: plugin::Refusal) -> Refusal {
 /// A stream's way back to its driver.
 struct StreamHandle {
     id: u32,
-    commands: std_mpsc::Sender<Command>,
+    core: Arc<Core>,
 }
 
 impl WriteSink for StreamHandle {
     fn write(&self, data: Bytes, done: oneshot::Sender<Result<(), StreamError>>) {
-        let _ = self.commands.send(Command::Write {
+        self.core.submit(Command::Write {
             stream: self.id,
             data,
             done,
@@ -454,20 +463,20 @@ impl WriteSink for StreamHandle {
     }
 
     fn finish(&self) {
-        let _ = self.commands.send(Command::Finish(self.id));
+        self.core.submit(Command::Finish(self.id));
     }
 
     fn reset(&self) {
-        let _ = self.commands.send(Command::Reset(self.id));
+        self.core.submit(Command::Reset(self.id));
     }
 }
 
 impl ConsumeSink for StreamHandle {
     fn consumed(&self, n: usize) {
-        let _ = self.commands.send(Command::Consumed { stream: self.id, n });
+        self.core.submit(Command::Consumed { stream: self.id, n });
     }
 
     fn abandoned(&self) {
-        let _ = self.commands.send(Command::Reset(self.id));
+        self.core.submit(Command::Reset(self.id));
     }
 }

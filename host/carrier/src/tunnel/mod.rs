@@ -6,12 +6,12 @@
 //! worker's dialer move its messages); [`TunnelSession::start`] gives back
 //! the [`Transport`] to move them through.
 
+mod core;
 mod driver;
 pub mod loopback;
 pub mod websocket;
 
 use std::sync::Arc;
-use std::sync::mpsc as std_mpsc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -19,10 +19,11 @@ use switchyard_runtime::Runtime;
 use switchyard_runtime::tunnel::{TunnelPlugin, TunnelSource};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use self::core::Core;
 use driver::{Command, Driver};
 pub use switchyard_runtime::tunnel::{Lane, Side};
 
-use crate::stream::{Refusal, Stream};
+use crate::stream::{Refusal, Stream, StreamReader};
 use crate::streams::Acceptor;
 
 /// The websocket's message size and buffers: one frame per message, at
@@ -54,7 +55,7 @@ impl std::fmt::Debug for TunnelSpec {
 /// One side of one websocket session. Cloning shares it.
 #[derive(Clone)]
 pub struct TunnelSession {
-    commands: std_mpsc::Sender<Command>,
+    core: Arc<Core>,
     lost: watch::Receiver<Option<String>>,
 }
 
@@ -79,26 +80,34 @@ pub struct Transport {
 /// The incoming side of a [`Transport`].
 #[derive(Debug, Clone)]
 pub struct Incoming {
-    commands: std_mpsc::Sender<Command>,
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").finish_non_exhaustive()
+    }
 }
 
 impl Incoming {
-    /// One binary message arrived. `false` once the session has ended.
+    /// One binary message arrived (the plugin sees it before this returns).
+    /// `false` once the session has ended.
     pub fn message(&self, message: Bytes) -> bool {
-        self.commands.send(Command::Incoming(message)).is_ok()
+        self.core.submit(Command::Incoming(message));
+        self.core.is_running()
     }
 
     /// The websocket ended.
     pub fn closed(&self, reason: &str) {
-        let _ = self
-            .commands
-            .send(Command::TransportClosed(reason.to_string()));
+        self.core
+            .submit(Command::TransportClosed(reason.to_string()));
     }
 }
 
 impl TunnelSession {
-    /// Loads the plugin on a thread of its own and starts this side of the
-    /// session; `acceptor` decides about streams the peer opens.
+    /// Loads the plugin (off the async workers: compiling may take a
+    /// while) and starts this side of the session; `acceptor` decides about
+    /// streams the peer opens.
     pub async fn start(
         runtime: Arc<Runtime>,
         spec: TunnelSpec,
@@ -106,51 +115,56 @@ impl TunnelSession {
         lane: Lane,
         acceptor: Acceptor,
     ) -> Result<(Self, Transport), String> {
-        let (commands, received) = std_mpsc::channel();
+        let (plugin, first) = tokio::task::spawn_blocking(move || {
+            let source = TunnelSource {
+                name: &spec.name,
+                version: &spec.version,
+                bytes: &spec.bytes,
+                sha256: &spec.sha256,
+            };
+            TunnelPlugin::load(&runtime, source, side, lane, 0)
+                .map_err(|e| format!("the tunnel plugin did not load: {e}"))
+        })
+        .await
+        .map_err(|e| format!("loading the tunnel plugin failed: {e}"))??;
         let (output, outgoing) = mpsc::unbounded_channel();
         let (lost_tx, lost) = watch::channel(None);
-        let (loaded_tx, loaded) = oneshot::channel();
-        let driver_commands = commands.clone();
-        std::thread::Builder::new()
-            .name("switchyard-tunnel".into())
-            .spawn(move || {
-                let epoch = Instant::now();
-                let source = TunnelSource {
-                    name: &spec.name,
-                    version: &spec.version,
-                    bytes: &spec.bytes,
-                    sha256: &spec.sha256,
-                };
-                match TunnelPlugin::load(&runtime, source, side, lane, 0) {
-                    Ok((plugin, first)) => {
-                        let _ = loaded_tx.send(Ok(()));
-                        Driver::new(plugin, driver_commands, output, acceptor, epoch, lost_tx)
-                            .run(first, received);
-                    }
-                    Err(e) => {
-                        let _ = loaded_tx.send(Err(format!("the tunnel plugin did not load: {e}")));
-                    }
-                }
-            })
-            .map_err(|e| format!("cannot start a session thread: {e}"))?;
-        loaded
-            .await
-            .map_err(|_| "the session thread ended".to_string())??;
-        let incoming = Incoming {
-            commands: commands.clone(),
-        };
-        Ok((Self { commands, lost }, Transport { incoming, outgoing }))
+        let core = Core::new();
+        let driver = Driver::new(
+            plugin,
+            Arc::downgrade(&core),
+            output,
+            acceptor,
+            Instant::now(),
+            lost_tx,
+        );
+        core.install(driver, first);
+        tokio::spawn(self::core::keepalive(Arc::downgrade(&core)));
+        let incoming = Incoming { core: core.clone() };
+        Ok((Self { core, lost }, Transport { incoming, outgoing }))
     }
 
     /// Opens a stream to the peer's `service`; answers once the peer did.
     pub async fn open(&self, service: &str) -> Result<Stream, Refusal> {
+        self.open_with(service, None).await
+    }
+
+    /// Opens a stream to `service` with all of `request` sent behind the
+    /// OPEN (early data) and this side finished; answers with the reader
+    /// once the peer accepted.
+    pub async fn call(&self, service: &str, request: Bytes) -> Result<StreamReader, Refusal> {
+        let Stream { reader, writer } = self.open_with(service, Some(request)).await?;
+        writer.finished_already();
+        Ok(reader)
+    }
+
+    async fn open_with(&self, service: &str, request: Option<Bytes>) -> Result<Stream, Refusal> {
         let (answer, opened) = oneshot::channel();
-        self.commands
-            .send(Command::Open {
-                service: service.to_string(),
-                answer,
-            })
-            .map_err(|_| Refusal::NotDelivered("the session has ended".into()))?;
+        self.core.submit(Command::Open {
+            service: service.to_string(),
+            request,
+            answer,
+        });
         opened
             .await
             .unwrap_or_else(|_| Err(Refusal::NotDelivered("the session has ended".into())))
@@ -172,8 +186,7 @@ impl TunnelSession {
 
     /// Ends the session (the websocket closes).
     pub fn close(&self) {
-        let _ = self
-            .commands
-            .send(Command::TransportClosed("closed by this side".into()));
+        self.core
+            .submit(Command::TransportClosed("closed by this side".into()));
     }
 }

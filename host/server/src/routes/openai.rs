@@ -15,8 +15,8 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{Value, json};
+use switchyard_carrier::StreamError;
 use switchyard_carrier::streams::Lane;
-use switchyard_carrier::{Stream, StreamError};
 use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision, Patch};
 
 use crate::auth::Caller;
@@ -215,15 +215,6 @@ async fn forward(
             1,
         )
     };
-    let Stream {
-        mut reader,
-        mut writer,
-    } = cluster
-        .streams
-        .active()
-        .open(&lease.node, Lane::Inference, "inference")
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
     let head = json!({
         "replica": lease.replica,
         "method": "POST",
@@ -231,12 +222,18 @@ async fn forward(
         "headers": [["content-type", "application/json"]],
     });
     let mut message = format!("{head}\n").into_bytes();
-    message.extend_from_slice(request.to_string().as_bytes());
-    writer
-        .write(Bytes::from(message))
+    serde_json::to_writer(&mut message, &request).map_err(|e| unavailable(e.to_string()))?;
+    let mut reader = cluster
+        .streams
+        .active()
+        .call(
+            &lease.node,
+            Lane::Inference,
+            "inference",
+            Bytes::from(message),
+        )
         .await
         .map_err(|e| unavailable(e.to_string()))?;
-    writer.finish();
     let (head, first) = reader
         .read_line(MAX_HEAD)
         .await

@@ -11,6 +11,15 @@ pub(crate) enum Phase {
     Open,
 }
 
+impl Phase {
+    /// Whether the peer may send DATA and FIN: on a stream it opened
+    /// (early data before this side's reply included) or an accepted one,
+    /// never before the reply to an OPEN of this side's.
+    pub(crate) fn receives(self) -> bool {
+        self != Phase::Opening
+    }
+}
+
 /// Per-stream flow-control and half-close state.
 #[derive(Debug)]
 pub(crate) struct Stream {

@@ -1,7 +1,8 @@
 //! Opening streams: replies, each refusal kind, limits and id rules.
 
 use switchyard_plugin_tunnel::{
-    Event, Frame, FrameError, Lane, MAX_STREAMS, Refusal, SessionError, Side, StreamError, StreamId,
+    Event, Frame, FrameError, INFERENCE_WINDOW, Lane, MAX_STREAMS, Refusal, SessionError, Side,
+    StreamError, StreamId,
 };
 
 use crate::{Peer, data, decoded, pair, pump};
@@ -123,23 +124,116 @@ fn long_refusal_messages_are_cut() {
 }
 
 #[test]
-fn no_data_before_the_reply() {
+fn a_request_rides_with_its_open() {
     let (mut frontend, mut worker) = pair(Lane::Inference);
     let stream = frontend.session.open_stream("svc").unwrap();
+    assert_eq!(frontend.send(stream, b"request"), Ok(7));
+    frontend.session.finish(stream).unwrap();
+    pump(&mut frontend, &mut worker, 0);
     assert_eq!(
-        frontend.send(stream, b"x"),
-        Err(StreamError::NotOpen(stream))
+        worker.events(),
+        [
+            Event::Opened {
+                stream,
+                service: "svc".into()
+            },
+            Event::Data { stream, len: 7 },
+            Event::Finished { stream },
+        ]
     );
+    assert_eq!(worker.read(stream), b"request");
+    worker.session.accept(stream).unwrap();
+    assert_eq!(worker.send(stream, b"answer"), Ok(6));
+    worker.session.finish(stream).unwrap();
+    pump(&mut frontend, &mut worker, 0);
     assert_eq!(
-        frontend.session.finish(stream),
-        Err(StreamError::NotOpen(stream))
+        frontend.events(),
+        [
+            Event::Replied {
+                stream,
+                result: Ok(())
+            },
+            Event::Data { stream, len: 6 },
+            Event::Finished { stream },
+        ]
     );
-    // A peer that sends data on a stream not yet accepted gets it reset.
+    assert_eq!(frontend.read(stream), b"answer");
+    assert_eq!(frontend.session.stream_count(), 0);
+    assert_eq!(worker.session.stream_count(), 0);
+}
+
+#[test]
+fn early_data_of_a_refused_stream_is_dropped() {
+    let (mut frontend, mut worker) = pair(Lane::Inference);
+    let stream = frontend.session.open_stream("svc").unwrap();
+    frontend.send(stream, b"request").unwrap();
+    frontend.session.finish(stream).unwrap();
+    let [open, data, fin] = &frontend.output()[..] else {
+        panic!("OPEN, DATA and FIN")
+    };
+    worker.receive(open, 0).unwrap();
+    worker.events();
+    worker
+        .session
+        .refuse(stream, Refusal::UnknownService)
+        .unwrap();
+    worker.receive(data, 0).unwrap();
+    worker.receive(fin, 0).unwrap();
+    assert!(worker.events().is_empty(), "no reset for data in flight");
+    pump(&mut frontend, &mut worker, 0);
+    assert_eq!(
+        frontend.events(),
+        [Event::Replied {
+            stream,
+            result: Err(Refusal::UnknownService)
+        }]
+    );
+    assert_eq!(frontend.session.stream_count(), 0);
+    assert_eq!(worker.session.stream_count(), 0);
+    assert!(!worker.session.is_closed());
+}
+
+#[test]
+fn early_data_spends_the_window_it_was_given() {
+    let (mut frontend, mut worker) = pair(Lane::Inference);
+    let stream = frontend.session.open_stream("svc").unwrap();
+    let big = vec![7u8; INFERENCE_WINDOW as usize + 1];
+    assert_eq!(
+        frontend.send(stream, &big),
+        Ok(INFERENCE_WINDOW as usize),
+        "no more than the lane's window before any credit"
+    );
+    pump(&mut frontend, &mut worker, 0);
+    // Credit goes back only after the reply, never ahead of it.
+    worker.events();
+    assert_eq!(worker.read(stream).len(), INFERENCE_WINDOW as usize);
+    assert!(worker.output().is_empty());
+    worker.session.accept(stream).unwrap();
+    assert_eq!(
+        decoded(&worker.output()),
+        [
+            Frame::Reply {
+                stream,
+                result: Ok(())
+            },
+            Frame::Window {
+                stream,
+                increment: INFERENCE_WINDOW
+            }
+        ]
+    );
+}
+
+#[test]
+fn no_data_from_the_replying_side_before_its_reply() {
+    let (mut frontend, mut worker) = pair(Lane::Inference);
+    let stream = frontend.session.open_stream("svc").unwrap();
     pump(&mut frontend, &mut worker, 0);
     worker.events();
-    worker.receive(&data(stream, b"early"), 0).unwrap();
-    assert!(matches!(worker.events()[..], [Event::Reset { .. }]));
-    assert!(!worker.session.is_closed());
+    // A worker that sends data on a stream it has not answered gets it reset.
+    frontend.receive(&data(stream, b"early"), 0).unwrap();
+    assert!(matches!(frontend.events()[..], [Event::Reset { .. }]));
+    assert!(!frontend.session.is_closed());
 }
 
 #[test]

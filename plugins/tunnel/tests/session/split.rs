@@ -188,10 +188,12 @@ fn a_grant_cut_by_the_frame_size_is_not_blocked() {
 fn reserve_send_needs_an_open_stream_of_this_side() {
     let (mut frontend, mut worker) = pair(Lane::Inference);
     let stream = open_accepted(&mut frontend, &mut worker);
-    let opening = frontend.session.open_stream("svc").unwrap();
+    // The side that received an OPEN sends nothing before its reply.
+    let pending = frontend.session.open_stream("svc").unwrap();
+    pump(&mut frontend, &mut worker, 0);
     assert_eq!(
-        frontend.session.reserve_send(opening, 1),
-        Err(StreamError::NotOpen(opening))
+        worker.session.reserve_send(pending, 1),
+        Err(StreamError::NotOpen(pending))
     );
     frontend.session.finish(stream).unwrap();
     assert_eq!(
