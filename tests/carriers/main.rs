@@ -6,5 +6,7 @@ mod healing;
 mod inference;
 mod nats;
 mod pgbus;
+mod placement;
 mod tunnel;
 mod up;
+mod watch;

@@ -6,6 +6,7 @@ mod chains;
 mod cli;
 mod embedded;
 mod engines;
+mod fetch;
 mod llama_cpp;
 mod models;
 mod nodes;

@@ -250,6 +250,7 @@ async fn a_connection_claim_is_released_only_by_its_owner_and_epoch() {
             name: "gpu-1",
             address: None,
             inventory: &inventory,
+            labels: &Default::default(),
             auto_approve: true,
         })
         .await
@@ -291,4 +292,81 @@ async fn a_connection_claim_is_released_only_by_its_owner_and_epoch() {
             .unwrap(),
         "released once"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_and_files_held_are_reported_checked_and_kept() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Replica::on(&db, dir.path()).await;
+    let token = registration_token(&replica).await;
+    let register = |labels: Value| {
+        replica
+            .http
+            .post(format!("{}/api/nodes/register", replica.url))
+            .bearer_auth(&token)
+            .json(&json!({"name": "gpu-l", "labels": labels}))
+    };
+    let (status, body) = replica.call(register(json!({"bad key": "x"}))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bad key")
+    );
+    let (status, registered) = replica.call(register(json!({"zone": "a"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    assert_eq!(registered["node"]["labels"], json!({"zone": "a"}));
+    assert_eq!(registered["node"]["files_held"], json!([]));
+    let node = registered["node"]["id"].as_str().unwrap().to_string();
+    let credential = registered["credential"].as_str().unwrap().to_string();
+    let beat = |body: Value| {
+        replica
+            .http
+            .post(format!("{}/api/nodes/{node}/heartbeat", replica.url))
+            .bearer_auth(&credential)
+            .json(&body)
+    };
+    let shown = || async {
+        replica
+            .call(replica.admin(Method::GET, &format!("/api/nodes/{node}")))
+            .await
+            .1
+    };
+
+    let held = "ab".repeat(32);
+    let (status, _) = replica
+        .call(beat(
+            json!({"inventory": {}, "labels": {"zone": "b", "gpu": "h100"}, "files_held": [held]}),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let node_now = shown().await;
+    assert_eq!(node_now["labels"], json!({"gpu": "h100", "zone": "b"}));
+    assert_eq!(node_now["files_held"], json!([held]));
+
+    // A heartbeat without them changes neither (files are sent on change only).
+    let (status, _) = replica.call(beat(json!({"inventory": {}}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let node_now = shown().await;
+    assert_eq!(node_now["labels"], json!({"gpu": "h100", "zone": "b"}));
+    assert_eq!(node_now["files_held"], json!([held]));
+
+    // Bad reports are refused and change nothing.
+    for bad in [
+        json!({"files_held": ["not-a-digest"]}),
+        json!({"files_held": vec![held.clone(); 4097]}),
+        json!({"labels": {"zone": "a b"}}),
+    ] {
+        let (status, body) = replica.call(beat(bad)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    }
+    assert_eq!(shown().await["files_held"], json!([held]));
+    let (status, _) = replica
+        .call(beat(json!({"inventory": {}, "files_held": []})))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(shown().await["files_held"], json!([]));
+    replica.stop().await;
 }

@@ -5,6 +5,7 @@
 //! connection) and the guest components; `scripts/test.sh` provides both.
 
 pub mod db;
+pub mod http;
 pub mod nats;
 pub mod plugins;
 pub mod process;

@@ -23,7 +23,7 @@ const LATENCY_SAMPLES: usize = 5_000;
 /// The rate at which latency is sampled (one message every 100 us).
 const LATENCY_INTERVAL: Duration = Duration::from_micros(100);
 
-struct Server(Child);
+pub(crate) struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -32,7 +32,8 @@ impl Drop for Server {
     }
 }
 
-fn start_server() -> Option<(Server, String)> {
+/// A nats-server on a free loopback port, and its address.
+pub(crate) fn start_server() -> Option<(Server, String)> {
     let port = TcpListener::bind("127.0.0.1:0")
         .ok()?
         .local_addr()

@@ -1,9 +1,12 @@
 //! Routing overhead: OpenAI chat completions through the frontend (the
-//! inference chain, the routing table, the tunnel carrier's inference lane,
-//! the worker, the engine) beside the same requests straight to a reference
-//! engine on the same model file, at rising concurrency, non-streaming and
-//! streaming. The cluster is `switchyard up` (embedded PostgreSQL, one
-//! worker, the reference engine without token delay).
+//! inference chain, the routing table, a stream on the carrier set's
+//! inference lane, the worker, the engine) beside the same requests
+//! straight to a reference engine on the same model file, at rising
+//! concurrency, non-streaming and streaming, on each carrier set. The
+//! cluster is `switchyard up` (embedded PostgreSQL, one worker, the
+//! reference engine). With no token delay the engine answers in about
+//! 0.1 ms, so every cost of the path shows; with 1 ms per token (16 ms a
+//! request, a fast small model) the overhead is seen against real work.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -15,10 +18,25 @@ use serde_json::json;
 use crate::fixtures::plugins_dir;
 use crate::stats::{header, percentiles};
 
-/// Concurrency levels (the demo deployment serves 8 at once per replica).
-const LEVELS: [usize; 3] = [1, 4, 8];
-/// Requests per level and mode.
-const REQUESTS: usize = 2000;
+/// One table row's workload: token delay, concurrency levels, requests per level.
+struct Workload {
+    token_delay_ms: u64,
+    levels: &'static [usize],
+    requests: usize,
+}
+
+const WORKLOADS: [Workload; 2] = [
+    Workload {
+        token_delay_ms: 0,
+        levels: &[1, 4, 8],
+        requests: 2000,
+    },
+    Workload {
+        token_delay_ms: 1,
+        levels: &[1, 8],
+        requests: 400,
+    },
+];
 
 struct Killed(Child);
 
@@ -28,6 +46,73 @@ impl Drop for Killed {
             .args(["-INT", &self.0.id().to_string()])
             .status();
         let _ = self.0.wait();
+    }
+}
+
+/// A running `switchyard up` and a reference engine beside it.
+struct Cluster {
+    frontend: String,
+    key: String,
+    direct: String,
+    // Dropped in order: the engine, then the cluster.
+    _engine: Killed,
+    _up: Killed,
+    _data: tempfile::TempDir,
+}
+
+fn start(bin: &std::path::Path, nats_url: Option<&str>, token_delay_ms: u64) -> Cluster {
+    let data = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    let mut command = Command::new(bin);
+    command
+        .args([
+            "up",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--token-delay-ms",
+            &token_delay_ms.to_string(),
+        ])
+        .arg("--data-dir")
+        .arg(data.path().join("data"))
+        .arg("--carrier-plugins")
+        .arg(plugins_dir())
+        .env("RUST_LOG", "error")
+        .env_remove("DATABASE_URL")
+        .env_remove("SWITCHYARD_NATS_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(url) = nats_url {
+        command.args(["--nats-url", url]);
+    }
+    let mut up = command.spawn().expect("switchyard up");
+    let stdout = BufReader::new(up.stdout.take().expect("stdout"));
+    let mut key = String::new();
+    for line in stdout.lines().map_while(Result::ok) {
+        if let Some(found) = line.strip_prefix("Inference key: ") {
+            key = found.to_string();
+        }
+        if line.starts_with("Ctrl-C stops") {
+            break;
+        }
+    }
+    let up = Killed(up);
+    let engine_port = free_port();
+    let engine = Command::new(bin)
+        .args(["engine", "reference", "--served-model-name", "demo-tiny"])
+        .arg("--model")
+        .arg(data.path().join("data/demo-model/demo-tiny.gguf"))
+        .args(["--listen", &format!("127.0.0.1:{engine_port}")])
+        .args(["--token-delay-ms", &token_delay_ms.to_string()])
+        .env("RUST_LOG", "error")
+        .spawn()
+        .expect("a direct reference engine");
+    Cluster {
+        frontend: format!("http://127.0.0.1:{port}"),
+        key,
+        direct: format!("http://127.0.0.1:{engine_port}"),
+        _engine: Killed(engine),
+        _up: up,
+        _data: data,
     }
 }
 
@@ -41,89 +126,84 @@ pub fn run() {
         );
         return;
     }
-    let data = tempfile::tempdir().expect("temp dir");
-    let port = free_port();
-    let mut up = Command::new(&bin)
-        .args([
-            "up",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--token-delay-ms",
-            "0",
-        ])
-        .arg("--data-dir")
-        .arg(data.path().join("data"))
-        .arg("--carrier-plugins")
-        .arg(plugins_dir())
-        .env("RUST_LOG", "error")
-        .env_remove("DATABASE_URL")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("switchyard up");
-    let stdout = BufReader::new(up.stdout.take().expect("stdout"));
-    let mut key = String::new();
-    for line in stdout.lines().map_while(Result::ok) {
-        if let Some(found) = line.strip_prefix("Inference key: ") {
-            key = found.to_string();
-        }
-        if line.starts_with("Ctrl-C stops") {
-            break;
-        }
+    let nats = crate::nats::start_server();
+    if nats.is_none() {
+        println!("(the nats set is skipped: no nats-server; scripts/bench.sh installs it)");
     }
-    let _up = Killed(up);
-    let engine_port = free_port();
-    let engine = Command::new(&bin)
-        .args(["engine", "reference", "--served-model-name", "demo-tiny"])
-        .arg("--model")
-        .arg(data.path().join("data/demo-model/demo-tiny.gguf"))
-        .args(["--listen", &format!("127.0.0.1:{engine_port}")])
-        .env("RUST_LOG", "error")
-        .spawn()
-        .expect("a direct reference engine");
-    let _engine = Killed(engine);
-
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio");
-    runtime.block_on(async {
-        let http = reqwest::Client::new();
-        let direct = format!("http://127.0.0.1:{engine_port}");
-        while http
-            .get(format!("{direct}/health"))
-            .send()
-            .await
-            .map_or(true, |r| !r.status().is_success())
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+    header(
+        "Routing: chat completions of 16 tokens, through the frontend beside straight to the engine",
+        &[
+            "carrier set",
+            "token delay (ms)",
+            "mode",
+            "concurrency",
+            "direct p50/p99 (ms)",
+            "frontend p50/p99 (ms)",
+            "added p99 (ms)",
+            "direct req/s",
+            "frontend req/s",
+            "ratio",
+        ],
+    );
+    let sets = [
+        ("tunnel", None),
+        ("nats", nats.as_ref().map(|(_, url)| url.as_str())),
+    ];
+    for (set, url) in sets {
+        if set == "nats" && url.is_none() {
+            continue;
         }
-        let frontend = format!("http://127.0.0.1:{port}");
-        header(
-            "Routing: chat completions of 16 tokens, through the frontend (tunnel set) beside straight to the engine",
-            &["mode", "concurrency", "direct p50/p99 (ms)", "frontend p50/p99 (ms)", "added p99 (ms)", "direct req/s", "frontend req/s", "ratio"],
-        );
-        for stream in [false, true] {
-            for level in LEVELS {
-                let (mut d, d_rate) = load(&http, &direct, None, level, stream).await;
-                let (mut f, f_rate) = load(&http, &frontend, Some(&key), level, stream).await;
-                let (dp50, dp99) = percentiles(&mut d);
-                let (fp50, fp99) = percentiles(&mut f);
-                println!(
-                    "| {} | {level} | {:.2}/{:.2} | {:.2}/{:.2} | {:.2} | {d_rate:.0} | {f_rate:.0} | {:.2} |",
-                    if stream { "streaming" } else { "non-streaming" },
-                    dp50 / 1e3,
-                    dp99 / 1e3,
-                    fp50 / 1e3,
-                    fp99 / 1e3,
-                    (fp99 - dp99) / 1e3,
-                    f_rate / d_rate
-                );
-            }
+        for workload in &WORKLOADS {
+            let cluster = start(&bin, url, workload.token_delay_ms);
+            runtime.block_on(measure(set, &cluster, workload));
         }
-        println!();
-    });
+    }
+    println!();
+}
+
+async fn measure(set: &str, cluster: &Cluster, workload: &Workload) {
+    let http = reqwest::Client::new();
+    while http
+        .get(format!("{}/health", cluster.direct))
+        .send()
+        .await
+        .map_or(true, |r| !r.status().is_success())
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for stream in [false, true] {
+        for &level in workload.levels {
+            let n = workload.requests;
+            let (mut d, d_rate) = load(&http, &cluster.direct, None, level, stream, n).await;
+            let (mut f, f_rate) = load(
+                &http,
+                &cluster.frontend,
+                Some(&cluster.key),
+                level,
+                stream,
+                n,
+            )
+            .await;
+            let (dp50, dp99) = percentiles(&mut d);
+            let (fp50, fp99) = percentiles(&mut f);
+            println!(
+                "| {set} | {} | {} | {level} | {:.2}/{:.2} | {:.2}/{:.2} | {:.2} | {d_rate:.0} | {f_rate:.0} | {:.2} |",
+                workload.token_delay_ms,
+                if stream { "streaming" } else { "non-streaming" },
+                dp50 / 1e3,
+                dp99 / 1e3,
+                fp50 / 1e3,
+                fp99 / 1e3,
+                (fp99 - dp99) / 1e3,
+                f_rate / d_rate
+            );
+        }
+    }
 }
 
 fn free_port() -> u16 {
@@ -133,20 +213,21 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// `REQUESTS` requests from `level` concurrent callers: latencies and req/s.
+/// `requests` requests from `level` concurrent callers: latencies and req/s.
 async fn load(
     http: &reqwest::Client,
     base: &str,
     key: Option<&str>,
     level: usize,
     stream: bool,
+    requests: usize,
 ) -> (Vec<Duration>, f64) {
     let body = Arc::new(json!({
         "model": "demo-tiny", "max_tokens": 16, "stream": stream,
         "messages": [{"role": "user", "content": "Tell me about switchyards."}],
     }));
     let url = Arc::new(format!("{base}/v1/chat/completions"));
-    let per_caller = REQUESTS / level;
+    let per_caller = requests / level;
     // Warm-up.
     for _ in 0..20 {
         one(http, &url, key, &body).await;
@@ -165,7 +246,7 @@ async fn load(
             })
         })
         .collect();
-    let mut samples = Vec::with_capacity(REQUESTS);
+    let mut samples = Vec::with_capacity(requests);
     for caller in callers {
         samples.extend(caller.await.expect("caller"));
     }

@@ -111,6 +111,10 @@ pub struct UpArgs {
     /// The demo engine's delay per token, in ms.
     #[arg(long, default_value_t = 20)]
     pub token_delay_ms: i32,
+    /// A NATS server: a new cluster then runs the `nats` carrier set (the
+    /// worker serves its streams on a loopback port) instead of `tunnel`.
+    #[arg(long, env = "SWITCHYARD_NATS_URL", hide_env_values = true)]
+    pub nats_url: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -153,6 +157,15 @@ pub struct WorkerArgs {
     /// Disk kept free when model files arrive, in MiB.
     #[arg(long, default_value_t = 1024)]
     pub disk_reserve_mib: u64,
+    /// A label deployments' node selectors match: `key=value`, repeatable
+    /// (e.g. `--label zone=eu-west-1a --label gpu=h100`).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+    pub labels: Vec<(String, String)>,
+}
+
+/// A `key=value` label or selector pair, checked as the server checks it.
+fn label(pair: &str) -> Result<(String, String), String> {
+    switchyard_server::labels::parse_pair(pair).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Subcommand)]
@@ -238,6 +251,14 @@ pub enum DeploymentCommand {
         /// binpack (fill the fullest node) or spread (the emptiest).
         #[arg(long, default_value = "binpack")]
         strategy: String,
+        /// Place replicas only on nodes with this label: `key=value`,
+        /// repeatable (a node must have every pair).
+        #[arg(long = "node-selector", value_name = "KEY=VALUE", value_parser = label)]
+        node_selector: Vec<(String, String)>,
+        /// Then show each replica's progress until all are ready (exit 0)
+        /// or one failed (exit 1).
+        #[arg(long)]
+        wait: bool,
         #[command(flatten)]
         api: ApiArgs,
     },
@@ -250,6 +271,10 @@ pub enum DeploymentCommand {
     Status {
         /// The deployment id.
         id: String,
+        /// Show each replica's progress (a bar while its files are staged)
+        /// until all are ready (exit 0) or one failed (exit 1).
+        #[arg(long)]
+        watch: bool,
         #[command(flatten)]
         api: ApiArgs,
     },
@@ -309,6 +334,29 @@ pub enum ModelCommand {
         /// The revision, e.g. q4_k_m-2024-05.
         #[arg(long)]
         revision: String,
+        /// The licence to record.
+        #[arg(long)]
+        licence: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Has the server download one file from an http(s) URL and register it
+    /// as a model revision; the file is kept only if it hashes to --sha256.
+    Fetch {
+        /// The file's URL.
+        url: String,
+        /// The file's SHA-256 (hex), from the publisher.
+        #[arg(long)]
+        sha256: String,
+        /// The model's id, e.g. llama-3-8b-instruct.
+        #[arg(long)]
+        id: String,
+        /// The revision, e.g. q4_k_m-2024-05.
+        #[arg(long)]
+        revision: String,
+        /// The file's name in the revision [default: the URL's last path segment].
+        #[arg(long)]
+        name: Option<String>,
         /// The licence to record.
         #[arg(long)]
         licence: Option<String>,

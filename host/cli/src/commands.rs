@@ -2,7 +2,9 @@
 
 mod admin;
 mod conformance;
+mod deployment_watch;
 mod model;
+mod model_fetch;
 mod policy_test;
 mod progress;
 mod up;
@@ -39,6 +41,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 nats_url: args.nats_url.filter(|u| !u.is_empty()),
                 gpus: declared_gpus(args.gpus, args.gpu_file.as_deref())?,
                 disk_reserve_bytes: args.disk_reserve_mib << 20,
+                labels: args.labels.into_iter().collect(),
             };
             switchyard_worker::run(config, switchyard_server::server::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)

@@ -101,5 +101,28 @@ impl From<LoadError> for ApiError {
     }
 }
 
+impl From<crate::fetch::FetchError> for ApiError {
+    fn from(e: crate::fetch::FetchError) -> Self {
+        use crate::fetch::FetchError;
+        use crate::library::LibraryError;
+        let message = e.to_string();
+        let (status, code) = match e {
+            FetchError::InvalidUrl(_) => (StatusCode::BAD_REQUEST, "invalid_url"),
+            FetchError::Unreachable { .. } => (StatusCode::BAD_GATEWAY, "source_unreachable"),
+            FetchError::Status { .. } => (StatusCode::BAD_GATEWAY, "source_status"),
+            FetchError::Interrupted { .. } | FetchError::Library(LibraryError::Upload(_)) => {
+                (StatusCode::BAD_GATEWAY, "source_interrupted")
+            }
+            FetchError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "source_timeout"),
+            FetchError::TooLarge { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "too_large"),
+            FetchError::Library(LibraryError::DigestMismatch { .. }) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "digest_mismatch")
+            }
+            FetchError::Library(LibraryError::Io(e)) => return Self::internal(e),
+        };
+        Self::new(status, code, message)
+    }
+}
+
 /// Handlers' result type.
 pub type ApiResult<T> = Result<T, ApiError>;

@@ -8,6 +8,8 @@
 //! - [`auth`]: API keys and scopes.
 //! - [`cluster`]: the carrier set, its seams, worker sessions and the relay.
 //! - [`library`]: the model library's bytes, content-addressed and verified.
+//! - [`fetch`]: model files downloaded by URL into the library.
+//! - [`labels`]: node labels and deployments' node selectors.
 //! - [`error`]: one mapping from errors to HTTP status and a stable code.
 //! - [`scheduler`]: deployments to replicas: placement, staging, engines.
 //! - [`routing`]: which replica serves a `/v1` request.
@@ -19,6 +21,8 @@ pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod error;
+pub mod fetch;
+pub mod labels;
 pub mod library;
 pub mod openapi;
 pub mod routes;

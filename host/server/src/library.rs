@@ -40,6 +40,16 @@ pub enum Stored {
     AlreadyPresent,
 }
 
+/// A temporary file under `incoming/`, removed when dropped (after a
+/// rename there is nothing left to remove).
+struct Incoming(PathBuf);
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// One replica's library folder.
 #[derive(Debug, Clone)]
 pub struct Library {
@@ -79,17 +89,11 @@ impl Library {
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let incoming = self.root.join("incoming").join(random_id(expected));
-        let written = self.receive(&incoming, body).await;
-        let (actual, size) = match written {
-            Ok(done) => done,
-            Err(e) => {
-                let _ = tokio::fs::remove_file(&incoming).await;
-                return Err(e);
-            }
-        };
+        // Removed on every way out but the rename, a dropped future included
+        // (a client that went away, a fetch cancelled).
+        let incoming = Incoming(self.root.join("incoming").join(random_id(expected)));
+        let (actual, size) = self.receive(&incoming.0, body).await?;
         if actual != expected {
-            let _ = tokio::fs::remove_file(&incoming).await;
             return Err(LibraryError::DigestMismatch {
                 expected: expected.to_string(),
                 actual,
@@ -97,11 +101,21 @@ impl Library {
         }
         let target = self.blob_path(expected);
         if self.has(expected, size) {
-            tokio::fs::remove_file(&incoming).await?;
             return Ok((Stored::AlreadyPresent, size));
         }
-        tokio::fs::rename(&incoming, &target).await?;
+        tokio::fs::rename(&incoming.0, &target).await?;
         Ok((Stored::New, size))
+    }
+
+    /// The size of the blob with this digest, if the library holds it.
+    pub fn size(&self, sha256: &str) -> Option<u64> {
+        if !valid_digest(sha256) {
+            return None;
+        }
+        std::fs::metadata(self.blob_path(sha256))
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
     }
 
     async fn receive<S, E>(&self, path: &Path, mut body: S) -> Result<(String, u64), LibraryError>

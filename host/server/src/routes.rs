@@ -7,6 +7,7 @@ pub mod diagnostics;
 pub mod health;
 pub mod keys;
 pub mod metrics;
+pub mod model_fetch;
 pub mod models;
 pub mod nodes;
 pub mod openai;
@@ -54,6 +55,7 @@ pub fn app(state: Arc<AppState>) -> Router {
                 .layer(DefaultBodyLimit::disable()),
         )
         .route("/api/models", post(models::register).get(models::list))
+        .route("/api/models/fetch", post(model_fetch::fetch))
         .route(
             "/api/models/{id}/{revision}",
             get(models::show).delete(models::delete),

@@ -1,6 +1,9 @@
 //! Deployments and their replicas.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+use tokio_postgres::types::Json;
 
 use crate::{Store, StoreError};
 
@@ -29,6 +32,12 @@ pub struct Deployment {
     pub token_delay_ms: i32,
     /// `binpack` or `spread`.
     pub strategy: String,
+    /// Labels a node must have (every pair) to hold a replica.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// Why a wanted replica is not placed, while one is not (set by the scheduler).
+    #[serde(default)]
+    pub pending_reason: Option<String>,
 }
 
 /// A replica as stored.
@@ -46,10 +55,18 @@ pub struct Replica {
     pub state: String,
     /// Why, when it is not ready.
     pub detail: Option<String>,
+    /// While staging: bytes of the revision's files the node holds.
+    #[serde(default)]
+    pub staged_bytes: Option<i64>,
+    /// While staging: bytes of all the revision's files.
+    #[serde(default)]
+    pub staging_total_bytes: Option<i64>,
 }
 
 const DEPLOYMENT_COLUMNS: &str = "id, model_id, revision, engine, served_model_name, replicas, \
-    gpus_per_replica, gpu_memory_bytes, max_concurrency, token_delay_ms, strategy";
+    gpus_per_replica, gpu_memory_bytes, max_concurrency, token_delay_ms, strategy, node_selector";
+const REPLICA_COLUMNS: &str =
+    "id, deployment_id, node_id, gpus, state, detail, staged_bytes, staging_total_bytes";
 
 fn deployment(row: &tokio_postgres::Row) -> Deployment {
     Deployment {
@@ -64,6 +81,8 @@ fn deployment(row: &tokio_postgres::Row) -> Deployment {
         max_concurrency: row.get(8),
         token_delay_ms: row.get(9),
         strategy: row.get(10),
+        node_selector: row.get::<_, Json<BTreeMap<String, String>>>(11).0,
+        pending_reason: row.get(12),
     }
 }
 
@@ -75,6 +94,8 @@ fn replica(row: &tokio_postgres::Row) -> Replica {
         gpus: row.get(3),
         state: row.get(4),
         detail: row.get(5),
+        staged_bytes: row.get(6),
+        staging_total_bytes: row.get(7),
     }
 }
 
@@ -87,7 +108,7 @@ impl Store {
             .execute(
                 &format!(
                     "INSERT INTO deployments ({DEPLOYMENT_COLUMNS}, created_by)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
                      ON CONFLICT (served_model_name) DO NOTHING"
                 ),
                 &[
@@ -102,6 +123,7 @@ impl Store {
                     &d.max_concurrency,
                     &d.token_delay_ms,
                     &d.strategy,
+                    &Json(&d.node_selector),
                     &by,
                 ],
             )
@@ -115,7 +137,9 @@ impl Store {
             .conn()
             .await?
             .query(
-                &format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments ORDER BY id"),
+                &format!(
+                    "SELECT {DEPLOYMENT_COLUMNS}, pending_reason FROM deployments ORDER BY id"
+                ),
                 &[],
             )
             .await?;
@@ -128,11 +152,29 @@ impl Store {
             .conn()
             .await?
             .query_opt(
-                &format!("SELECT {DEPLOYMENT_COLUMNS} FROM deployments WHERE id = $1"),
+                &format!(
+                    "SELECT {DEPLOYMENT_COLUMNS}, pending_reason FROM deployments WHERE id = $1"
+                ),
                 &[&id],
             )
             .await?;
         Ok(row.as_ref().map(deployment))
+    }
+
+    /// Records why a wanted replica is not placed (`None`: all are).
+    pub async fn set_deployment_pending(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.conn()
+            .await?
+            .execute(
+                "UPDATE deployments SET pending_reason = $2 WHERE id = $1",
+                &[&id, &reason],
+            )
+            .await?;
+        Ok(())
     }
 
     /// Changes the replica count; `false` for an unknown deployment.
@@ -164,7 +206,7 @@ impl Store {
             .conn()
             .await?
             .query(
-                "SELECT id, deployment_id, node_id, gpus, state, detail FROM deployment_replicas ORDER BY id",
+                &format!("SELECT {REPLICA_COLUMNS} FROM deployment_replicas ORDER BY id"),
                 &[],
             )
             .await?;
@@ -191,7 +233,7 @@ impl Store {
         Ok(())
     }
 
-    /// Records a replica's state.
+    /// Records a replica's state (staging progress is cleared).
     pub async fn set_replica_state(
         &self,
         id: &str,
@@ -201,8 +243,30 @@ impl Store {
         self.conn()
             .await?
             .execute(
-                "UPDATE deployment_replicas SET state = $2, detail = $3, updated_at = now() WHERE id = $1",
+                "UPDATE deployment_replicas SET state = $2, detail = $3, updated_at = now(),
+                    staged_bytes = NULL, staging_total_bytes = NULL
+                 WHERE id = $1",
                 &[&id, &state, &detail],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Records a staging replica's progress: `staged` of `total` bytes held by its node.
+    pub async fn set_replica_staging(
+        &self,
+        id: &str,
+        staged: i64,
+        total: i64,
+        detail: &str,
+    ) -> Result<(), StoreError> {
+        self.conn()
+            .await?
+            .execute(
+                "UPDATE deployment_replicas SET state = 'staging', detail = $4, updated_at = now(),
+                    staged_bytes = $2, staging_total_bytes = $3
+                 WHERE id = $1",
+                &[&id, &staged, &total, &detail],
             )
             .await?;
         Ok(())

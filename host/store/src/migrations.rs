@@ -18,6 +18,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "deployments",
         include_str!("../migrations/0005_deployments.sql"),
     ),
+    (
+        6,
+        "placement",
+        include_str!("../migrations/0006_placement.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").

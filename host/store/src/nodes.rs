@@ -2,7 +2,10 @@
 //! credentials (SHA-256 only; every registration mints a new one), and the
 //! claims on each worker's connection.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
+use tokio_postgres::types::Json;
 
 use crate::keys::{mint_token, random_id, token_digest};
 use crate::{Store, StoreError};
@@ -41,6 +44,10 @@ pub struct Node {
     pub last_heartbeat_at: Option<String>,
     /// In maintenance: no new placements, its replicas stay.
     pub maintenance: bool,
+    /// The worker's labels (`--label key=value`), matched by deployments' node selectors.
+    pub labels: BTreeMap<String, String>,
+    /// SHA-256s of the complete, verified files in its placement cache.
+    pub files_held: Vec<String>,
 }
 
 /// What the connect endpoint needs to authenticate a node.
@@ -59,7 +66,7 @@ fn node_columns() -> String {
         "id, name, state, address, inventory, \
          to_char(registered_at AT TIME ZONE 'UTC', {TIME}), \
          to_char(approved_at AT TIME ZONE 'UTC', {TIME}), \
-         to_char(last_heartbeat_at AT TIME ZONE 'UTC', {TIME}), maintenance"
+         to_char(last_heartbeat_at AT TIME ZONE 'UTC', {TIME}), maintenance, labels, files_held"
     )
 }
 
@@ -74,6 +81,8 @@ fn node(row: &tokio_postgres::Row) -> Node {
         approved_at: row.get(6),
         last_heartbeat_at: row.get(7),
         maintenance: row.get(8),
+        labels: row.get::<_, Json<BTreeMap<String, String>>>(9).0,
+        files_held: row.get(10),
     }
 }
 
@@ -86,8 +95,22 @@ pub struct Registration<'a> {
     pub address: Option<&'a str>,
     /// Its inventory.
     pub inventory: &'a serde_json::Value,
+    /// Its labels (already validated).
+    pub labels: &'a BTreeMap<String, String>,
     /// Approve at once (the frontend's `--auto-approve`).
     pub auto_approve: bool,
+}
+
+/// What a heartbeat reports; `None` leaves the stored value as it is
+/// (workers send their files only when the set changed).
+#[derive(Debug, Clone, Copy)]
+pub struct HeartbeatReport<'a> {
+    /// The machine and its engines now.
+    pub inventory: &'a serde_json::Value,
+    /// Its labels (already validated).
+    pub labels: Option<&'a BTreeMap<String, String>>,
+    /// SHA-256s of the complete files in its placement cache.
+    pub files_held: Option<&'a [String]>,
 }
 
 impl Store {
@@ -150,11 +173,12 @@ impl Store {
             .await?
             .query_one(
                 &format!(
-                    "INSERT INTO nodes (id, name, state, credential_sha256, address, inventory, approved_at, approved_by)
-                     VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7 THEN now() END, CASE WHEN $7 THEN 'auto-approve' END)
+                    "INSERT INTO nodes (id, name, state, credential_sha256, address, inventory, approved_at, approved_by, labels)
+                     VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7 THEN now() END, CASE WHEN $7 THEN 'auto-approve' END, $8)
                      ON CONFLICT (name) DO UPDATE SET
                         state = EXCLUDED.state, credential_sha256 = EXCLUDED.credential_sha256,
                         address = EXCLUDED.address, inventory = EXCLUDED.inventory,
+                        labels = EXCLUDED.labels, files_held = '{{}}',
                         registered_at = now(), approved_at = EXCLUDED.approved_at,
                         approved_by = EXCLUDED.approved_by
                      RETURNING {}",
@@ -168,6 +192,7 @@ impl Store {
                     &registration.address,
                     registration.inventory,
                     &registration.auto_approve,
+                    &Json(registration.labels),
                 ],
             )
             .await?;
@@ -194,7 +219,7 @@ impl Store {
     pub async fn heartbeat_node(
         &self,
         id: &str,
-        inventory: &serde_json::Value,
+        beat: HeartbeatReport<'_>,
     ) -> Result<Node, StoreError> {
         let row = self
             .conn()
@@ -202,11 +227,17 @@ impl Store {
             .query_opt(
                 &format!(
                     "UPDATE nodes SET last_heartbeat_at = now(), inventory = $2,
+                        labels = coalesce($3, labels), files_held = coalesce($4, files_held),
                         state = CASE WHEN state IN ('unhealthy', 'offline') THEN 'healthy' ELSE state END
                      WHERE id = $1 RETURNING {}",
                     node_columns()
                 ),
-                &[&id, inventory],
+                &[
+                    &id,
+                    beat.inventory,
+                    &beat.labels.map(Json),
+                    &beat.files_held,
+                ],
             )
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("node {id}")))?;

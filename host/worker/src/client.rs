@@ -1,6 +1,9 @@
 //! The frontend's node API.
 
+use std::collections::BTreeMap;
+
 use reqwest::StatusCode;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::WorkerError;
@@ -27,6 +30,19 @@ pub enum HeartbeatAnswer {
     CredentialRefused,
 }
 
+/// What one heartbeat reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Beat<'a> {
+    /// The machine and its engines now.
+    pub inventory: Value,
+    /// The worker's labels.
+    pub labels: &'a BTreeMap<String, String>,
+    /// The complete files of the placement cache, sent only when they
+    /// changed since the last heartbeat the frontend took (heartbeats stay small).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files_held: Option<&'a [String]>,
+}
+
 impl FrontendClient {
     /// A client of `base` (`http://host:port`).
     pub fn new(base: &str) -> Self {
@@ -46,12 +62,13 @@ impl FrontendClient {
         name: &str,
         address: Option<&str>,
         inventory: &Value,
+        labels: &BTreeMap<String, String>,
     ) -> Result<(Identity, String), WorkerError> {
         let response = self
             .http
             .post(format!("{}/api/nodes/register", self.base))
             .bearer_auth(token)
-            .json(&json!({"name": name, "address": address, "inventory": inventory}))
+            .json(&json!({"name": name, "address": address, "inventory": inventory, "labels": labels}))
             .send()
             .await
             .map_err(|e| WorkerError::Frontend(format!("{}: {e}", self.base)))?;
@@ -59,8 +76,10 @@ impl FrontendClient {
             StatusCode::CREATED => {}
             StatusCode::UNAUTHORIZED => return Err(WorkerError::RegistrationRefused),
             status => {
+                // A 400 says why (a bad label, a bad name): pass it on.
+                let body = response.text().await.unwrap_or_default();
                 return Err(WorkerError::Frontend(format!(
-                    "answered {status} to the registration"
+                    "answered {status} to the registration: {body}"
                 )));
             }
         }
@@ -92,7 +111,7 @@ impl FrontendClient {
     pub async fn heartbeat(
         &self,
         identity: &Identity,
-        inventory: &Value,
+        beat: &Beat<'_>,
     ) -> Result<HeartbeatAnswer, WorkerError> {
         let response = self
             .http
@@ -102,7 +121,7 @@ impl FrontendClient {
             ))
             .bearer_auth(&identity.credential)
             .header("x-switchyard-node", &identity.node_id)
-            .json(&json!({"inventory": inventory}))
+            .json(beat)
             .send()
             .await
             .map_err(|e| WorkerError::Frontend(format!("{}: {e}", self.base)))?;

@@ -1,5 +1,6 @@
 //! What `switchyard worker` is configured with.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -28,6 +29,9 @@ pub struct WorkerConfig {
     pub gpus: Vec<switchyard_gpu::Gpu>,
     /// Disk kept free when model files arrive.
     pub disk_reserve_bytes: u64,
+    /// Labels (`--label key=value`) deployments' node selectors match;
+    /// reported at registration and in every heartbeat.
+    pub labels: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -47,6 +51,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("nats_url", &self.nats_url.as_ref().map(|_| "<set>"))
             .field("gpus", &self.gpus)
             .field("disk_reserve_bytes", &self.disk_reserve_bytes)
+            .field("labels", &self.labels)
             .finish()
     }
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchyard_carrier::control::{ControlHandler, ControlRefusal};
@@ -26,6 +26,8 @@ use crate::services;
 
 /// The longest first line of a stream request.
 const MAX_HEAD: usize = 64 * 1024;
+/// The most of an engine's answer gathered into one stream write.
+const COALESCE_LIMIT: usize = 64 * 1024;
 /// How long a drain waits when the caller names no deadline.
 const DEFAULT_DRAIN: Duration = Duration::from_secs(60);
 
@@ -361,23 +363,34 @@ impl Node {
             .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
             .collect();
         let head = json!({"status": response.status().as_u16(), "headers": headers});
-        if writer
-            .write(Bytes::from(format!("{head}\n")))
-            .await
-            .is_err()
-        {
-            return;
-        }
+        let mut out = BytesMut::from(format!("{head}\n").as_bytes());
         let mut body = response.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            match chunk {
-                // The frontend went away: dropping the response cancels the engine's work.
-                Ok(chunk) => {
-                    if writer.write(chunk).await.is_err() {
-                        return;
+        loop {
+            // What the engine has ready goes in one message: the head with
+            // the first bytes, and tokens that came together.
+            let mut ended = false;
+            while out.len() < COALESCE_LIMIT {
+                match body.next().now_or_never() {
+                    Some(Some(Ok(chunk))) => out.extend_from_slice(&chunk),
+                    Some(Some(Err(_))) => return writer.reset(),
+                    Some(None) => {
+                        ended = true;
+                        break;
                     }
+                    None => break,
                 }
-                Err(_) => return writer.reset(),
+            }
+            // The frontend went away: dropping the response cancels the engine's work.
+            if !out.is_empty() && writer.write(out.split().freeze()).await.is_err() {
+                return;
+            }
+            if ended {
+                break;
+            }
+            match body.next().await {
+                Some(Ok(chunk)) => out.extend_from_slice(&chunk),
+                Some(Err(_)) => return writer.reset(),
+                None => break,
             }
         }
         writer.finish();

@@ -219,6 +219,23 @@ impl Placement {
         Ok((size, true))
     }
 
+    /// The SHA-256s of the complete, verified files, sorted: a file is
+    /// under `blobs/` only once verified. At most `limit` of them.
+    pub fn held(&self, limit: usize) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.root.join("blobs/sha256")) else {
+            return Vec::new();
+        };
+        let mut held: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| valid_digest(name))
+            .collect();
+        held.sort();
+        held.truncate(limit);
+        held
+    }
+
     /// Removes a file, complete or partial.
     pub async fn delete(&self, sha256: &str) -> Result<(), PlacementError> {
         if !valid_digest(sha256) {
@@ -368,6 +385,26 @@ mod tests {
             matches!(refused, Err(PlacementError::NoSpace { .. })),
             "{refused:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn only_complete_files_are_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Placement::open(dir.path(), 0).unwrap();
+        let (whole, part) = (vec![1u8; 3000], vec![2u8; 3000]);
+        cache
+            .receive(&digest(&whole), 3000, 0, 3000, chunks(&whole))
+            .await
+            .unwrap();
+        let _ = cache
+            .receive(&digest(&part), 3000, 0, 3000, chunks(&part[..1000]))
+            .await;
+        // Something that is not a digest is not reported.
+        std::fs::write(dir.path().join("blobs/sha256/notes.txt"), b"x").unwrap();
+        assert_eq!(cache.held(10), vec![digest(&whole)]);
+        assert!(cache.held(0).is_empty(), "bounded");
+        cache.delete(&digest(&whole)).await.unwrap();
+        assert!(cache.held(10).is_empty());
     }
 
     #[tokio::test]

@@ -5,13 +5,18 @@ use std::future::Future;
 use switchyard_runtime::{Runtime, RuntimeConfig};
 
 use crate::carrier::CarrierLink;
-use crate::client::{FrontendClient, HeartbeatAnswer};
+use crate::client::{Beat, FrontendClient, HeartbeatAnswer};
 use crate::config::WorkerConfig;
 use crate::engines::EngineBinaries;
 use crate::identity::{self, Identity};
 use crate::node::Node;
 use crate::placement::Placement;
 use crate::{WorkerError, inventory};
+
+/// Most cached files a heartbeat reports; the frontend refuses more
+/// (`MAX_FILES_HELD` in the server's node routes). Past it a node only loses
+/// the scheduler's bonus for the files left out.
+const MAX_FILES_REPORTED: usize = 4096;
 
 /// Registers if this machine has no identity yet (or its credential was
 /// refused), then heartbeats until `shutdown` resolves.
@@ -49,15 +54,22 @@ pub async fn run(
         config.nats_url.clone(),
         node.clone(),
     );
+    // The files the frontend last took; a heartbeat carries them only when they change.
+    let mut reported: Option<Vec<String>> = None;
     loop {
-        match client
-            .heartbeat(&identity, &report(&gpus, &config, &node))
-            .await
-        {
+        let held = node.placement().held(MAX_FILES_REPORTED);
+        let beat = Beat {
+            inventory: report(&gpus, &config, &node),
+            labels: &config.labels,
+            files_held: (reported.as_ref() != Some(&held)).then_some(held.as_slice()),
+        };
+        let answer = client.heartbeat(&identity, &beat).await;
+        match answer {
             Ok(HeartbeatAnswer::Ok {
                 state: now,
                 carrier,
             }) => {
+                reported = Some(held);
                 // A pending node is refused at connect; wait for approval.
                 if now != "pending"
                     && let Some(name) = carrier["carrier"].as_str()
@@ -79,6 +91,8 @@ pub async fn run(
                 tracing::warn!(node = %identity.node_id, "the frontend refused this node's credential; registering again");
                 link.stop();
                 identity = register(&client, &config, &gpus).await?;
+                // A registration starts the node's row afresh.
+                reported = None;
                 continue;
             }
             Err(e) => tracing::warn!(error = %e, "heartbeat failed; retrying"),
@@ -105,6 +119,7 @@ async fn register(
             &config.name,
             config.address.as_deref(),
             &inventory::collect(gpus, &config.data_dir),
+            &config.labels,
         )
         .await?;
     identity::store(&config.data_dir, &identity)?;

@@ -8,6 +8,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::deployment_watch::{self, Outcome};
 use crate::cli::{
     AdmissionCommand, ApiArgs, DeploymentCommand, KeyCommand, NodeCommand, PluginCommand,
 };
@@ -215,6 +216,14 @@ async fn node_action(api: &ApiArgs, id: &str, action: &str) -> anyhow::Result<Ex
     )
 }
 
+/// A watch's exit code: 0 when ready, 1 when a replica failed.
+fn exit(outcome: &Outcome) -> ExitCode {
+    match outcome {
+        Outcome::Ready => ExitCode::SUCCESS,
+        Outcome::Failed(..) => ExitCode::from(1),
+    }
+}
+
 /// Runs a `deployment` command.
 pub async fn deployment(command: DeploymentCommand) -> anyhow::Result<ExitCode> {
     match command {
@@ -228,20 +237,30 @@ pub async fn deployment(command: DeploymentCommand) -> anyhow::Result<ExitCode> 
             gpu_memory_mib,
             max_concurrency,
             strategy,
+            node_selector,
+            wait,
             api,
         } => {
             let client = Client::new(&api);
+            let node_selector: std::collections::BTreeMap<String, String> =
+                node_selector.into_iter().collect();
             let body = json!({
                 "model": model, "revision": revision, "engine": engine,
                 "served_model_name": served_model_name, "replicas": replicas,
                 "gpus_per_replica": gpus, "gpu_memory_bytes": gpu_memory_mib.map(|m| m << 20),
                 "max_concurrency": max_concurrency, "strategy": strategy,
+                "node_selector": node_selector,
             });
-            print(
-                &client
-                    .send(client.request(Method::POST, "/api/deployments").json(&body))
-                    .await?,
-            )
+            let created = client
+                .send(client.request(Method::POST, "/api/deployments").json(&body))
+                .await?;
+            print(&created)?;
+            if !wait {
+                return Ok(ExitCode::SUCCESS);
+            }
+            let id = created["id"].as_str().unwrap_or_default();
+            let (outcome, _) = deployment_watch::watch(&client, id).await?;
+            Ok(exit(&outcome))
         }
         DeploymentCommand::List { api } => {
             let client = Client::new(&api);
@@ -251,13 +270,18 @@ pub async fn deployment(command: DeploymentCommand) -> anyhow::Result<ExitCode> 
                     .await?,
             )
         }
-        DeploymentCommand::Status { id, api } => {
+        DeploymentCommand::Status { id, watch, api } => {
             let client = Client::new(&api);
-            print(
-                &client
-                    .send(client.request(Method::GET, &format!("/api/deployments/{id}")))
-                    .await?,
-            )
+            if !watch {
+                return print(
+                    &client
+                        .send(client.request(Method::GET, &format!("/api/deployments/{id}")))
+                        .await?,
+                );
+            }
+            let (outcome, last) = deployment_watch::watch(&client, &id).await?;
+            print(&last)?;
+            Ok(exit(&outcome))
         }
         DeploymentCommand::Scale { id, replicas, api } => {
             let client = Client::new(&api);

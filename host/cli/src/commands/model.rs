@@ -1,4 +1,5 @@
-//! `switchyard model`: import local files into the library, list, show, delete.
+//! `switchyard model`: import local files into the library, fetch one by
+//! URL ([`super::model_fetch`]), list, show, delete.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +10,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
+use super::model_fetch::{self, Fetch};
 use super::progress::Progress;
 use crate::cli::ModelCommand;
 use crate::client::Client;
@@ -38,6 +40,27 @@ pub async fn model(command: ModelCommand) -> anyhow::Result<std::process::ExitCo
             let registered = client
                 .send(client.request(Method::POST, "/api/models").json(&body))
                 .await?;
+            println!("{}", serde_json::to_string_pretty(&registered)?);
+        }
+        ModelCommand::Fetch {
+            url,
+            sha256,
+            id,
+            revision,
+            name,
+            licence,
+            api,
+        } => {
+            let client = Client::new(&api);
+            let fetch = Fetch {
+                url,
+                sha256,
+                id,
+                revision,
+                name,
+                licence,
+            };
+            let registered = model_fetch::fetch(&client, fetch).await?;
             println!("{}", serde_json::to_string_pretty(&registered)?);
         }
         ModelCommand::List { api } => {

@@ -1,6 +1,6 @@
 //! A progress bar on stderr for long transfers: `label [=====>    ] 45%
-//! 123.4/274.0 MiB 210 MiB/s`, redrawn at most ten times a second, and a
-//! plain line per update when stderr is not a terminal.
+//! 123.4/274.0 MiB 210 MiB/s`, redrawn at most ten times a second; when
+//! stderr is not a terminal, only the final line.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -33,7 +33,12 @@ impl Progress {
 
     /// `n` more bytes are done.
     pub fn advance(&mut self, n: u64) {
-        self.done += n;
+        self.set(self.done + n);
+    }
+
+    /// `done` bytes are done in all (another party counts them).
+    pub fn set(&mut self, done: u64) {
+        self.done = done;
         if self.drawn.is_none_or(|at| at.elapsed() >= REDRAW) && self.terminal {
             self.draw("\r");
         }
@@ -46,25 +51,54 @@ impl Progress {
     }
 
     fn draw(&mut self, start: &str) {
-        let fraction = if self.total == 0 {
-            1.0
-        } else {
-            self.done as f64 / self.total as f64
-        };
-        let filled = ((fraction * WIDTH as f64) as usize).min(WIDTH);
-        let mib = |b: u64| b as f64 / (1 << 20) as f64;
         let rate = mib(self.done) / self.started.elapsed().as_secs_f64().max(1e-3);
         eprint!(
-            "{start}{} [{}{}] {:>3.0}% {:.1}/{:.1} MiB {:.0} MiB/s",
+            "{start}{} {} {rate:.0} MiB/s",
             self.label,
-            "=".repeat(filled),
-            " ".repeat(WIDTH - filled),
-            fraction * 100.0,
-            mib(self.done),
-            mib(self.total),
-            rate
+            bar(self.done, self.total)
         );
         let _ = std::io::stderr().flush();
         self.drawn = Some(Instant::now());
+    }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+/// `[=====     ]  45% 123.4/274.0 MiB`; only the MiB when the total is
+/// unknown (0) and something is done.
+pub fn bar(done: u64, total: u64) -> String {
+    if total == 0 && done > 0 {
+        return format!("{:.1} MiB", mib(done));
+    }
+    let fraction = if total == 0 {
+        1.0
+    } else {
+        (done as f64 / total as f64).min(1.0)
+    };
+    let filled = ((fraction * WIDTH as f64) as usize).min(WIDTH);
+    format!(
+        "[{}{}] {:>3.0}% {:.1}/{:.1} MiB",
+        "=".repeat(filled),
+        " ".repeat(WIDTH - filled),
+        fraction * 100.0,
+        mib(done),
+        mib(total)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bar;
+
+    #[test]
+    fn bars_fill_with_the_fraction_done() {
+        assert_eq!(
+            bar(3 << 20, 4 << 20),
+            format!("[{}{}]  75% 3.0/4.0 MiB", "=".repeat(22), " ".repeat(8))
+        );
+        assert_eq!(bar(0, 0), format!("[{}] 100% 0.0/0.0 MiB", "=".repeat(30)));
+        assert_eq!(bar(5 << 20, 0), "5.0 MiB");
     }
 }

@@ -1,5 +1,6 @@
 //! `switchyard up`: a whole cluster on this machine. A frontend with the
-//! embedded PostgreSQL and the `tunnel` carrier set, a worker (a child
+//! embedded PostgreSQL and the `tunnel` carrier set (`nats` with
+//! `--nats-url`), a worker (a child
 //! process) with a declared GPU, a demo model imported into the library and
 //! deployed on the reference engine, an API key with the `inference` scope;
 //! then a working `curl` and the OpenAI client snippet. Ctrl-C stops the
@@ -58,6 +59,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         admin_token: Some(admin.clone()),
         auto_approve: true,
         carrier_plugins: Some(args.carrier_plugins.clone()),
+        nats_url: args.nats_url.clone(),
         ..Default::default()
     };
     config.runtime.cache_dir = Some(data_dir.join("cache"));
@@ -101,6 +103,14 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             gpu.name, gpu.memory_bytes, gpu.count
         ));
     }
+    if args.nats_url.is_some() {
+        // The nats set dials the worker's streams; the URL itself goes by
+        // environment (it may hold credentials; arguments are public).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        worker_args.extend(["--address".into(), format!("127.0.0.1:{port}")]);
+    }
     if !worker_dir.join("node.json").exists() {
         let token = api
             .send_json(
@@ -118,7 +128,11 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         );
     }
     say("starting a local worker");
-    let mut worker = Command::new(std::env::current_exe()?)
+    let mut worker = Command::new(std::env::current_exe()?);
+    if let Some(url) = &args.nats_url {
+        worker.env("SWITCHYARD_NATS_URL", url);
+    }
+    let mut worker = worker
         .args(&worker_args)
         .stdout(std::process::Stdio::null())
         .kill_on_drop(true)

@@ -1,5 +1,6 @@
 //! Deployments: create, list, show (with replicas), scale, delete.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Json;
@@ -38,6 +39,9 @@ pub struct NewDeployment {
     pub token_delay_ms: Option<i32>,
     /// `binpack` (fill the fullest node that fits) or `spread` [default: binpack].
     pub strategy: Option<String>,
+    /// Labels a node must have, every pair, to hold a replica [default: none].
+    #[schema(example = json!({"gpu": "h100"}))]
+    pub node_selector: Option<BTreeMap<String, String>>,
 }
 
 /// A new replica count.
@@ -82,6 +86,8 @@ pub async fn create(
             "replicas and gpus_per_replica are >= 0, max_concurrency >= 1",
         ));
     }
+    let node_selector = crate::labels::validate(body.node_selector.unwrap_or_default())
+        .map_err(|e| ApiError::invalid_request(format!("node_selector: {e}")))?;
     let estimate = if gpus == 0 {
         0
     } else {
@@ -99,6 +105,8 @@ pub async fn create(
         max_concurrency: concurrency,
         token_delay_ms: body.token_delay_ms.unwrap_or(0),
         strategy: body.strategy.unwrap_or_else(|| "binpack".into()),
+        node_selector,
+        pending_reason: None,
     };
     if !["binpack", "spread"].contains(&deployment.strategy.as_str()) {
         return Err(ApiError::invalid_request("strategy is binpack or spread"));
@@ -144,6 +152,11 @@ pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResu
 }
 
 /// One deployment with its replicas (state, node, GPUs, staging progress).
+///
+/// A staging replica has `staged_bytes` of `staging_total_bytes` on its
+/// node; `deployment.pending_reason` says why a wanted replica is not
+/// placed (no node matches the selector, none has the GPUs, the deploy
+/// chain refused).
 #[utoipa::path(get, path = "/api/deployments/{id}", tag = "deployments",
     params(("id" = String, Path)),
     responses((status = 200, description = "`{deployment, replicas_status}`"), (status = 404, description = "`not_found`")))]

@@ -18,7 +18,8 @@ use crate::state::AppState;
 /// Longest model id, revision or file path.
 const MAX_NAME: usize = 256;
 
-fn valid_name(s: &str) -> bool {
+/// A model id or revision: letters, digits, `-_.:`, not starting with a dot.
+pub(crate) fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_NAME
         && !s.starts_with('.')
@@ -27,7 +28,7 @@ fn valid_name(s: &str) -> bool {
 }
 
 /// A file path inside a model: relative, no `..`, no empty parts.
-fn valid_path(s: &str) -> bool {
+pub(crate) fn valid_path(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_NAME
         && s.split('/').all(|part| {
@@ -93,10 +94,9 @@ pub async fn blob(
     Path(sha256): Path<String>,
 ) -> ApiResult<Json<Value>> {
     caller.require("models:manage")?;
-    let size = valid_digest(&sha256)
-        .then(|| std::fs::metadata(state.library.blob_path(&sha256)).ok())
-        .flatten()
-        .map(|m| m.len())
+    let size = state
+        .library
+        .size(&sha256)
         .ok_or_else(|| ApiError::not_found(format!("blob {sha256}")))?;
     Ok(Json(json!({"sha256": sha256, "size": size})))
 }
@@ -151,30 +151,40 @@ pub async fn register(
             ),
         ));
     }
-    let status = match state
-        .store
-        .insert_model_revision(&revision, &caller.key_id)
-        .await?
-    {
+    let (status, stored) = insert_revision(&state, &revision, &caller.key_id).await?;
+    Ok((status, Json(stored)))
+}
+
+/// `409 revision_exists`: the id and revision name another manifest.
+pub(crate) fn revision_exists(revision: &ModelRevision) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "revision_exists",
+        format!(
+            "{}@{} is registered with other files; give a new revision",
+            revision.id, revision.revision
+        ),
+    )
+}
+
+/// Stores a manifest whose files the library holds: 201 with the stored
+/// manifest, 200 when the same one was there.
+pub(crate) async fn insert_revision(
+    state: &AppState,
+    revision: &ModelRevision,
+    by: &str,
+) -> ApiResult<(StatusCode, Value)> {
+    let status = match state.store.insert_model_revision(revision, by).await? {
         RevisionInsert::Created => StatusCode::CREATED,
         RevisionInsert::Same => StatusCode::OK,
-        RevisionInsert::Conflict => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "revision_exists",
-                format!(
-                    "{}@{} is registered with other files; give a new revision",
-                    revision.id, revision.revision
-                ),
-            ));
-        }
+        RevisionInsert::Conflict => return Err(revision_exists(revision)),
     };
     let stored = state
         .store
         .model_revision(&revision.id, &revision.revision)
         .await?;
-    tracing::info!(model = %revision.id, revision = %revision.revision, by = %caller.key_id, "model revision registered");
-    Ok((status, Json(json!(stored))))
+    tracing::info!(model = %revision.id, revision = %revision.revision, by, "model revision registered");
+    Ok((status, json!(stored)))
 }
 
 /// Every revision (without its files).

@@ -1,5 +1,6 @@
 //! Workers: registration tokens, registration, heartbeats, approval.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Json;
@@ -9,10 +10,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use switchyard_store::keys::token_digest;
-use switchyard_store::nodes::Registration;
+use switchyard_store::nodes::{HeartbeatReport, Registration};
 
 use crate::auth::{Caller, authenticate_node, bearer};
 use crate::error::{ApiError, ApiResult};
+use crate::labels::{self, Labels};
+use crate::library::valid_digest;
 use crate::state::AppState;
 use switchyard_store::nodes::Schedule;
 
@@ -55,10 +58,22 @@ pub struct RegisterNode {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub inventory: Value,
+    /// The worker's labels (`--label key=value`), e.g. `{"zone": "eu-west-1a"}`.
+    #[serde(default)]
+    #[schema(example = json!({"zone": "eu-west-1a", "gpu": "h100"}))]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Longest node name.
 const MAX_NODE_NAME: usize = 128;
+/// Most files a heartbeat may report as held: far more than the models a
+/// node caches (a model is one to a few dozen files), and it keeps a
+/// heartbeat that carries them under 300 KB.
+pub const MAX_FILES_HELD: usize = 4096;
+
+fn valid_labels(raw: BTreeMap<String, String>) -> ApiResult<Labels> {
+    labels::validate(raw).map_err(|e| ApiError::invalid_request(e.to_string()))
+}
 
 /// Registers a worker with the registration token; answers its own credential, once.
 #[utoipa::path(post, path = "/api/nodes/register", tag = "nodes", request_body = RegisterNode,
@@ -96,12 +111,14 @@ pub async fn register(
     } else {
         body.inventory
     };
+    let labels = valid_labels(body.labels)?;
     let (node, credential) = state
         .store
         .register_node(Registration {
             name,
             address: body.address.as_deref(),
             inventory: &inventory,
+            labels: &labels,
             auto_approve: state.auto_approve,
         })
         .await?;
@@ -119,6 +136,15 @@ pub struct Heartbeat {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub inventory: Value,
+    /// The worker's labels; absent: unchanged.
+    #[serde(default)]
+    #[schema(example = json!({"zone": "eu-west-1a"}))]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// SHA-256s (lowercase hex) of the complete, verified files in the
+    /// worker's placement cache, at most 4096; absent: unchanged since the
+    /// last heartbeat that carried them.
+    #[serde(default)]
+    pub files_held: Option<Vec<String>>,
 }
 
 /// A worker's heartbeat, with its own credential (`X-Switchyard-Node` names it).
@@ -158,7 +184,31 @@ pub async fn heartbeat(
     } else {
         body.inventory
     };
-    let node = state.store.heartbeat_node(&id, &inventory).await?;
+    let labels = body.labels.map(valid_labels).transpose()?;
+    if let Some(files) = &body.files_held {
+        if files.len() > MAX_FILES_HELD {
+            return Err(ApiError::invalid_request(format!(
+                "files_held lists at most {MAX_FILES_HELD} files, got {}",
+                files.len()
+            )));
+        }
+        if let Some(bad) = files.iter().find(|f| !valid_digest(f)) {
+            return Err(ApiError::invalid_request(format!(
+                "files_held: `{bad}` is not a lowercase hex SHA-256"
+            )));
+        }
+    }
+    let node = state
+        .store
+        .heartbeat_node(
+            &id,
+            HeartbeatReport {
+                inventory: &inventory,
+                labels: labels.as_ref(),
+                files_held: body.files_held.as_deref(),
+            },
+        )
+        .await?;
     let carrier = state.store.cluster_carrier().await?;
     Ok(Json(json!({"state": node.state, "carrier": carrier})))
 }

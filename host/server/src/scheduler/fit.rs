@@ -1,8 +1,11 @@
-//! Where a replica fits: filter the nodes that can hold it, fit its GPUs on
-//! one node, score (binpack, with a bonus for a node that already holds the
-//! files). Pure: the reconciler gathers the views.
+//! Where a replica fits: filter the nodes that can hold it (schedulable,
+//! labels matching the deployment's node selector, disk), fit its GPUs on
+//! one node, score (binpack or spread, with a bonus for a node that already
+//! holds the files). Pure: the reconciler gathers the views.
 
 use std::collections::BTreeSet;
+
+use crate::labels::{self, Labels};
 
 /// One GPU as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,11 +33,13 @@ pub struct NodeView {
     pub holds_files: bool,
     /// Replicas of the same deployment already on it.
     pub siblings: u32,
+    /// Its labels.
+    pub labels: Labels,
 }
 
 /// What one replica needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Need {
+pub struct Need<'a> {
     /// GPUs, all on one node.
     pub gpus: u32,
     /// Memory each of them must have.
@@ -43,15 +48,27 @@ pub struct Need {
     pub model_bytes: u64,
     /// Fill the fullest node (binpack) or the emptiest (spread).
     pub spread: bool,
+    /// Labels the node must hold, every pair.
+    pub selector: &'a Labels,
 }
 
-/// The chosen node and GPU indices, or why none.
+/// The bonus of a node that already holds the files: below one GPU's worth
+/// of fill (10), so it breaks ties and never outweighs binpack or spread.
+const FILES_HELD_BONUS: i64 = 5;
+
+/// The chosen node and GPU indices, or why none (each node's reason).
 pub fn place(nodes: &[NodeView], need: Need) -> Result<(String, Vec<u32>), String> {
     let mut best: Option<(i64, String, Vec<u32>)> = None;
     let mut reasons = Vec::new();
     for node in nodes {
         if !node.schedulable {
             reasons.push(format!("{}: not schedulable", node.id));
+            continue;
+        }
+        let missing = labels::missing(need.selector, &node.labels);
+        if !missing.is_empty() {
+            let pairs: Vec<String> = missing.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            reasons.push(format!("{}: labels lack {}", node.id, pairs.join(", ")));
             continue;
         }
         if !node.holds_files
@@ -88,7 +105,12 @@ pub fn place(nodes: &[NodeView], need: Need) -> Result<(String, Vec<u32>), Strin
         } else {
             -left * 10
         };
-        let score = fill + if node.holds_files { 5 } else { 0 };
+        let score = fill
+            + if node.holds_files {
+                FILES_HELD_BONUS
+            } else {
+                0
+            };
         if best
             .as_ref()
             .is_none_or(|(s, id, _)| score > *s || (score == *s && node.id < *id))
@@ -123,14 +145,18 @@ mod tests {
             disk_available_bytes: Some(1 << 40),
             holds_files: false,
             siblings: 0,
+            labels: Labels::new(),
         }
     }
+
+    const NO_SELECTOR: &Labels = &Labels::new();
 
     const ONE: Need = Need {
         gpus: 1,
         memory_per_gpu: 40 << 30,
         model_bytes: 1 << 30,
         spread: false,
+        selector: NO_SELECTOR,
     };
 
     #[test]
@@ -195,5 +221,74 @@ mod tests {
         let mut warm = node("warm", 2, &[]);
         warm.holds_files = true;
         assert_eq!(place(&[node("cold", 2, &[]), warm], ONE).unwrap().0, "warm");
+    }
+
+    #[test]
+    fn files_held_win_over_the_id_order_but_not_over_binpack() {
+        // Equal nodes go to the smaller id; holding the files beats that.
+        let mut warm = node("z-warm", 2, &[]);
+        warm.holds_files = true;
+        assert_eq!(
+            place(&[node("a-cold", 2, &[]), warm.clone()], ONE)
+                .unwrap()
+                .0,
+            "z-warm"
+        );
+        assert_eq!(
+            place(&[node("a-cold", 2, &[]), node("z-cold", 2, &[])], ONE)
+                .unwrap()
+                .0,
+            "a-cold"
+        );
+        // A fuller node still wins a binpack: the bonus only breaks ties.
+        let fuller = node("b-full", 2, &[0]);
+        assert_eq!(place(&[warm.clone(), fuller], ONE).unwrap().0, "b-full");
+        // Spread likewise keeps preferring the emptier node.
+        let spread = Need {
+            spread: true,
+            ..ONE
+        };
+        let mut busy_warm = node("c-warm", 4, &[0, 1]);
+        busy_warm.holds_files = true;
+        assert_eq!(
+            place(&[busy_warm, node("d-cold", 4, &[])], spread)
+                .unwrap()
+                .0,
+            "d-cold"
+        );
+    }
+
+    #[test]
+    fn a_selector_keeps_replicas_to_nodes_with_every_pair() {
+        let labelled = |id: &str, pairs: &[(&str, &str)]| {
+            let mut n = node(id, 2, &[]);
+            n.labels = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            n
+        };
+        let selector: Labels = [
+            ("gpu".to_string(), "h100".to_string()),
+            ("zone".to_string(), "b".to_string()),
+        ]
+        .into_iter()
+        .collect();
+        let need = Need {
+            selector: &selector,
+            ..ONE
+        };
+        let nodes = [
+            labelled("a", &[("gpu", "h100"), ("zone", "a")]),
+            labelled("b", &[("gpu", "h100"), ("zone", "b"), ("rack", "7")]),
+            labelled("c", &[]),
+        ];
+        // "a" and "c" would win on id order; only "b" holds every pair.
+        assert_eq!(place(&nodes, need).unwrap(), ("b".into(), vec![0]));
+        let why = place(&[nodes[0].clone(), nodes[2].clone()], need).unwrap_err();
+        assert!(why.contains("a: labels lack zone=b"), "{why}");
+        assert!(why.contains("c: labels lack gpu=h100, zone=b"), "{why}");
+        // No selector: any node.
+        assert_eq!(place(&nodes, ONE).unwrap().0, "a");
     }
 }

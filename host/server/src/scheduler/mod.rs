@@ -1,14 +1,18 @@
 //! Deployments to running replicas. The reconciler (one frontend at a time,
 //! under an advisory lock) compares what deployments want with the replicas
-//! placed and what workers report, places missing replicas ([`fit`]), asks
-//! the `deploy` admission chain, stages the files ([`staging`]) and starts
-//! the engines by control verbs; replicas on nodes silent for longer than
-//! the grace are placed again. Every frontend refreshes its routing table
-//! from the same rows.
+//! placed and what workers report, places missing replicas ([`fit`] over
+//! each node's [`view`]; a deployment that cannot be placed keeps the
+//! reason in its `pending_reason`), asks the `deploy` admission chain
+//! ([`admit`]), stages the files ([`staging`]) and starts the engines by
+//! control verbs; replicas on nodes silent for longer than the grace are
+//! placed again. Every frontend refreshes its routing table from the same
+//! rows.
 
+pub mod admit;
 pub mod fit;
 pub mod reconcile;
 pub mod staging;
+pub mod view;
 
 use std::collections::HashSet;
 use std::sync::Mutex;

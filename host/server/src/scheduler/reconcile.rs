@@ -5,16 +5,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde_json::{Value, json};
-use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision};
+use serde_json::json;
 use switchyard_store::deployments::{Deployment, Replica};
 use switchyard_store::keys::random_id;
 use switchyard_store::nodes::Node;
 use tokio::sync::watch;
 
 use super::BringUpError;
-use super::fit::{GpuView, Need, NodeView, place};
+use super::admit::deploy_denied;
+use super::fit::{Need, place};
 use super::staging::stage;
+use super::view::views;
 use crate::state::AppState;
 
 /// How often the reconciler and the routing table look again.
@@ -128,12 +129,15 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
             .filter(|r| r.deployment_id == deployment.id && r.state != "stopping")
             .collect();
         let wanted = deployment.replicas.max(0) as usize;
+        let mut pending = None;
         if mine.len() < wanted {
             for _ in mine.len()..wanted {
-                let placed = place_one(state, deployment, &nodes, &stale, &replicas).await?;
-                match placed {
-                    Some(replica) => replicas.push(replica),
-                    None => break,
+                match place_one(state, deployment, &nodes, &stale, &replicas).await? {
+                    Ok(replica) => replicas.push(replica),
+                    Err(why) => {
+                        pending = Some(why);
+                        break;
+                    }
                 }
             }
         } else if mine.len() > wanted {
@@ -143,6 +147,13 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
             for replica in extra.into_iter().take(mine.len() - wanted) {
                 stop_replica(state, replica.clone());
             }
+        }
+        // Written only when it changes: every pass sees every deployment.
+        if pending != deployment.pending_reason {
+            store
+                .set_deployment_pending(&deployment.id, pending.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
         }
     }
     for replica in replicas.iter().filter(|r| r.state == "placed") {
@@ -163,52 +174,15 @@ fn engine_state(node: &Node, id: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-fn views(
-    nodes: &[Node],
-    stale: &BTreeSet<String>,
-    replicas: &[Replica],
-    deployment: &str,
-) -> Vec<NodeView> {
-    nodes
-        .iter()
-        .map(|node| NodeView {
-            id: node.id.clone(),
-            schedulable: node.state == "healthy" && !node.maintenance && !stale.contains(&node.id),
-            gpus: node.inventory["gpus"]
-                .as_array()
-                .map(|gpus| {
-                    gpus.iter()
-                        .map(|g| GpuView {
-                            index: g["index"].as_u64().unwrap_or_default() as u32,
-                            memory_total_bytes: g["memory_total_bytes"]
-                                .as_u64()
-                                .unwrap_or_default(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            used: replicas
-                .iter()
-                .filter(|r| r.node_id == node.id)
-                .flat_map(|r| r.gpus.iter().map(|g| *g as u32))
-                .collect(),
-            disk_available_bytes: node.inventory["disk"]["available_bytes"].as_u64(),
-            holds_files: false,
-            siblings: replicas
-                .iter()
-                .filter(|r| r.node_id == node.id && r.deployment_id == deployment)
-                .count() as u32,
-        })
-        .collect()
-}
-
+/// Places one replica of `deployment`; the inner error says why it cannot
+/// be placed now (the deployment stays pending with that reason).
 async fn place_one(
     state: &Arc<AppState>,
     deployment: &Deployment,
     nodes: &[Node],
     stale: &BTreeSet<String>,
     replicas: &[Replica],
-) -> Result<Option<Replica>, String> {
+) -> Result<Result<Replica, String>, String> {
     let revision = state
         .store
         .model_revision(&deployment.model_id, &deployment.revision)
@@ -220,12 +194,14 @@ async fn place_one(
         memory_per_gpu: deployment.gpu_memory_bytes.max(0) as u64,
         model_bytes: revision.size().max(0) as u64,
         spread: deployment.strategy == "spread",
+        selector: &deployment.node_selector,
     };
-    let (node_id, gpus) = match place(&views(nodes, stale, replicas, &deployment.id), need) {
+    let seen = views(nodes, stale, replicas, &deployment.id, &revision);
+    let (node_id, gpus) = match place(&seen, need) {
         Ok(placed) => placed,
         Err(why) => {
             tracing::info!(deployment = %deployment.id, why, "a replica does not fit yet");
-            return Ok(None);
+            return Ok(Err(format!("no node fits a replica: {why}")));
         }
     };
     let node = nodes
@@ -234,7 +210,9 @@ async fn place_one(
         .expect("placed on a known node");
     if let Some(denial) = deploy_denied(state, deployment, node, &gpus).await? {
         tracing::info!(deployment = %deployment.id, node = %node_id, denial, "the deploy chain refused a placement");
-        return Ok(None);
+        return Ok(Err(format!(
+            "the deploy chain refused node {node_id}: {denial}"
+        )));
     }
     let replica = Replica {
         id: random_id("rep"),
@@ -243,6 +221,8 @@ async fn place_one(
         gpus: gpus.iter().map(|g| *g as i32).collect(),
         state: "placed".into(),
         detail: None,
+        staged_bytes: None,
+        staging_total_bytes: None,
     };
     state
         .store
@@ -250,51 +230,7 @@ async fn place_one(
         .await
         .map_err(|e| e.to_string())?;
     tracing::info!(replica = %replica.id, deployment = %deployment.id, node = %replica.node_id, gpus = ?replica.gpus, "replica placed");
-    Ok(Some(replica))
-}
-
-/// The `deploy` chain's refusal of this placement, if it refuses.
-async fn deploy_denied(
-    state: &Arc<AppState>,
-    deployment: &Deployment,
-    node: &Node,
-    gpus: &[u32],
-) -> Result<Option<String>, String> {
-    let all = node.inventory["gpus"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let chosen: Vec<Value> = all
-        .iter()
-        .filter(|g| gpus.contains(&(g["index"].as_u64().unwrap_or(u64::MAX) as u32)))
-        .map(|g| {
-            let total = g["memory_total_bytes"].as_u64().unwrap_or_default();
-            let used = g["memory_used_bytes"].as_u64().unwrap_or_default();
-            json!({"index": g["index"], "name": g["name"], "memory_total_bytes": total,
-                   "memory_free_bytes": total.saturating_sub(used)})
-        })
-        .collect();
-    let record = json!({
-        "caller": {"key_id": "scheduler", "project": null, "scopes": ["admin"]},
-        "deployment": deployment.id,
-        "model": deployment.model_id,
-        "revision": deployment.revision,
-        "engine": deployment.engine,
-        "node": node.name,
-        "node_labels": [],
-        "gpus": chosen,
-        "memory_per_gpu_bytes": deployment.gpu_memory_bytes,
-    });
-    let request =
-        AdmissionRequest::from_json(AdmissionPoint::Deploy, record).map_err(|e| e.to_string())?;
-    let chain = state.admission.chain(AdmissionPoint::Deploy);
-    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(request))
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(match verdict.decision {
-        Decision::Deny(denial) => Some(format!("{}: {}", denial.code, denial.message)),
-        _ => None,
-    })
+    Ok(Ok(replica))
 }
 
 /// Stages the files and starts the engine, on a task of its own.
@@ -358,12 +294,20 @@ async fn start(
     let control = cluster.control.active();
     let streams = cluster.streams.active();
     // Progress is written in order by one task, finished before the state moves on.
-    let (progress, mut updates) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let (progress, mut updates) = tokio::sync::mpsc::unbounded_channel::<(u64, u64)>();
     let writer = {
         let (store, id) = (state.store.clone(), replica.id.clone());
         tokio::spawn(async move {
-            while let Some(detail) = updates.recv().await {
-                let _ = store.set_replica_state(&id, "staging", Some(&detail)).await;
+            while let Some((held, total)) = updates.recv().await {
+                let detail = format!(
+                    "staging {:.1} of {:.1} MiB",
+                    held as f64 / 1048576.0,
+                    total as f64 / 1048576.0
+                );
+                let bytes = |b: u64| i64::try_from(b).unwrap_or(i64::MAX);
+                let _ = store
+                    .set_replica_staging(&id, bytes(held), bytes(total), &detail)
+                    .await;
             }
         })
     };
@@ -377,11 +321,7 @@ async fn start(
         |held, total| {
             if last.elapsed() > Duration::from_millis(500) || held == total {
                 last = std::time::Instant::now();
-                let _ = progress.send(format!(
-                    "staging {:.1} of {:.1} MiB",
-                    held as f64 / 1048576.0,
-                    total as f64 / 1048576.0
-                ));
+                let _ = progress.send((held, total));
             }
         },
     )

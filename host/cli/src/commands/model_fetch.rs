@@ -1,0 +1,110 @@
+//! `switchyard model fetch`: the server downloads one file by URL and
+//! registers it as a revision; the CLI asks for the streamed answer and
+//! draws its progress lines as a bar, then prints the manifest.
+
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::progress::Progress;
+use crate::client::Client;
+
+/// The media type of the server's streamed answer.
+const NDJSON: &str = "application/x-ndjson";
+
+/// What to fetch.
+pub struct Fetch {
+    /// The file's URL.
+    pub url: String,
+    /// Its SHA-256.
+    pub sha256: String,
+    /// The model's id.
+    pub id: String,
+    /// The revision.
+    pub revision: String,
+    /// The file's name in the revision.
+    pub name: Option<String>,
+    /// The licence.
+    pub licence: Option<String>,
+}
+
+/// Asks the server to fetch; returns the registered manifest.
+pub async fn fetch(client: &Client, fetch: Fetch) -> anyhow::Result<Value> {
+    let label = format!(
+        "fetching {}",
+        fetch
+            .name
+            .clone()
+            .or_else(|| fetch.url.rsplit('/').next().map(str::to_string))
+            .unwrap_or_default()
+    );
+    let body = json!({
+        "url": fetch.url, "sha256": fetch.sha256, "id": fetch.id, "revision": fetch.revision,
+        "name": fetch.name, "licence": fetch.licence,
+    });
+    let request = client
+        .request(Method::POST, "/api/models/fetch")
+        .header(ACCEPT, format!("{NDJSON}, application/json"))
+        .json(&body);
+    let response = request.send().await.context("cannot reach the server")?;
+    let streamed = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|t| t.to_str().ok())
+        .is_some_and(|t| t.starts_with(NDJSON));
+    if !streamed {
+        // No download (the library held the bytes), or refused before one.
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        return outcome(status, answer);
+    }
+    let mut progress: Option<Progress> = None;
+    let mut end = None;
+    let mut pending = Vec::new();
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        pending.extend_from_slice(&chunk.context("the server's answer broke off")?);
+        while let Some(at) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=at).collect();
+            let value: Value =
+                serde_json::from_slice(&line).context("the server's progress line is not JSON")?;
+            match value["received"].as_u64() {
+                Some(received) => progress
+                    .get_or_insert_with(|| {
+                        Progress::new(&label, value["total"].as_u64().unwrap_or(0))
+                    })
+                    .set(received),
+                None => end = Some(value),
+            }
+        }
+    }
+    let end = end.context("the server's answer ended before the outcome")?;
+    let status = end["status"]
+        .as_u64()
+        .and_then(|s| StatusCode::from_u16(s as u16).ok())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Some(mut progress) = progress {
+        if status.is_success() {
+            progress.set(end["model"]["files"][0]["size"].as_u64().unwrap_or(0));
+            progress.finish("verified");
+        } else {
+            progress.finish("failed");
+        }
+    }
+    let answer = end
+        .get("error")
+        .map_or_else(|| end["model"].clone(), |error| json!({"error": error}));
+    outcome(status, answer)
+}
+
+/// The manifest of a 2xx answer, or the API's error as an error.
+fn outcome(status: StatusCode, answer: Value) -> anyhow::Result<Value> {
+    if !status.is_success() {
+        let code = answer["error"]["code"].as_str().unwrap_or("error");
+        let message = answer["error"]["message"].as_str().unwrap_or("");
+        bail!("{status} {code}: {message}");
+    }
+    Ok(answer)
+}

@@ -1,0 +1,123 @@
+//! The `deploy` admission chain's say on a placement: the record a policy
+//! sees (the deployment, the node with its labels, the chosen GPUs with
+//! their free memory) and its verdict.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision};
+use switchyard_store::deployments::Deployment;
+use switchyard_store::nodes::Node;
+
+use crate::state::AppState;
+
+/// The `deploy` chain's refusal of this placement (`code: message`), if it refuses.
+pub async fn deploy_denied(
+    state: &Arc<AppState>,
+    deployment: &Deployment,
+    node: &Node,
+    gpus: &[u32],
+) -> Result<Option<String>, String> {
+    let request = AdmissionRequest::from_json(
+        AdmissionPoint::Deploy,
+        deploy_record(deployment, node, gpus),
+    )
+    .map_err(|e| e.to_string())?;
+    let chain = state.admission.chain(AdmissionPoint::Deploy);
+    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(request))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(match verdict.decision {
+        Decision::Deny(denial) => Some(format!("{}: {}", denial.code, denial.message)),
+        _ => None,
+    })
+}
+
+/// The request record of the `deploy` point for placing a replica of
+/// `deployment` on `gpus` of `node`.
+fn deploy_record(deployment: &Deployment, node: &Node, gpus: &[u32]) -> Value {
+    let all = node.inventory["gpus"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let chosen: Vec<Value> = all
+        .iter()
+        .filter(|g| gpus.contains(&(g["index"].as_u64().unwrap_or(u64::MAX) as u32)))
+        .map(|g| {
+            let total = g["memory_total_bytes"].as_u64().unwrap_or_default();
+            let used = g["memory_used_bytes"].as_u64().unwrap_or_default();
+            json!({"index": g["index"], "name": g["name"], "memory_total_bytes": total,
+                   "memory_free_bytes": total.saturating_sub(used)})
+        })
+        .collect();
+    json!({
+        "caller": {"key_id": "scheduler", "project": null, "scopes": ["admin"]},
+        "deployment": deployment.id,
+        "model": deployment.model_id,
+        "revision": deployment.revision,
+        "engine": deployment.engine,
+        "node": node.name,
+        // The WIT record's list<tuple<string, string>>.
+        "node_labels": node.labels.iter().map(|(k, v)| [k, v]).collect::<Vec<_>>(),
+        "gpus": chosen,
+        "memory_per_gpu_bytes": deployment.gpu_memory_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_carries_the_nodes_labels_and_the_chosen_gpus() {
+        let deployment = Deployment {
+            id: "dep_1".into(),
+            model_id: "m".into(),
+            revision: "r".into(),
+            engine: "reference".into(),
+            served_model_name: "m".into(),
+            replicas: 1,
+            gpus_per_replica: 1,
+            gpu_memory_bytes: 1 << 30,
+            max_concurrency: 8,
+            token_delay_ms: 0,
+            strategy: "binpack".into(),
+            node_selector: Default::default(),
+            pending_reason: None,
+        };
+        let node = Node {
+            id: "node_1".into(),
+            name: "gpu-1".into(),
+            state: "healthy".into(),
+            address: None,
+            inventory: json!({"gpus": [
+                {"index": 0, "name": "L4", "memory_total_bytes": 100, "memory_used_bytes": 30},
+                {"index": 1, "name": "L4", "memory_total_bytes": 100, "memory_used_bytes": 0},
+            ]}),
+            registered_at: String::new(),
+            approved_at: None,
+            last_heartbeat_at: None,
+            maintenance: false,
+            labels: [
+                ("gpu".to_string(), "l4".to_string()),
+                ("zone".to_string(), "a".to_string()),
+            ]
+            .into(),
+            files_held: vec![],
+        };
+        let record = deploy_record(&deployment, &node, &[0]);
+        let parsed = AdmissionRequest::from_json(AdmissionPoint::Deploy, record).unwrap();
+        let AdmissionRequest::Deploy(request) = parsed else {
+            panic!("not a deploy request");
+        };
+        assert_eq!(
+            request.node_labels,
+            vec![
+                ("gpu".to_string(), "l4".to_string()),
+                ("zone".to_string(), "a".to_string())
+            ]
+        );
+        assert_eq!(request.gpus.len(), 1);
+        assert_eq!(request.gpus[0].memory_free_bytes, 70);
+    }
+}
