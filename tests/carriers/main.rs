@@ -1,6 +1,7 @@
 //! Carriers against real servers, through the host's reactor and the
 //! fan-out holder: nats on a real nats-server, pgbus on a real PostgreSQL.
 
+mod cancel;
 mod cluster;
 mod healing;
 mod inference;

@@ -30,18 +30,24 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     pub(crate) async fn start() -> Self {
+        Self::start_on(None).await
+    }
+
+    /// On the `nats` set when a NATS URL is given, else `tunnel`.
+    pub(crate) async fn start_on(nats_url: Option<&str>) -> Self {
         let database_url = fresh_database().await;
         let data = tempfile::tempdir().unwrap();
-        let serve = ServeProcess::start(
-            &[
-                "--database-url",
-                &database_url,
-                "--auto-approve",
-                "--data-dir",
-                data.path().to_str().unwrap(),
-            ],
-            &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)],
-        );
+        let mut args = vec![
+            "--database-url",
+            &database_url,
+            "--auto-approve",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+        ];
+        if let Some(url) = nats_url {
+            args.extend(["--nats-url", url]);
+        }
+        let serve = ServeProcess::start(&args, &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)]);
         let mut cluster = Self {
             serve,
             http: reqwest::Client::new(),
@@ -147,7 +153,7 @@ impl Cluster {
     }
 
     /// The one ready replica of a deployment.
-    async fn ready_replica(&self, id: &str) -> Value {
+    pub(crate) async fn ready_replica(&self, id: &str) -> Value {
         let shown = self
             .until(
                 &format!("/api/deployments/{id}"),

@@ -10,7 +10,9 @@
 //! line and half-closes, without waiting for the answer line; a refused
 //! stream's request is read and dropped.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
@@ -29,7 +31,7 @@ const READ_AHEAD: usize = 4 * 1024 * 1024;
 const CHUNK: usize = 64 * 1024;
 const MAX_HELLO: usize = 1024;
 /// How long a refused stream's early request is read before closing.
-const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// Where a node's streams are dialled, and the proof it expects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,13 +48,54 @@ pub type Resolver =
 
 /// The streams seam of the `nats` set.
 pub struct DirectStreams {
+    addresses: Arc<Addresses>,
+}
+
+/// Node addresses found recently: a request does not wait for the
+/// database. An entry lives [`ADDRESS_TTL`], and a failed dial drops it (the
+/// worker may have moved or registered again).
+struct Addresses {
     resolve: Resolver,
+    found: Mutex<HashMap<String, (Instant, NodeAddress)>>,
+}
+
+/// How long a node's address and proof are used without asking again.
+const ADDRESS_TTL: Duration = Duration::from_secs(2);
+
+impl Addresses {
+    async fn get(&self, node: &str) -> Result<NodeAddress, Refusal> {
+        if let Some((at, found)) = self.found.lock().expect("addresses lock").get(node)
+            && at.elapsed() < ADDRESS_TTL
+        {
+            return Ok(found.clone());
+        }
+        let found = (self.resolve)(node.to_string())
+            .await
+            .map_err(Refusal::NotDelivered)?;
+        self.found
+            .lock()
+            .expect("addresses lock")
+            .insert(node.to_string(), (Instant::now(), found.clone()));
+        Ok(found)
+    }
+
+    fn failed<T>(&self, node: &str, result: Result<T, Refusal>) -> Result<T, Refusal> {
+        if let Err(Refusal::NotDelivered(_)) = &result {
+            self.found.lock().expect("addresses lock").remove(node);
+        }
+        result
+    }
 }
 
 impl DirectStreams {
     /// Dials the addresses `resolve` finds.
     pub fn new(resolve: Resolver) -> Self {
-        Self { resolve }
+        Self {
+            addresses: Arc::new(Addresses {
+                resolve,
+                found: Mutex::new(HashMap::new()),
+            }),
+        }
     }
 }
 
@@ -63,11 +106,11 @@ impl StreamsSeam for DirectStreams {
         _lane: Lane,
         service: &str,
     ) -> BoxFuture<'static, Result<Stream, Refusal>> {
-        let resolve = self.resolve.clone();
+        let addresses = self.addresses.clone();
         let (node, service) = (node.to_string(), service.to_string());
         Box::pin(async move {
-            let target = resolve(node).await.map_err(Refusal::NotDelivered)?;
-            dial(&target, &service).await
+            let target = addresses.get(&node).await?;
+            addresses.failed(&node, dial(&target, &service).await)
         })
     }
 
@@ -78,11 +121,11 @@ impl StreamsSeam for DirectStreams {
         service: &str,
         request: Bytes,
     ) -> BoxFuture<'static, Result<StreamReader, Refusal>> {
-        let resolve = self.resolve.clone();
+        let addresses = self.addresses.clone();
         let (node, service) = (node.to_string(), service.to_string());
         Box::pin(async move {
-            let target = resolve(node).await.map_err(Refusal::NotDelivered)?;
-            call(&target, &service, request).await
+            let target = addresses.get(&node).await?;
+            addresses.failed(&node, call(&target, &service, request).await)
         })
     }
 }

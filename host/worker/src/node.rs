@@ -95,6 +95,8 @@ impl Node {
                     "gpus": e.spec().gpus,
                     "state": e.state(),
                     "restarts": e.restarts(),
+                    // Local to the worker: for an operator on that machine.
+                    "url": e.url(),
                     "in_flight": e.in_flight(),
                 })
             })
