@@ -9,5 +9,6 @@ mod nats;
 mod pgbus;
 mod placement;
 mod tunnel;
+mod unhealthy;
 mod up;
 mod watch;

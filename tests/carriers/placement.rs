@@ -35,6 +35,11 @@ impl Cluster {
 
     /// On the `nats` set when a NATS URL is given, else `tunnel`.
     pub(crate) async fn start_on(nats_url: Option<&str>) -> Self {
+        Self::start_with(nats_url, &[]).await
+    }
+
+    /// [`Cluster::start_on`], with more flags for `serve`.
+    pub(crate) async fn start_with(nats_url: Option<&str>, serve_extra: &[&str]) -> Self {
         let database_url = fresh_database().await;
         let data = tempfile::tempdir().unwrap();
         let mut args = vec![
@@ -47,6 +52,7 @@ impl Cluster {
         if let Some(url) = nats_url {
             args.extend(["--nats-url", url]);
         }
+        args.extend(serve_extra);
         let serve = ServeProcess::start(&args, &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)]);
         let mut cluster = Self {
             serve,

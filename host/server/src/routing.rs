@@ -4,7 +4,7 @@
 //! (equal loads take turns); a
 //! replica at its concurrency limit takes nothing more (429, never a queue).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -59,13 +59,22 @@ impl Drop for Lease {
 }
 
 impl Routing {
-    /// Rebuilds the table from the rows.
-    pub fn refresh(&self, deployments: Vec<Deployment>, replicas: Vec<Replica>) {
+    /// Rebuilds the table from the rows: the ready replicas on `routable` nodes.
+    pub fn refresh(
+        &self,
+        deployments: Vec<Deployment>,
+        replicas: Vec<Replica>,
+        routable: &HashSet<String>,
+    ) {
         let mut table = HashMap::new();
         for deployment in deployments {
             let ready = replicas
                 .iter()
-                .filter(|r| r.deployment_id == deployment.id && r.state == "ready")
+                .filter(|r| {
+                    r.deployment_id == deployment.id
+                        && r.state == "ready"
+                        && routable.contains(&r.node_id)
+                })
                 .map(|r| (r.id.clone(), r.node_id.clone()))
                 .collect();
             table.insert(
@@ -109,5 +118,68 @@ impl Routing {
             },
             served.deployment.clone(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployment(limit: i32) -> Deployment {
+        serde_json::from_value(json!({
+            "id": "d1", "model_id": "demo", "revision": "r1", "engine": "reference",
+            "served_model_name": "demo", "replicas": 2, "gpus_per_replica": 1,
+            "gpu_memory_bytes": 1, "max_concurrency": limit, "token_delay_ms": 0,
+            "strategy": "binpack",
+        }))
+        .unwrap()
+    }
+
+    fn replica(id: &str, node: &str, state: &str) -> Replica {
+        serde_json::from_value(json!({
+            "id": id, "deployment_id": "d1", "node_id": node, "gpus": [0],
+            "state": state, "detail": null,
+        }))
+        .unwrap()
+    }
+
+    fn routable(nodes: &[&str]) -> HashSet<String> {
+        nodes.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn only_ready_replicas_on_routable_nodes_serve() {
+        let routing = Routing::default();
+        let replicas = vec![
+            replica("a", "n1", "ready"),
+            replica("b", "n2", "ready"),
+            replica("c", "n1", "starting"),
+        ];
+        routing.refresh(vec![deployment(8)], replicas.clone(), &routable(&["n1"]));
+        for _ in 0..4 {
+            assert_eq!(routing.route("demo").unwrap().0.replica, "a");
+        }
+        // The node of the only ready replica is unhealthy: cold, not routed.
+        routing.refresh(vec![deployment(8)], replicas, &routable(&["n3"]));
+        assert_eq!(routing.route("demo").unwrap_err(), NoRoute::Cold);
+        assert_eq!(routing.route("other").unwrap_err(), NoRoute::UnknownModel);
+    }
+
+    #[test]
+    fn the_least_loaded_wins_and_a_full_replica_takes_nothing() {
+        let routing = Routing::default();
+        let replicas = vec![replica("a", "n1", "ready"), replica("b", "n2", "ready")];
+        routing.refresh(vec![deployment(1)], replicas, &routable(&["n1", "n2"]));
+        let first = routing.route("demo").unwrap().0;
+        let second = routing.route("demo").unwrap().0;
+        assert_ne!(first.replica, second.replica, "the idle one wins");
+        assert_eq!(routing.route("demo").unwrap_err(), NoRoute::Busy);
+        drop(first);
+        assert!(
+            routing.route("demo").is_ok(),
+            "a finished request frees its slot"
+        );
     }
 }

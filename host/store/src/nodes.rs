@@ -371,6 +371,19 @@ impl Store {
         Ok(row.as_ref().map(node))
     }
 
+    /// Marks late nodes unhealthy: not routed to, nothing placed, their
+    /// replicas kept (a heartbeat makes them healthy again).
+    pub async fn mark_unhealthy(&self, ids: &[String]) -> Result<u64, StoreError> {
+        Ok(self
+            .conn()
+            .await?
+            .execute(
+                "UPDATE nodes SET state = 'unhealthy' WHERE id = ANY($1) AND state = 'healthy'",
+                &[&ids],
+            )
+            .await?)
+    }
+
     /// Marks silent nodes offline (a heartbeat makes them healthy again).
     pub async fn mark_offline(&self, ids: &[String]) -> Result<u64, StoreError> {
         Ok(self

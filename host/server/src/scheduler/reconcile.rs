@@ -23,6 +23,8 @@ const EVERY: Duration = Duration::from_secs(1);
 /// A node silent this long is lost: its replicas are placed again. Long
 /// enough that a short disconnect moves nothing.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// A node silent for this fraction of the grace is unhealthy.
+const UNHEALTHY_FRACTION: u32 = 3;
 const CONTROL_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Runs until `stop`: every frontend refreshes its routing table; the one
@@ -56,7 +58,16 @@ async fn tick(state: &Arc<AppState>) -> Result<(), String> {
     }
     let deployments = store.deployments().await.map_err(|e| e.to_string())?;
     let replicas = store.replicas().await.map_err(|e| e.to_string())?;
-    state.routing.refresh(deployments, replicas);
+    // Replicas on unhealthy, offline or pending nodes get no requests.
+    let routable = store
+        .nodes()
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|n| n.state == "healthy" || n.state == "draining")
+        .map(|n| n.id)
+        .collect();
+    state.routing.refresh(deployments, replicas, &routable);
     Ok(())
 }
 
@@ -75,6 +86,19 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
     let silent: Vec<String> = stale.iter().cloned().collect();
     store
         .mark_offline(&silent)
+        .await
+        .map_err(|e| e.to_string())?;
+    // Late but within the grace: unhealthy, so requests avoid it while its
+    // replicas stay (a short disconnect moves nothing).
+    let late: Vec<String> = store
+        .stale_nodes(state.node_grace / UNHEALTHY_FRACTION)
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|id| !stale.contains(id))
+        .collect();
+    store
+        .mark_unhealthy(&late)
         .await
         .map_err(|e| e.to_string())?;
 
