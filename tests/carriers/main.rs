@@ -5,6 +5,7 @@ mod cancel;
 mod cluster;
 mod healing;
 mod inference;
+mod keepalive;
 mod nats;
 mod pgbus;
 mod placement;

@@ -92,6 +92,9 @@ pub struct ServeArgs {
     /// How long a node may be silent before its replicas move, in ms [default: 30000].
     #[arg(long)]
     pub node_grace_ms: Option<u64>,
+    /// Silence in a streamed answer before an SSE keep-alive comment, in ms [default: 15000].
+    #[arg(long)]
+    pub sse_keepalive_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -62,6 +62,9 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     if let Some(ms) = args.node_grace_ms {
         config.node_grace = Duration::from_millis(ms);
     }
+    if let Some(ms) = args.sse_keepalive_ms {
+        config.sse_keepalive = Duration::from_millis(ms.max(1));
+    }
     config.admin_token = std::env::var("SWITCHYARD_ADMIN_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());

@@ -34,6 +34,9 @@ pub struct ServeConfig {
     /// How long a node may be silent before it is offline and its replicas
     /// are placed again (a short disconnect moves nothing).
     pub node_grace: Duration,
+    /// How long a streamed answer may be silent before the frontend sends
+    /// an SSE comment, so that proxies and clients keep the connection.
+    pub sse_keepalive: Duration,
 }
 
 impl Default for ServeConfig {
@@ -50,6 +53,7 @@ impl Default for ServeConfig {
             carrier_plugins: None,
             advertise: None,
             node_grace: crate::scheduler::reconcile::DEFAULT_GRACE,
+            sse_keepalive: Duration::from_secs(15),
         }
     }
 }

@@ -118,6 +118,7 @@ async fn serve(
         scheduler: Scheduler::default(),
         routing: Routing::default(),
         node_grace: config.node_grace,
+        sse_keepalive: config.sse_keepalive,
         keys: Default::default(),
         library: Library::open(&config.data_dir.join("library")).with_context(|| {
             format!(

@@ -33,6 +33,8 @@ pub struct AppState {
     pub keys: crate::auth::KeyCache,
     /// How long a node may be silent before its replicas move.
     pub node_grace: std::time::Duration,
+    /// The silence after which a streamed answer gets an SSE comment.
+    pub sse_keepalive: std::time::Duration,
     /// The model library's bytes.
     pub library: Library,
     /// The carrier set and its seams; `None` without carrier components.

@@ -7,6 +7,7 @@
 //! client's connection resets the stream, which cancels the engine's work.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
@@ -15,13 +16,13 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use switchyard_carrier::StreamError;
 use switchyard_carrier::streams::Lane;
+use switchyard_carrier::{StreamError, StreamReader};
 use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision, Patch};
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::routing::NoRoute;
+use crate::routing::{Lease, NoRoute};
 use crate::state::AppState;
 
 /// The longest answer head a worker sends.
@@ -245,16 +246,9 @@ async fn forward(
         .and_then(|s| StatusCode::from_u16(s as u16).ok())
         .unwrap_or(StatusCode::BAD_GATEWAY);
     let replica = HeaderValue::from_str(&lease.replica).ok();
-    // The body streams as the engine writes it; the lease lives as long.
-    let first = futures::stream::iter((!first.is_empty()).then_some(Ok(first)));
-    let rest = futures::stream::unfold((reader, lease), |(mut reader, lease)| async move {
-        let chunk = reader.read().await?;
-        Some((
-            chunk.map_err(|e: StreamError| std::io::Error::other(e.to_string())),
-            (reader, lease),
-        ))
-    });
-    let mut response = Response::new(Body::from_stream(first.chain(rest)));
+    let keepalive = is_event_stream(&head).then_some(state.sse_keepalive);
+    let body = answer_body(reader, lease, first, keepalive);
+    let mut response = Response::new(Body::from_stream(body));
     if let Some(replica) = replica {
         response
             .headers_mut()
@@ -275,4 +269,57 @@ async fn forward(
         }
     }
     Ok(response)
+}
+
+fn is_event_stream(head: &Value) -> bool {
+    head["headers"].as_array().is_some_and(|headers| {
+        headers.iter().any(|pair| {
+            pair[0]
+                .as_str()
+                .is_some_and(|n| n.eq_ignore_ascii_case("content-type"))
+                && pair[1]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with("text/event-stream"))
+        })
+    })
+}
+
+/// The engine's answer as the worker streams it; the lease lives as long.
+/// With `keepalive`, an SSE answer silent that long between events gets a
+/// comment line (clients ignore it; proxies see the connection alive).
+fn answer_body(
+    reader: StreamReader,
+    lease: Lease,
+    first: Bytes,
+    keepalive: Option<Duration>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+    let between_events = first.is_empty() || first.ends_with(b"\n\n");
+    let first = futures::stream::iter((!first.is_empty()).then_some(Ok(first)));
+    let rest = futures::stream::unfold(
+        (reader, lease, between_events),
+        move |(mut reader, lease, mut between_events)| async move {
+            let chunk = loop {
+                let Some(every) = keepalive else {
+                    break reader.read().await?;
+                };
+                match tokio::time::timeout(every, reader.read()).await {
+                    Ok(chunk) => break chunk?,
+                    Err(_) if between_events => {
+                        let comment = Ok(Bytes::from_static(b": keep-alive\n\n"));
+                        return Some((comment, (reader, lease, between_events)));
+                    }
+                    // Mid-event: a comment here would split it.
+                    Err(_) => continue,
+                }
+            };
+            if let Ok(bytes) = &chunk
+                && !bytes.is_empty()
+            {
+                between_events = bytes.ends_with(b"\n\n");
+            }
+            let chunk = chunk.map_err(|e: StreamError| std::io::Error::other(e.to_string()));
+            Some((chunk, (reader, lease, between_events)))
+        },
+    );
+    first.chain(rest)
 }
