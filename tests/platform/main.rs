@@ -15,3 +15,4 @@ mod registry;
 mod replicas;
 mod requests;
 mod sandbox;
+mod vllm;
