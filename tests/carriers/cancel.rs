@@ -46,26 +46,8 @@ async fn client_goes_away(nats: Option<&NatsServer>) {
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let _worker = cluster.worker("w", dir.path(), &extra);
     let node = cluster.node_id("w").await;
-    let (status, created) = cluster
-        .call(
-            Method::POST,
-            "/api/deployments",
-            Some(json!({
-                "model": "demo", "revision": "r1", "engine": "reference",
-                "gpus_per_replica": 1, "gpu_memory_bytes": 1 << 30, "token_delay_ms": 100,
-            })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{created}");
-    cluster.ready_replica(created["id"].as_str().unwrap()).await;
-    let (_, key) = cluster
-        .call(
-            Method::POST,
-            "/api/keys",
-            Some(json!({"name": "app", "scopes": ["inference"]})),
-        )
-        .await;
-    let key = key["token"].as_str().unwrap();
+    cluster.deploy_ready(json!({"token_delay_ms": 100})).await;
+    let key = cluster.inference_key().await;
 
     // The engine's own counters, at the address the worker reports.
     let (status, engines) = cluster
@@ -94,7 +76,7 @@ async fn client_goes_away(nats: Option<&NatsServer>) {
     // 200 tokens would take 20 s; the client leaves after the first event.
     let response = http
         .post(format!("{}/v1/chat/completions", cluster.serve.url))
-        .bearer_auth(key)
+        .bearer_auth(&key)
         .json(&json!({"model": "demo", "max_tokens": 200, "stream": true,
                       "messages": [{"role": "user", "content": "go on"}]}))
         .send()

@@ -3,7 +3,6 @@
 //! whole: the reference engine waits 700 ms a token, the frontend speaks up
 //! after 200 ms of silence.
 
-use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::placement::Cluster;
@@ -13,29 +12,11 @@ async fn silent_streams_get_keep_alive_comments_between_events() {
     let cluster = Cluster::start_with(None, &["--sse-keepalive-ms", "200"]).await;
     let dir = tempfile::tempdir().unwrap();
     let _worker = cluster.worker("w", dir.path(), &["--gpu", "name=L4,memory=24GiB"]);
-    let (status, created) = cluster
-        .call(
-            Method::POST,
-            "/api/deployments",
-            Some(
-                json!({"model": "demo", "revision": "r1", "engine": "reference",
-                        "gpus_per_replica": 1, "gpu_memory_bytes": 1 << 30,
-                        "token_delay_ms": 700}),
-            ),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{created}");
-    cluster.ready_replica(created["id"].as_str().unwrap()).await;
-    let (_, key) = cluster
-        .call(
-            Method::POST,
-            "/api/keys",
-            Some(json!({"name": "app", "scopes": ["inference"]})),
-        )
-        .await;
+    cluster.deploy_ready(json!({"token_delay_ms": 700})).await;
+    let key = cluster.inference_key().await;
     let text = reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", cluster.serve.url))
-        .bearer_auth(key["token"].as_str().unwrap())
+        .bearer_auth(&key)
         .json(&json!({"model": "demo", "max_tokens": 3, "stream": true,
                       "messages": [{"role": "user", "content": "slowly"}]}))
         .send()

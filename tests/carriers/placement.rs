@@ -158,6 +158,36 @@ impl Cluster {
             .to_string()
     }
 
+    /// Deploys `demo@r1` on the reference engine, one GPU a replica, with
+    /// `fields` added to the request; its id, once its replica is ready.
+    pub(crate) async fn deploy_ready(&self, fields: Value) -> String {
+        let mut body = json!({"model": "demo", "revision": "r1", "engine": "reference",
+                              "gpus_per_replica": 1, "gpu_memory_bytes": 1 << 30});
+        for (name, value) in fields.as_object().into_iter().flatten() {
+            body[name] = value.clone();
+        }
+        let (status, created) = self
+            .call(Method::POST, "/api/deployments", Some(body))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        let id = created["id"].as_str().unwrap().to_string();
+        self.ready_replica(&id).await;
+        id
+    }
+
+    /// A new API key with the `inference` scope.
+    pub(crate) async fn inference_key(&self) -> String {
+        let (status, key) = self
+            .call(
+                Method::POST,
+                "/api/keys",
+                Some(json!({"name": "app", "scopes": ["inference"]})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{key}");
+        key["token"].as_str().unwrap().to_string()
+    }
+
     /// The one ready replica of a deployment.
     pub(crate) async fn ready_replica(&self, id: &str) -> Value {
         let shown = self

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::placement::Cluster;
@@ -17,27 +17,9 @@ async fn a_silent_worker_is_unhealthy_until_it_speaks_again() {
     let dir = tempfile::tempdir().unwrap();
     let worker = cluster.worker("w", dir.path(), &["--gpu", "name=L4,memory=24GiB"]);
     let node = cluster.node_id("w").await;
-    let (status, created) = cluster
-        .call(
-            Method::POST,
-            "/api/deployments",
-            Some(
-                json!({"model": "demo", "revision": "r1", "engine": "reference",
-                        "gpus_per_replica": 1, "gpu_memory_bytes": 1 << 30}),
-            ),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{created}");
-    let deployment = created["id"].as_str().unwrap().to_string();
+    let deployment = cluster.deploy_ready(json!({})).await;
     let placed = cluster.ready_replica(&deployment).await;
-    let (_, key) = cluster
-        .call(
-            Method::POST,
-            "/api/keys",
-            Some(json!({"name": "app", "scopes": ["inference"]})),
-        )
-        .await;
-    let key = key["token"].as_str().unwrap().to_string();
+    let key = cluster.inference_key().await;
     let http = reqwest::Client::new();
     // A request routed to the paused worker before the table changed would
     // wait for it: give up after a while and ask again.
