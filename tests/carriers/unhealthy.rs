@@ -1,7 +1,8 @@
 //! A worker that falls silent for less than the grace is unhealthy: its
 //! replica gets no requests (503 with Retry-After, never a hang) but stays
 //! placed, and the first heartbeat after makes it healthy and serving
-//! again. The worker is paused with SIGSTOP (its engine runs on).
+//! again. The worker is paused with SIGSTOP (its engine runs on); the
+//! answers and the states show in `/metrics`.
 
 use std::process::Command;
 
@@ -103,4 +104,29 @@ async fn a_silent_worker_is_unhealthy_until_it_speaks_again() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+
+    // What happened shows in /metrics.
+    let metrics = http
+        .get(format!("{}/metrics", cluster.serve.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |series: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in {metrics}"))
+    };
+    assert!(value("switchyard_inference_requests_total{model=\"demo\",status=\"200\"}") >= 2);
+    assert!(value("switchyard_inference_requests_total{model=\"demo\",status=\"503\"}") >= 1);
+    assert!(value("switchyard_inference_head_seconds_count") >= 2);
+    assert_eq!(value("switchyard_nodes{state=\"healthy\"}"), 1);
+    assert_eq!(
+        value("switchyard_replicas{model=\"demo\",state=\"ready\"}"),
+        1
+    );
+    assert_eq!(value("switchyard_carrier_connected{carrier=\"tunnel\"}"), 1);
 }

@@ -22,6 +22,7 @@ pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod fetch;
+pub mod inference_metrics;
 pub mod labels;
 pub mod library;
 pub mod openapi;

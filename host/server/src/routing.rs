@@ -85,6 +85,14 @@ impl Routing {
         self.table.store(Arc::new(table));
     }
 
+    /// Requests in flight on this frontend, by replica.
+    pub fn in_flight(&self) -> Vec<(String, usize)> {
+        let load = self.load.lock().expect("load lock");
+        let mut all: Vec<(String, usize)> = load.iter().map(|(r, n)| (r.clone(), *n)).collect();
+        all.sort();
+        all
+    }
+
     /// The served models, by name.
     pub fn models(&self) -> Arc<HashMap<String, Served>> {
         self.table.load_full()

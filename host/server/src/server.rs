@@ -117,6 +117,7 @@ async fn serve(
         auto_approve: config.auto_approve,
         scheduler: Scheduler::default(),
         routing: Routing::default(),
+        inference: Default::default(),
         node_grace: config.node_grace,
         sse_keepalive: config.sse_keepalive,
         keys: Default::default(),

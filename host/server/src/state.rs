@@ -29,6 +29,8 @@ pub struct AppState {
     pub scheduler: Scheduler,
     /// Which replica serves each model.
     pub routing: Routing,
+    /// What `/v1` answered, for `/metrics`.
+    pub inference: crate::inference_metrics::InferenceMetrics,
     /// API keys looked up lately.
     pub keys: crate::auth::KeyCache,
     /// How long a node may be silent before its replicas move.

@@ -1,5 +1,6 @@
 //! Prometheus text.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -8,9 +9,11 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use switchyard_runtime::admission::AdmissionPoint;
 
+use crate::inference_metrics::escape;
 use crate::state::AppState;
 
-/// Plugin calls, denials, errors, traps, timeouts and latency; the generation each point serves.
+/// Plugin calls, denials, errors, traps, timeouts and latency; the generation each point serves;
+/// `/v1` requests and head latency; the carrier, nodes and replicas by state.
 #[utoipa::path(get, path = "/metrics", tag = "health", responses((status = 200, description = "Prometheus text exposition")))]
 pub async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let mut out = String::new();
@@ -33,5 +36,78 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
         let failed = u8::from(state.admission.failure(point).is_some());
         let _ = writeln!(out, "{name}{{point=\"{point}\"}} {failed}");
     }
+    state.inference.render(&mut out);
+    cluster(&state, &mut out).await;
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
+
+/// The cluster as this replica sees it: the carrier, nodes and replicas by
+/// state (from the database; left out when it does not answer), and the
+/// requests this replica has in flight per replica.
+async fn cluster(state: &AppState, out: &mut String) {
+    if let Some(cluster) = &state.cluster {
+        let name = "switchyard_carrier_connected";
+        let _ = writeln!(
+            out,
+            "# HELP {name} 1 while this replica's fan-out carrier is connected.\n# TYPE {name} gauge"
+        );
+        let connected = u8::from(cluster.fanout.active().is_ready());
+        let carrier = escape(&cluster.row.carrier);
+        let _ = writeln!(out, "{name}{{carrier=\"{carrier}\"}} {connected}");
+        let name = "switchyard_carrier_epoch";
+        let _ = writeln!(
+            out,
+            "# HELP {name} The cluster carrier's epoch this replica runs.\n# TYPE {name} gauge"
+        );
+        let _ = writeln!(out, "{name} {}", cluster.row.epoch);
+    }
+    if let Ok(nodes) = state.store.nodes().await {
+        let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
+        for node in nodes {
+            *by_state.entry(node.state).or_default() += 1;
+        }
+        let name = "switchyard_nodes";
+        let _ = writeln!(out, "# HELP {name} Nodes by state.\n# TYPE {name} gauge");
+        for (node_state, n) in by_state {
+            let _ = writeln!(out, "{name}{{state=\"{}\"}} {n}", escape(&node_state));
+        }
+    }
+    if let (Ok(deployments), Ok(replicas)) = (
+        state.store.deployments().await,
+        state.store.replicas().await,
+    ) {
+        let names: BTreeMap<&str, &str> = deployments
+            .iter()
+            .map(|d| (d.id.as_str(), d.served_model_name.as_str()))
+            .collect();
+        let mut by_state: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for replica in &replicas {
+            let model = names
+                .get(replica.deployment_id.as_str())
+                .copied()
+                .unwrap_or("");
+            *by_state.entry((model, replica.state.as_str())).or_default() += 1;
+        }
+        let name = "switchyard_replicas";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Replicas by served model and state.\n# TYPE {name} gauge"
+        );
+        for ((model, replica_state), n) in by_state {
+            let _ = writeln!(
+                out,
+                "{name}{{model=\"{}\",state=\"{}\"}} {n}",
+                escape(model),
+                escape(replica_state)
+            );
+        }
+    }
+    let name = "switchyard_replica_in_flight";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Requests this replica of the frontend has in flight, by engine replica.\n# TYPE {name} gauge"
+    );
+    for (replica, n) in state.routing.in_flight() {
+        let _ = writeln!(out, "{name}{{replica=\"{}\"}} {n}", escape(&replica));
+    }
 }

@@ -95,10 +95,16 @@ pub async fn embeddings(
 }
 
 async fn proxy(caller: Caller, state: Arc<AppState>, path: &'static str, body: Bytes) -> Response {
-    match forward(caller, state, path, body).await {
+    let mut model = None;
+    let response = match forward(caller, state.clone(), path, body, &mut model).await {
         Ok(response) => response,
         Err(response) => response,
-    }
+    };
+    state.inference.answered(
+        model.as_deref().unwrap_or_default(),
+        response.status().as_u16(),
+    );
+    response
 }
 
 /// Roughly four characters per token: what the chain is told the prompt costs.
@@ -122,12 +128,16 @@ fn estimate_prompt_tokens(body: &Value) -> u32 {
     (chars / 4).max(1) as u32
 }
 
+/// Admits, routes and carries one request; `model` learns the model asked
+/// for as soon as it is known.
 async fn forward(
     caller: Caller,
     state: Arc<AppState>,
     path: &'static str,
     body: Bytes,
+    model_seen: &mut Option<String>,
 ) -> Result<Response, Response> {
+    let started = std::time::Instant::now();
     caller
         .require("inference")
         .map_err(IntoResponse::into_response)?;
@@ -138,6 +148,7 @@ async fn forward(
         .as_str()
         .ok_or_else(|| ApiError::invalid_request("`model` is required").into_response())?
         .to_string();
+    *model_seen = Some(model.clone());
 
     let max_tokens = request["max_tokens"]
         .as_u64()
@@ -241,6 +252,7 @@ async fn forward(
         .map_err(|e| unavailable(e.to_string()))?;
     let head: Value = serde_json::from_slice(&head)
         .map_err(|e| unavailable(format!("the worker's answer head: {e}")))?;
+    state.inference.head_after(started.elapsed());
     let status = head["status"]
         .as_u64()
         .and_then(|s| StatusCode::from_u16(s as u16).ok())
