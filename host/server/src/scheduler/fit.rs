@@ -118,17 +118,42 @@ pub fn place(nodes: &[NodeView], need: Need) -> Result<(String, Vec<u32>), Strin
             best = Some((score, node.id.clone(), chosen));
         }
     }
-    best.map(|(_, id, gpus)| (id, gpus)).ok_or_else(|| {
-        if reasons.is_empty() {
-            "no nodes".into()
-        } else {
-            reasons.join("; ")
-        }
-    })
+    best.map(|(_, id, gpus)| (id, gpus))
+        .ok_or_else(|| summarize(&reasons))
+}
+
+/// The most node reasons a deployment's `pending_reason` lists.
+const MAX_REASONS: usize = 8;
+
+/// Each node's reason, the first [`MAX_REASONS`] of them on a large cluster.
+fn summarize(reasons: &[String]) -> String {
+    match reasons.len() {
+        0 => "no nodes".into(),
+        n if n <= MAX_REASONS => reasons.join("; "),
+        n => format!(
+            "{}; and {} more nodes",
+            reasons[..MAX_REASONS].join("; "),
+            n - MAX_REASONS
+        ),
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_large_cluster_lists_a_few_reasons_and_counts_the_rest() {
+        let reasons: Vec<String> = (0..20).map(|i| format!("n{i}: too few GPUs")).collect();
+        let summary = super::summarize(&reasons);
+        assert!(summary.starts_with("n0: too few GPUs; n1:"), "{summary}");
+        assert!(summary.ends_with("; and 12 more nodes"), "{summary}");
+        assert!(!summary.contains("n8:"), "{summary}");
+        assert_eq!(
+            super::summarize(&reasons[..2]),
+            "n0: too few GPUs; n1: too few GPUs"
+        );
+        assert_eq!(super::summarize(&[]), "no nodes");
+    }
+
     use super::*;
 
     fn node(id: &str, gpus: u32, used: &[u32]) -> NodeView {
