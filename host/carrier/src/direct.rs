@@ -158,7 +158,7 @@ async fn handshake(
     let socket = TcpStream::connect(&target.address)
         .await
         .map_err(not_delivered)?;
-    let _ = socket.set_nodelay(true);
+    tune(&socket);
     let mut socket = BufReader::new(socket);
     let mut hello = BytesMut::from(format!("SWY1 {service} {}\n", target.proof).as_bytes());
     if let Some(request) = &request {
@@ -210,7 +210,7 @@ pub async fn serve(listener: TcpListener, proof: String, acceptor: Acceptor) {
 }
 
 async fn answer(socket: TcpStream, proof: &str, acceptor: &Acceptor) -> std::io::Result<()> {
-    let _ = socket.set_nodelay(true);
+    tune(&socket);
     let mut socket = BufReader::new(socket);
     let mut line = Vec::new();
     (&mut socket)
@@ -264,6 +264,24 @@ fn pending(socket: BufReader<TcpStream>) -> (Stream, oneshot::Sender<String>) {
     });
     (stream, start)
 }
+
+/// No delayed ACKs for small requests; and keepalive, so that a stream to
+/// a machine that died (no FIN, no RST) fails in about a minute instead of
+/// waiting forever: an answer may take minutes, so there is no read timeout.
+fn tune(socket: &TcpStream) {
+    let _ = socket.set_nodelay(true);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_IDLE)
+        .with_interval(KEEPALIVE_INTERVAL)
+        .with_retries(KEEPALIVE_PROBES);
+    let _ = socket2::SockRef::from(socket).set_tcp_keepalive(&keepalive);
+}
+
+/// Silence before the first keepalive probe, between probes, and how many
+/// unanswered probes end the connection.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const KEEPALIVE_PROBES: u32 = 3;
 
 /// Reads a refused stream's early request to its end (bounded), so that
 /// closing with it unread does not reset the connection before the dialler
@@ -350,5 +368,25 @@ impl Pumps {
         }
         // Keep the read half until the peer finishes too.
         let _ = reader.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn stream_connections_keep_alive_and_send_at_once() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let socket = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        tune(&socket);
+        let tuned = socket2::SockRef::from(&socket);
+        assert!(tuned.keepalive().unwrap());
+        assert_eq!(tuned.tcp_keepalive_time().unwrap(), KEEPALIVE_IDLE);
+        assert_eq!(tuned.tcp_keepalive_interval().unwrap(), KEEPALIVE_INTERVAL);
+        assert_eq!(tuned.tcp_keepalive_retries().unwrap(), KEEPALIVE_PROBES);
+        assert!(socket.nodelay().unwrap());
     }
 }
