@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use switchyard_carrier::streams::Lane;
-use switchyard_carrier::{StreamError, StreamReader};
+use switchyard_carrier::{Refusal, StreamError, StreamReader};
 use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision, Patch};
 
 use crate::auth::Caller;
@@ -63,8 +63,9 @@ pub async fn models(
         (status = 200, description = "the engine's answer (JSON, or SSE when streaming)"),
         (status = 403, description = "the inference chain denied: the policy's code and message"),
         (status = 404, description = "`model_not_found`"),
-        (status = 429, description = "`replicas_busy`: every replica at its limit; Retry-After"),
-        (status = 503, description = "`model_loading`: no replica ready yet; Retry-After"),
+        (status = 429, description = "`replicas_busy`: every replica at its limit, or `worker_overloaded`: the worker at its stream limit; Retry-After"),
+        (status = 502, description = "`worker_refused`: the worker refused the stream; `stream_reset`: the stream broke before the answer's head"),
+        (status = 503, description = "`model_loading`: no replica ready yet, or `replica_unreachable`: no route to its worker; Retry-After"),
     ))]
 pub async fn chat(caller: Caller, State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     proxy(caller, state, "/v1/chat/completions", body).await
@@ -219,14 +220,9 @@ async fn forward(
         )
         .into_response()
     })?;
-    let unavailable = |e: String| {
-        retry_after(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "replica_unreachable",
-            &e,
-            1,
-        )
-    };
+    // The carrier's answers stay apart from the worker's (see `refused`).
+    let broken =
+        |e: String| ApiError::new(StatusCode::BAD_GATEWAY, "stream_reset", e).into_response();
     let head = json!({
         "replica": lease.replica,
         "method": "POST",
@@ -234,7 +230,8 @@ async fn forward(
         "headers": [["content-type", "application/json"]],
     });
     let mut message = format!("{head}\n").into_bytes();
-    serde_json::to_writer(&mut message, &request).map_err(|e| unavailable(e.to_string()))?;
+    serde_json::to_writer(&mut message, &request)
+        .map_err(|e| ApiError::internal(e).into_response())?;
     let mut reader = cluster
         .streams
         .active()
@@ -245,13 +242,13 @@ async fn forward(
             Bytes::from(message),
         )
         .await
-        .map_err(|e| unavailable(e.to_string()))?;
+        .map_err(refused)?;
     let (head, first) = reader
         .read_line(MAX_HEAD)
         .await
-        .map_err(|e| unavailable(e.to_string()))?;
+        .map_err(|e| broken(e.to_string()))?;
     let head: Value = serde_json::from_slice(&head)
-        .map_err(|e| unavailable(format!("the worker's answer head: {e}")))?;
+        .map_err(|e| broken(format!("the worker's answer head: {e}")))?;
     state.inference.head_after(started.elapsed());
     let status = head["status"]
         .as_u64()
@@ -281,6 +278,30 @@ async fn forward(
         }
     }
     Ok(response)
+}
+
+/// A stream the carrier could not open: no route to the worker (503,
+/// try again), or the worker's own refusal (at its stream limit: 429; no
+/// such service, or refused: 502).
+fn refused(refusal: Refusal) -> Response {
+    let message = refusal.to_string();
+    match refusal {
+        Refusal::NotDelivered(_) => retry_after(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "replica_unreachable",
+            &message,
+            1,
+        ),
+        Refusal::Overloaded => retry_after(
+            StatusCode::TOO_MANY_REQUESTS,
+            "worker_overloaded",
+            &message,
+            1,
+        ),
+        Refusal::UnknownService | Refusal::ServiceRefused(_) => {
+            ApiError::new(StatusCode::BAD_GATEWAY, "worker_refused", message).into_response()
+        }
+    }
 }
 
 fn is_event_stream(head: &Value) -> bool {
@@ -334,4 +355,59 @@ fn answer_body(
         },
     );
     first.chain(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn code(response: Response) -> (StatusCode, bool, String) {
+        let status = response.status();
+        let retry = response.headers().contains_key(header::RETRY_AFTER);
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        (
+            status,
+            retry,
+            body["error"]["code"].as_str().unwrap().into(),
+        )
+    }
+
+    #[tokio::test]
+    async fn the_carriers_answers_stay_apart_from_the_workers() {
+        let cases = [
+            (
+                Refusal::NotDelivered("no session".into()),
+                StatusCode::SERVICE_UNAVAILABLE,
+                true,
+                "replica_unreachable",
+            ),
+            (
+                Refusal::Overloaded,
+                StatusCode::TOO_MANY_REQUESTS,
+                true,
+                "worker_overloaded",
+            ),
+            (
+                Refusal::UnknownService,
+                StatusCode::BAD_GATEWAY,
+                false,
+                "worker_refused",
+            ),
+            (
+                Refusal::ServiceRefused("no".into()),
+                StatusCode::BAD_GATEWAY,
+                false,
+                "worker_refused",
+            ),
+        ];
+        for (refusal, status, retry, expected) in cases {
+            assert_eq!(
+                code(refused(refusal)).await,
+                (status, retry, expected.to_string())
+            );
+        }
+    }
 }
