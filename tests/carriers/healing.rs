@@ -1,6 +1,8 @@
-//! A deployment of two replicas spread on two workers: requests are shared
-//! between them; when one worker is killed, its replica is placed again on
-//! the other after the grace, and requests go on being answered.
+//! A deployment of two replicas spread on two workers, on each carrier
+//! set: requests are shared between them; a killed engine is restarted by
+//! its worker and its replica serves again; when one worker is killed, its
+//! replica is placed again on the other after the grace, and requests go on
+//! being answered.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -10,6 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::db::fresh_database;
+use switchyard_tests::nats::NatsServer;
 use switchyard_tests::process::{ServeProcess, WorkerProcess};
 
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -55,22 +58,56 @@ async fn ready(http: &reqwest::Client, base: &str, id: &str, count: usize) -> Ve
     }
 }
 
+/// The pid of the engine a worker whose data is under `dir` runs, if any.
+fn engine_pid(dir: &std::path::Path) -> Option<u32> {
+    let output = std::process::Command::new("pgrep")
+        .args(["-f", &format!("engine reference .*{}", dir.display())])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .next()
+        .and_then(|pid| pid.trim().parse().ok())
+}
+
+/// The node id a worker keeps under `dir`.
+fn node_id(dir: &std::path::Path) -> String {
+    let identity: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("node.json")).unwrap()).unwrap();
+    identity["node_id"].as_str().unwrap().to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_share_requests_and_a_lost_workers_replica_moves() {
+async fn two_replicas_share_requests_and_heal_on_the_tunnel_set() {
+    heals(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_share_requests_and_heal_on_the_nats_set() {
+    let nats = NatsServer::start(&[]);
+    heals(Some(&nats)).await;
+}
+
+/// Two replicas on two workers share requests; a killed engine is
+/// restarted and serves again; a killed worker's replica moves after the
+/// grace. On the `nats` set when a server is given, else `tunnel`.
+async fn heals(nats: Option<&NatsServer>) {
     let database_url = fresh_database().await;
     let data_dir = tempfile::tempdir().unwrap();
-    let serve = ServeProcess::start(
-        &[
-            "--database-url",
-            &database_url,
-            "--auto-approve",
-            "--node-grace-ms",
-            "2000",
-            "--data-dir",
-            data_dir.path().to_str().unwrap(),
-        ],
-        &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)],
-    );
+    let nats_url = nats.map(NatsServer::address);
+    let mut serve_args = vec![
+        "--database-url",
+        &database_url,
+        "--auto-approve",
+        "--node-grace-ms",
+        "2000",
+        "--data-dir",
+        data_dir.path().to_str().unwrap(),
+    ];
+    if let Some(url) = &nats_url {
+        serve_args.extend(["--nats-url", url.as_str()]);
+    }
+    let serve = ServeProcess::start(&serve_args, &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)]);
     let base = serve.url.clone();
     let http = reqwest::Client::new();
     let (_, token) = call(
@@ -82,9 +119,28 @@ async fn two_replicas_share_requests_and_a_lost_workers_replica_moves() {
     .await;
     let token = token["value"].as_str().unwrap().to_string();
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let gpus = ["--gpu", "name=L4,memory=24GiB,count=2"];
-    let _worker_a = WorkerProcess::start(&base, &token, "gpu-a", dir_a.path(), &gpus);
-    let mut worker_b = WorkerProcess::start(&base, &token, "gpu-b", dir_b.path(), &gpus);
+    let worker_args = || {
+        let mut args = vec!["--gpu".to_string(), "name=L4,memory=24GiB,count=2".into()];
+        if let Some(url) = &nats_url {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            args.extend([
+                "--nats-url".into(),
+                url.clone(),
+                "--address".into(),
+                format!("127.0.0.1:{port}"),
+            ]);
+        }
+        args
+    };
+    let (args_a, args_b) = (worker_args(), worker_args());
+    let args_a: Vec<&str> = args_a.iter().map(String::as_str).collect();
+    let args_b: Vec<&str> = args_b.iter().map(String::as_str).collect();
+    let _worker_a = WorkerProcess::start(&base, &token, "gpu-a", dir_a.path(), &args_a);
+    let mut worker_b = WorkerProcess::start(&base, &token, "gpu-b", dir_b.path(), &args_b);
 
     let weights: Vec<u8> = (0..1024 * 1024u32).map(|i| (i % 233) as u8).collect();
     let digest = hex::encode(Sha256::digest(&weights));
@@ -156,14 +212,40 @@ async fn two_replicas_share_requests_and_a_lost_workers_replica_moves() {
     assert_eq!(served.len(), 2, "both replicas served: {served:?}");
     assert!(served.values().all(|n| *n >= 5), "shared: {served:?}");
 
+    // Worker a's engine is killed: the worker restarts it, and its replica
+    // serves again (requests meanwhile may fail; none hangs).
+    let node_a = node_id(dir_a.path());
+    let replica_a = replicas
+        .iter()
+        .find(|r| r["node_id"] == node_a.as_str())
+        .and_then(|r| r["id"].as_str())
+        .unwrap()
+        .to_string();
+    let killed = engine_pid(dir_a.path()).expect("worker a's engine");
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &killed.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = Instant::now();
+    loop {
+        let (status, replica) = complete().await;
+        let restarted = engine_pid(dir_a.path()).is_some_and(|pid| pid != killed);
+        if restarted && status == StatusCode::OK && replica.as_deref() == Some(&replica_a) {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the killed engine's replica never served again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
     // Worker b goes away for good: after the grace, its replica is placed
     // again on a's free GPU.
-    let node_b = {
-        let identity: Value =
-            serde_json::from_str(&std::fs::read_to_string(dir_b.path().join("node.json")).unwrap())
-                .unwrap();
-        identity["node_id"].as_str().unwrap().to_string()
-    };
+    let node_b = node_id(dir_b.path());
     worker_b.child.kill().unwrap();
     let _ = worker_b.child.wait();
     // Its engine died with it (parent-death signal), leaving no orphan on the GPU.
