@@ -1,6 +1,7 @@
 //! `switchyard up` from nothing: the embedded PostgreSQL, a frontend, a
 //! worker and the reference engine serving the demo model; the printed key
 //! answers a chat completion; SIGINT stops all of it, PostgreSQL included.
+//! On each carrier set (`up --nats-url` for `nats`).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -8,11 +9,23 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use switchyard_tests::nats::NatsServer;
 use switchyard_tests::plugins;
 use switchyard_tests::process::binary;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_runs_a_whole_cluster_that_answers_and_stops_on_ctrl_c() {
+    up_answers_and_stops(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_on_the_nats_set_answers_and_stops_on_ctrl_c() {
+    let nats = NatsServer::start(&[]);
+    up_answers_and_stops(Some(&nats)).await;
+}
+
+/// `up` on the `nats` set when a server is given, else `tunnel`.
+async fn up_answers_and_stops(nats: Option<&NatsServer>) {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -20,7 +33,8 @@ async fn up_runs_a_whole_cluster_that_answers_and_stops_on_ctrl_c() {
         .local_addr()
         .unwrap()
         .port();
-    let mut up = Command::new(binary())
+    let mut command = Command::new(binary());
+    command
         .args([
             "up",
             "--listen",
@@ -34,9 +48,12 @@ async fn up_runs_a_whole_cluster_that_answers_and_stops_on_ctrl_c() {
         .arg(plugins::dir())
         .env("RUST_LOG", "warn")
         .env_remove("DATABASE_URL")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .env_remove("SWITCHYARD_NATS_URL")
+        .stdout(Stdio::piped());
+    if let Some(nats) = nats {
+        command.args(["--nats-url", &nats.address()]);
+    }
+    let mut up = command.spawn().unwrap();
     let stdout = up.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -47,12 +64,16 @@ async fn up_runs_a_whole_cluster_that_answers_and_stops_on_ctrl_c() {
         }
     });
     let mut key = None;
+    let mut admin = String::new();
     loop {
         let line = rx
             .recv_timeout(Duration::from_secs(120))
             .expect("switchyard up printed its examples");
         if let Some(found) = line.strip_prefix("Inference key: ") {
             key = Some(found.to_string());
+        }
+        if let Some(found) = line.strip_prefix("Admin token: ") {
+            admin = found.to_string();
         }
         if line.starts_with("Ctrl-C stops") {
             break;
@@ -71,6 +92,17 @@ async fn up_runs_a_whole_cluster_that_answers_and_stops_on_ctrl_c() {
         .await
         .unwrap();
     assert_eq!(answer["usage"]["completion_tokens"], 4, "{answer}");
+    let carrier: Value = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/api/cluster/carrier"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let expected = if nats.is_some() { "nats" } else { "tunnel" };
+    assert_eq!(carrier["running"], expected, "{carrier}");
 
     let interrupted = Command::new("kill")
         .args(["-INT", &up.id().to_string()])
