@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use switchyard_tests::nats::NatsServer;
+use switchyard_tests::nats::{NatsServer, worker_flags};
 
 use crate::placement::Cluster;
 
@@ -30,20 +30,7 @@ async fn client_goes_away(nats: Option<&NatsServer>) {
     let cluster = Cluster::start_on(nats_url.as_deref()).await;
     let dir = tempfile::tempdir().unwrap();
     let mut extra = vec!["--gpu".to_string(), "name=L4,memory=24GiB".to_string()];
-    if let Some(url) = &nats_url {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        extra.extend([
-            "--nats-url".into(),
-            url.clone(),
-            "--address".into(),
-            format!("127.0.0.1:{port}"),
-        ]);
-    }
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    extra.extend(worker_flags(nats));
     let _worker = cluster.worker("w", dir.path(), &extra);
     let node = cluster.node_id("w").await;
     cluster.deploy_ready(json!({"token_delay_ms": 100})).await;

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use switchyard_store::embedded::EmbeddedPostgres;
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::db::fresh_database;
-use switchyard_tests::nats::NatsServer;
-use switchyard_tests::process::{ServeProcess, WorkerProcess};
+use switchyard_tests::nats::{NatsServer, worker_flags};
+use switchyard_tests::process::{NO_FLAGS, ServeProcess, WorkerProcess};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -233,8 +233,8 @@ async fn tunnel_set_across_two_frontends_and_two_workers_without_addresses_survi
 
     let token = a.registration_token().await;
     let (dir_1, dir_2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let _worker_1 = WorkerProcess::start(a.url(), &token, "gpu-1", dir_1.path(), &[]);
-    let _worker_2 = WorkerProcess::start(b.url(), &token, "gpu-2", dir_2.path(), &[]);
+    let _worker_1 = WorkerProcess::start(a.url(), &token, "gpu-1", dir_1.path(), NO_FLAGS);
+    let _worker_2 = WorkerProcess::start(b.url(), &token, "gpu-2", dir_2.path(), NO_FLAGS);
     let node_1 = wait_for_identity(dir_1.path()).await;
     let node_2 = wait_for_identity(dir_2.path()).await;
     for (frontend, node) in [(&a, &node_1), (&b, &node_2)] {
@@ -308,14 +308,6 @@ async fn tunnel_set_across_two_frontends_and_two_workers_without_addresses_survi
     .unwrap();
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nats_set_across_two_frontends_and_two_workers_survives_a_killed_server() {
     let mut nats = NatsServer::start(&[]);
@@ -328,24 +320,19 @@ async fn nats_set_across_two_frontends_and_two_workers_survives_a_killed_server(
 
     let token = a.registration_token().await;
     let (dir_1, dir_2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (address_1, address_2) = (
-        format!("127.0.0.1:{}", free_port()),
-        format!("127.0.0.1:{}", free_port()),
-    );
-    let nats_flag = ["--nats-url", nats_url.as_str()];
     let _worker_1 = WorkerProcess::start(
         a.url(),
         &token,
         "gpu-1",
         dir_1.path(),
-        &[nats_flag[0], nats_flag[1], "--address", &address_1],
+        &worker_flags(Some(&nats)),
     );
     let _worker_2 = WorkerProcess::start(
         b.url(),
         &token,
         "gpu-2",
         dir_2.path(),
-        &[nats_flag[0], nats_flag[1], "--address", &address_2],
+        &worker_flags(Some(&nats)),
     );
     let node_1 = wait_for_identity(dir_1.path()).await;
     let node_2 = wait_for_identity(dir_2.path()).await;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::db::fresh_database;
-use switchyard_tests::nats::NatsServer;
+use switchyard_tests::nats::{NatsServer, worker_flags};
 use switchyard_tests::process::{ServeProcess, WorkerProcess};
 
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -121,24 +121,10 @@ async fn heals(nats: Option<&NatsServer>) {
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let worker_args = || {
         let mut args = vec!["--gpu".to_string(), "name=L4,memory=24GiB,count=2".into()];
-        if let Some(url) = &nats_url {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            args.extend([
-                "--nats-url".into(),
-                url.clone(),
-                "--address".into(),
-                format!("127.0.0.1:{port}"),
-            ]);
-        }
+        args.extend(worker_flags(nats));
         args
     };
     let (args_a, args_b) = (worker_args(), worker_args());
-    let args_a: Vec<&str> = args_a.iter().map(String::as_str).collect();
-    let args_b: Vec<&str> = args_b.iter().map(String::as_str).collect();
     let _worker_a = WorkerProcess::start(&base, &token, "gpu-a", dir_a.path(), &args_a);
     let mut worker_b = WorkerProcess::start(&base, &token, "gpu-b", dir_b.path(), &args_b);
 

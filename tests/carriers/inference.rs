@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::db::fresh_database;
-use switchyard_tests::nats::NatsServer;
+use switchyard_tests::nats::{NatsServer, worker_flags};
 use switchyard_tests::plugins::{component, sha256};
 use switchyard_tests::process::{ServeProcess, WorkerProcess};
 
@@ -78,18 +78,8 @@ async fn serves_through_the_chain(nats: Option<&NatsServer>) {
         )
         .await;
     let worker_dir = tempfile::tempdir().unwrap();
-    let address = format!(
-        "127.0.0.1:{}",
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    );
-    let mut worker_args = vec!["--gpu", "name=H200,memory=141GiB"];
-    if let Some(url) = &nats_url {
-        worker_args.extend(["--nats-url", url.as_str(), "--address", address.as_str()]);
-    }
+    let mut worker_args = vec!["--gpu".to_string(), "name=H200,memory=141GiB".to_string()];
+    worker_args.extend(worker_flags(nats));
     let _worker = WorkerProcess::start(
         &serve.url,
         token["value"].as_str().unwrap(),

@@ -115,7 +115,12 @@ impl Cluster {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
-    pub(crate) fn worker(&self, name: &str, dir: &Path, extra: &[&str]) -> WorkerProcess {
+    pub(crate) fn worker(
+        &self,
+        name: &str,
+        dir: &Path,
+        extra: &[impl AsRef<std::ffi::OsStr>],
+    ) -> WorkerProcess {
         WorkerProcess::start(&self.serve.url, &self.token, name, dir, extra)
     }
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use switchyard_tests::db::fresh_database;
-use switchyard_tests::process::WorkerProcess;
+use switchyard_tests::process::{NO_FLAGS, WorkerProcess};
 use switchyard_tests::replica::Replica;
 
 async fn registration_token(replica: &Replica) -> String {
@@ -175,7 +175,7 @@ async fn registration_approval_and_the_connect_endpoints_answers() {
 }
 
 fn start_worker(frontend: &str, token: &str, dir: &std::path::Path) -> WorkerProcess {
-    WorkerProcess::start(frontend, token, "gpu-7", dir, &[])
+    WorkerProcess::start(frontend, token, "gpu-7", dir, NO_FLAGS)
 }
 
 async fn wait_for_node(replica: &Replica, done: impl Fn(&Value) -> bool) -> Value {

@@ -77,3 +77,23 @@ impl Drop for NatsServer {
         self.kill();
     }
 }
+
+/// The flags `switchyard worker` needs for a carrier set: on `nats` (a
+/// server given) its URL and a free loopback `--address` where the worker
+/// serves its streams; on `tunnel` none.
+pub fn worker_flags(nats: Option<&NatsServer>) -> Vec<String> {
+    let Some(nats) = nats else {
+        return Vec::new();
+    };
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    vec![
+        "--nats-url".into(),
+        nats.address(),
+        "--address".into(),
+        format!("127.0.0.1:{port}"),
+    ]
+}

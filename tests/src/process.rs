@@ -100,6 +100,9 @@ impl Drop for ServeProcess {
     }
 }
 
+/// For a worker started without extra flags.
+pub const NO_FLAGS: &[&str] = &[];
+
 /// A `switchyard worker` child; SIGTERM on drop.
 pub struct WorkerProcess {
     /// The child.
@@ -114,7 +117,7 @@ impl WorkerProcess {
         token: &str,
         name: &str,
         dir: &std::path::Path,
-        extra: &[&str],
+        extra: &[impl AsRef<std::ffi::OsStr>],
     ) -> Self {
         let child = Command::new(binary())
             .args([
