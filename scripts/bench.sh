@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the guests and the release binaries, then prints the platform's
 # benchmark table (see docs/benchmarks.md for the recorded figures).
-# Arguments select sections: latency, activation, swap, idle-memory, nats, pgbus.
+# Arguments select sections: latency, activation, swap, idle-memory, nats,
+# pgbus, tunnel, lanes, routing (both carrier sets), staging.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
