@@ -92,6 +92,7 @@ MISBEHAVING=(
     "memory-hog:memory-hog"
     "panic:panic"
     "hang-settings:hang-settings"
+    "sleep:sleep"
 )
 for variant in "${MISBEHAVING[@]}"; do
     feature="${variant%%:*}"

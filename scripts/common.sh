@@ -53,6 +53,7 @@ ensure_nats_server() {
     apt_install nats-server
 }
 
+SCHEMATHESIS_VERSION=4.32.5
 # A Python with the official `openai` client (from PyPI), for the suites that
 # check the API with it; a virtual environment beside the build, reused.
 ensure_python_clients() {
@@ -64,6 +65,11 @@ ensure_python_clients() {
         say "installing the openai Python client into $venv"
         python3 -m venv "$venv"
         "$venv/bin/pip" install -q openai
+    fi
+    # Schemathesis drives the API fuzzer (tests/platform/api_fuzz.rs, scripts/api-fuzz.sh).
+    if ! "$venv/bin/python" -c 'import schemathesis' 2>/dev/null; then
+        say "installing schemathesis $SCHEMATHESIS_VERSION into $venv"
+        "$venv/bin/pip" install -q "schemathesis==$SCHEMATHESIS_VERSION"
     fi
     export SWITCHYARD_PYTHON="$venv/bin/python"
 }
@@ -122,4 +128,83 @@ use_target_dir() {
 build_guests() {
     say "building the guest components (wasm32-wasip2)"
     scripts/build-guests.sh >/dev/null
+}
+
+# cargo-fuzz (from crates.io) builds the fuzz targets in fuzz/ with
+# libFuzzer; installed once into ~/.cargo/bin (about 2 minutes on 2 cores).
+CARGO_FUZZ_VERSION=0.13.2
+ensure_cargo_fuzz() {
+    if ! cargo fuzz --version >/dev/null 2>&1; then
+        say "installing cargo-fuzz $CARGO_FUZZ_VERSION from crates.io"
+        cargo install -q --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION"
+    fi
+}
+
+# The fuzz targets: one file each in fuzz/fuzz_targets.
+fuzz_target_names() {
+    local file
+    for file in fuzz/fuzz_targets/*.rs; do basename "$file" .rs; done
+}
+
+# Builds the fuzz targets into $CARGO_TARGET_DIR/fuzz (their instrumentation
+# differs from the workspace's build), then runs each given target (all by
+# default) with libFuzzer, one at a time, for SECONDS or until FUZZ_RUNS
+# executions (10 million by default), whichever comes first: the committed seeds
+# (fuzz/corpus/<target>, read only) plus the corpus grown by earlier runs
+# ($CARGO_TARGET_DIR/fuzz/corpus/<target>). Prints executions and exec/s per
+# target; returns non-zero if any target crashed, hung (10 s on one input) or
+# ran out of memory, naming the input that did it.
+# Usage: run_fuzzers SECONDS [TARGET...]
+run_fuzzers() {
+    local seconds=$1
+    shift
+    local targets=("$@")
+    [[ ${#targets[@]} -gt 0 ]] || mapfile -t targets < <(fuzz_target_names)
+    ensure_cargo_fuzz
+    local dir="$CARGO_TARGET_DIR/fuzz"
+    # No sanitizer: the stable toolchain has none, and the code is safe Rust;
+    # the targets check bounds, round trips and memory themselves.
+    say "building the fuzz targets into $dir (cargo fuzz build --sanitizer none)"
+    mkdir -p "$dir"
+    if ! (cd fuzz && cargo fuzz build -s none --target-dir "$dir") >"$dir/build.log" 2>&1; then
+        tail -n 40 "$dir/build.log" >&2
+        say "building the fuzz targets failed (log: $dir/build.log)"
+        return 1
+    fi
+    local bin target failed=0
+    bin="$dir/$(rustc -vV | sed -n 's/^host: //p')/release"
+    for target in "${targets[@]}"; do
+        if [[ ! -x "$bin/$target" ]]; then
+            say "no fuzz target $target (have: $(fuzz_target_names | tr '\n' ' '))"
+            failed=1
+            continue
+        fi
+        local corpus="$dir/corpus/$target" artifacts="$dir/artifacts/$target" log="$dir/logs/$target.log"
+        mkdir -p "$corpus" "$artifacts" "$dir/logs"
+        say "fuzzing $target for ${seconds}s or ${FUZZ_RUNS:-10000000} executions (log: $log)"
+        local rc=0
+        "$bin/$target" -max_total_time="$seconds" -runs="${FUZZ_RUNS:-10000000}" \
+            -timeout=10 -rss_limit_mb=2048 \
+            -print_final_stats=1 -artifact_prefix="$artifacts/" \
+            "$corpus" "fuzz/corpus/$target" >"$log" 2>&1 || rc=$?
+        local runs rate crash
+        runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+        rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
+        if [[ $rc -eq 0 ]]; then
+            say "$target: ${runs:-?} executions, ${rate:-?} exec/s, corpus $(ls "$corpus" | wc -l) inputs"
+        else
+            crash=$(sed -n 's/.*Test unit written to //p' "$log" | tail -n 1)
+            grep -m 1 -A 4 -E 'panicked at|ERROR: libFuzzer' "$log" >&2 || tail -n 20 "$log" >&2
+            say "$target: FAILED (exit $rc) after ${runs:-?} executions; input: ${crash:-none written}"
+            [[ -z "$crash" ]] || say "reproduce: $bin/$target $crash"
+            failed=1
+        fi
+    done
+    return $failed
+}
+
+# The fuzz targets for a few seconds each (15 by default), for the test
+# command: about 2 minutes in all with a warm build.
+run_fuzzers_briefly() {
+    run_fuzzers "${1:-15}"
 }

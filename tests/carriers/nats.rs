@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use switchyard_carrier::conformance::Passed;
-use switchyard_carrier::{Carrier, CarrierSpec, FanOut, Message, SendError};
+use switchyard_carrier::{
+    Carrier, CarrierSpec, Endpoint, FanOut, Message, SendError, endpoints_named_by,
+};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use switchyard_tests::nats::NatsServer;
 use switchyard_tests::plugins::{component, sha256};
@@ -21,6 +23,7 @@ fn start(runtime: &Arc<Runtime>, name: &str, config: serde_json::Value) -> Arc<C
             version: "test".into(),
             sha256: sha256(&bytes),
             bytes: bytes.into(),
+            allowed_endpoints: endpoints_named_by(&config.to_string(), None),
             config: config.to_string(),
             database_url: None,
         },
@@ -67,6 +70,7 @@ async fn the_conformance_suite_passes() {
             serde_json::json!({"servers": [server.address()], "roots": ["jobs", "cache", "work"]})
                 .to_string(),
         database_url: None,
+        allowed_endpoints: vec![Endpoint::Tcp(server.address())],
     };
     let results = switchyard_carrier::conformance::run(spec, runtime)
         .await
@@ -85,6 +89,45 @@ async fn the_conformance_suite_passes() {
             .all(|(_, outcome)| *outcome == Ok(Passed::Yes)),
         "NATS serves queue groups and the work queue: {served:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_cannot_dial_an_endpoint_the_operator_did_not_allow() {
+    let server = NatsServer::start(&[]);
+    // Somewhere the operator did not name: it must never see a connection.
+    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    elsewhere.set_nonblocking(true).unwrap();
+    let elsewhere_address = elsewhere.local_addr().unwrap().to_string();
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let bytes = component("nats");
+    // The plugin is told to dial `elsewhere` first (and lists it among its
+    // endpoints); the operator allowed only the server.
+    let carrier = Carrier::start(
+        CarrierSpec {
+            name: "nats".into(),
+            version: "test".into(),
+            sha256: sha256(&bytes),
+            bytes: bytes.into(),
+            config: serde_json::json!({
+                "servers": [elsewhere_address, server.address()],
+                "roots": ["jobs"],
+            })
+            .to_string(),
+            database_url: None,
+            allowed_endpoints: vec![Endpoint::Tcp(server.address())],
+        },
+        runtime,
+    )
+    .expect("the nats carrier starts");
+    assert!(
+        carrier.wait_ready(WAIT).await,
+        "the allowed server is reached"
+    );
+    round_trip(&carrier).await;
+    match elsewhere.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the plugin reached an endpoint the operator did not allow: {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

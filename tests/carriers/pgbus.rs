@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use switchyard_carrier::conformance::Passed;
-use switchyard_carrier::{Carrier, CarrierSpec};
+use switchyard_carrier::{Carrier, CarrierSpec, Endpoint};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use switchyard_store::embedded::EmbeddedPostgres;
 use switchyard_tests::db::fresh_database;
@@ -22,6 +22,7 @@ fn spec(database_url: &str, config: serde_json::Value) -> CarrierSpec {
         bytes: bytes.into(),
         config: config.to_string(),
         database_url: Some(database_url.into()),
+        allowed_endpoints: vec![Endpoint::Database],
     }
 }
 
@@ -140,4 +141,55 @@ async fn a_restarted_postgres_is_survived_by_reconnecting_and_listening_again() 
     tokio::task::spawn_blocking(move || drop(restarted))
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replicas_pgbus_login_cannot_read_the_platform_tables() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = switchyard_tests::replica::Replica::with(&db, dir.path(), |config| {
+        config.carrier_plugins = Some(switchyard_tests::plugins::dir());
+    })
+    .await;
+    let (_, shown) = replica
+        .call(replica.admin(reqwest::Method::GET, "/api/cluster/carrier"))
+        .await;
+    assert_eq!(shown["running"], "tunnel", "{shown}");
+    assert_eq!(shown["connected"], true, "{shown}");
+
+    // The login the replica made; asking again changes nothing.
+    let store = switchyard_store::Store::connect(&db).await.unwrap();
+    let login = store
+        .ensure_carrier_login()
+        .await
+        .unwrap()
+        .expect("the test database's role may create roles");
+    let (client, connection) = tokio_postgres::connect(&login.url(&db), tokio_postgres::NoTls)
+        .await
+        .expect("the carrier login connects");
+    tokio::spawn(connection);
+
+    // The replica's carrier is connected with it, not with the server's login.
+    let sessions: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = current_user AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(sessions > 0, "no pgbus connection uses the carrier login");
+    // And that login reads none of the platform's tables.
+    for table in ["api_keys", "cluster_secrets", "nodes"] {
+        let refused = client
+            .query(&format!("SELECT * FROM public.{table}"), &[])
+            .await
+            .expect_err(table);
+        assert_eq!(
+            refused.code(),
+            Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+            "{table}: {refused}"
+        );
+    }
+    replica.stop().await;
 }

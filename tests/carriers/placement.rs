@@ -26,6 +26,8 @@ pub(crate) struct Cluster {
     pub(crate) digest: String,
     /// The frontend's data directory.
     pub(crate) data: tempfile::TempDir,
+    /// The cluster's database.
+    pub(crate) database_url: String,
 }
 
 impl Cluster {
@@ -60,6 +62,7 @@ impl Cluster {
             token: String::new(),
             digest: String::new(),
             data,
+            database_url: database_url.clone(),
         };
         let (_, token) = cluster
             .call(

@@ -1,12 +1,15 @@
 //! `switchyard model fetch`: the server downloads a file from a URL (a
 //! local HTTP server here, no internet), hashes it while it streams and
 //! registers it as a revision; a digest mismatch or a 404 keeps nothing.
+//! The file server is on loopback, which a fetch reaches only when the
+//! operator allows it (`--fetch-allow-host`).
 
 use std::process::{Command, Output};
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use switchyard_server::fetch::AllowList;
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::db::fresh_database;
 use switchyard_tests::http::FileServer;
@@ -43,7 +46,10 @@ fn no_temporaries(data_dir: &std::path::Path) -> bool {
 async fn a_file_fetched_by_url_is_verified_while_it_streams() {
     let database_url = fresh_database().await;
     let data_dir = tempfile::tempdir().unwrap();
-    let replica = Replica::on(&database_url, data_dir.path()).await;
+    let replica = Replica::with(&database_url, data_dir.path(), |config| {
+        config.fetch_allow = AllowList::parse(["127.0.0.1"]).unwrap();
+    })
+    .await;
     let weights: Vec<u8> = (0..2 * 1024 * 1024 + 7).map(|i| (i % 239) as u8).collect();
     let other = b"weights of another model".to_vec();
     let files = FileServer::start(vec![
@@ -135,5 +141,38 @@ async fn a_file_fetched_by_url_is_verified_while_it_streams() {
     drop(files);
     let output = fetch(&replica, &model_url, &sha256(&weights), "r1");
     assert!(output.status.success(), "{}", stderr(&output));
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_from_loopback_is_refused_without_an_allow_list() {
+    let database_url = fresh_database().await;
+    let data_dir = tempfile::tempdir().unwrap();
+    let replica = Replica::on(&database_url, data_dir.path()).await;
+    let weights = b"an internal page".to_vec();
+    let files = FileServer::start(vec![("model.gguf", weights.clone())]).await;
+    let port = files.url.rsplit(':').next().unwrap();
+    for url in [
+        format!("{}/model.gguf", files.url),
+        format!("http://localhost:{port}/model.gguf"),
+        "http://169.254.169.254/latest/meta-data/model.gguf".to_string(),
+    ] {
+        let (status, body) = replica
+            .call(replica.admin(Method::POST, "/api/models/fetch").json(
+                &json!({"url": url, "sha256": sha256(b"other"), "id": "internal", "revision": "r1"}),
+            ))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{url}: {body}");
+        assert_eq!(
+            body["error"]["code"], "address_not_allowed",
+            "{url}: {body}"
+        );
+        // Nothing of the page is told: not its digest, not its status.
+        assert!(
+            !body.to_string().contains(&sha256(&weights)),
+            "{url}: {body}"
+        );
+    }
+    assert!(no_temporaries(data_dir.path()));
     replica.stop().await;
 }

@@ -1,9 +1,12 @@
 //! The plugin platform end to end: real PostgreSQL, the real built
 //! components, replicas in-process and as real processes.
 
+mod api_fuzz;
+mod api_input;
 mod auth;
 mod chains;
 mod cli;
+mod edge;
 mod embedded;
 mod engines;
 mod fetch;
@@ -15,4 +18,5 @@ mod registry;
 mod replicas;
 mod requests;
 mod sandbox;
+mod scheduling;
 mod vllm;

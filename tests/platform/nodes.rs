@@ -137,8 +137,47 @@ async fn registration_approval_and_the_connect_endpoints_answers() {
         "{body}"
     );
 
-    // Re-registering mints a new credential: the old one is refused, and the node waits again.
-    let (_, again) = register(&replica, &token, "gpu-1").await;
+    // The registration token alone does not re-register a taken name: the
+    // real worker would be locked out (or, with auto-approve, taken over).
+    let (status, refused) = register(&replica, &token, "gpu-1").await;
+    assert_eq!(
+        (status, refused["error"]["code"].clone()),
+        (StatusCode::CONFLICT, json!("node_exists")),
+        "{refused}"
+    );
+    let (status, _) = replica.call(heartbeat(credential.clone())).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the real worker keeps its credential"
+    );
+    let (status, _) = replica
+        .call(
+            replica
+                .http
+                .post(format!("{}/api/nodes/register", replica.url))
+                .bearer_auth(&token)
+                .json(&json!({"name": "gpu-1", "credential": "sy_guessed"})),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "a wrong credential is no better"
+    );
+
+    // Re-registering with the node's credential mints a new one: the old one
+    // is refused, and the node waits again.
+    let (status, again) = replica
+        .call(
+            replica
+                .http
+                .post(format!("{}/api/nodes/register", replica.url))
+                .bearer_auth(&token)
+                .json(&json!({"name": "gpu-1", "credential": credential})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{again}");
     assert_eq!(again["node"]["id"], node.as_str());
     assert_eq!(again["node"]["state"], "pending");
     assert_ne!(again["credential"], credential.as_str());
@@ -245,15 +284,24 @@ async fn a_connection_claim_is_released_only_by_its_owner_and_epoch() {
     let db = fresh_database().await;
     let store = switchyard_store::Store::connect(&db).await.unwrap();
     let inventory = json!({});
-    let (node, _) = store
-        .register_node(switchyard_store::nodes::Registration {
-            name: "gpu-1",
-            address: None,
-            inventory: &inventory,
-            labels: &Default::default(),
-            auto_approve: true,
-        })
+    let (_, token) = store
+        .create_registration_token("t", "test", Default::default())
         .await
+        .unwrap();
+    let (node, _) = store
+        .register_node(
+            &switchyard_store::keys::token_digest(&token),
+            switchyard_store::nodes::Registration {
+                name: "gpu-1",
+                address: None,
+                inventory: &inventory,
+                labels: &Default::default(),
+                auto_approve: true,
+                credential: None,
+            },
+        )
+        .await
+        .unwrap()
         .unwrap();
     let first = store
         .claim_connection(&node.id, "inference", "replica-a")
@@ -368,5 +416,228 @@ async fn labels_and_files_held_are_reported_checked_and_kept() {
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(shown().await["files_held"], json!([]));
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnostics_reach_only_checks_and_status_reads() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    // No carrier set here: an allowed call gets as far as the carrier (503);
+    // a refused one never does.
+    let replica = Replica::on(&db, dir.path()).await;
+    let post = |path: String, body: &'static str| {
+        let replica = &replica;
+        async move {
+            replica
+                .call(replica.admin(Method::POST, &path).body(body))
+                .await
+        }
+    };
+    for verb in [
+        "engine.start",
+        "engine.stop",
+        "files.delete",
+        "sleep",
+        "format",
+    ] {
+        let (status, body) = post(
+            format!("/api/cluster/nodes/node_x/control/{verb}"),
+            r#"{"env": {"LD_PRELOAD": "/tmp/x.so"}}"#,
+        )
+        .await;
+        assert_eq!(
+            (status, body["error"]["code"].clone()),
+            (StatusCode::FORBIDDEN, json!("verb_not_allowed")),
+            "{verb}: {body}"
+        );
+    }
+    for verb in ["ping", "echo", "engine.list", "files.status"] {
+        let (status, body) = post(format!("/api/cluster/nodes/node_x/control/{verb}"), "").await;
+        assert_eq!(
+            (status, body["error"]["code"].clone()),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!("carrier_unavailable")
+            ),
+            "{verb}: {body}"
+        );
+    }
+    for service in ["inference", "blob", "control", "nothing"] {
+        let (status, body) = post(
+            format!("/api/cluster/nodes/node_x/streams/{service}"),
+            r#"{"replica":"r","method":"POST","path":"@evil/x"}"#,
+        )
+        .await;
+        assert_eq!(
+            (status, body["error"]["code"].clone()),
+            (StatusCode::FORBIDDEN, json!("service_not_allowed")),
+            "{service}: {body}"
+        );
+    }
+    for service in ["echo", "sink", "source"] {
+        let (status, _) = post(format!("/api/cluster/nodes/node_x/streams/{service}"), "").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{service}");
+    }
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_tokens_expire_run_out_are_listed_and_revoked_and_names_are_released() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Replica::on(&db, dir.path()).await;
+    let create = |body: Value| {
+        let replica = &replica;
+        async move {
+            replica
+                .call(
+                    replica
+                        .admin(Method::POST, "/api/nodes/registration-tokens")
+                        .json(&body),
+                )
+                .await
+        }
+    };
+    for bad in [
+        json!({"name": "t", "ttl_seconds": 0}),
+        json!({"name": "t", "ttl_seconds": 400 * 24 * 3600}),
+        json!({"name": "t", "max_uses": 0}),
+    ] {
+        let (status, body) = create(bad.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
+
+    // Used up: one registration, then no more.
+    let (status, once) = create(json!({"name": "once", "max_uses": 1})).await;
+    assert_eq!(status, StatusCode::CREATED, "{once}");
+    assert_eq!(once["token"]["max_uses"], 1);
+    let once_value = once["value"].as_str().unwrap().to_string();
+    assert_eq!(
+        register(&replica, &once_value, "gpu-a").await.0,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        register(&replica, &once_value, "gpu-b").await.0,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // Expired: a token whose time ran out registers nothing.
+    let (_, short) = create(json!({"name": "short", "ttl_seconds": 3600})).await;
+    let short_value = short["value"].as_str().unwrap().to_string();
+    assert!(short["token"]["expires_at"].is_string(), "{short}");
+    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .execute(
+            "UPDATE registration_tokens SET expires_at = now() - interval '1 second' WHERE id = $1",
+            &[&short["token"]["id"].as_str().unwrap()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        register(&replica, &short_value, "gpu-c").await.0,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // Listed with uses, never with a value; revoked, it registers nothing.
+    let (_, open) = create(json!({"name": "open"})).await;
+    let open_value = open["value"].as_str().unwrap().to_string();
+    let open_id = open["token"]["id"].as_str().unwrap().to_string();
+    let (status, listed) = replica
+        .call(replica.admin(Method::GET, "/api/nodes/registration-tokens"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let tokens = listed["tokens"].as_array().unwrap();
+    assert_eq!(tokens.len(), 3);
+    assert!(!listed.to_string().contains("sy_"), "{listed}");
+    let used = tokens.iter().find(|t| t["name"] == "once").unwrap();
+    assert_eq!(
+        (used["uses"].clone(), used["max_uses"].clone()),
+        (json!(1), json!(1))
+    );
+    let (status, revoked) = replica
+        .call(replica.admin(
+            Method::DELETE,
+            &format!("/api/nodes/registration-tokens/{open_id}"),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{revoked}");
+    assert!(revoked["revoked_at"].is_string());
+    assert!(!revoked.to_string().contains("sy_"));
+    assert_eq!(
+        register(&replica, &open_value, "gpu-d").await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    let (status, _) = replica
+        .call(replica.admin(Method::DELETE, "/api/nodes/registration-tokens/reg_none"))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // An admin's release lets a worker that lost its identity register its
+    // name again, and cuts the old credential off at once.
+    let (_, fleet) = create(json!({"name": "fleet"})).await;
+    let fleet_value = fleet["value"].as_str().unwrap().to_string();
+    let (_, first) = register(&replica, &fleet_value, "gpu-e").await;
+    let node = first["node"]["id"].as_str().unwrap().to_string();
+    let old = first["credential"].as_str().unwrap().to_string();
+    assert_eq!(
+        register(&replica, &fleet_value, "gpu-e").await.0,
+        StatusCode::CONFLICT
+    );
+    let (status, _) = replica
+        .call(replica.admin(Method::POST, &format!("/api/nodes/{node}/release")))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let beat = replica
+        .http
+        .post(format!("{}/api/nodes/{node}/heartbeat", replica.url))
+        .bearer_auth(&old)
+        .json(&json!({"inventory": {}}));
+    assert_eq!(replica.call(beat).await.0, StatusCode::UNAUTHORIZED);
+    let (status, again) = register(&replica, &fleet_value, "gpu-e").await;
+    assert_eq!(status, StatusCode::CREATED, "{again}");
+    assert_eq!(again["node"]["id"], node.as_str());
+    // Released once: the next takeover needs the credential again.
+    assert_eq!(
+        register(&replica, &fleet_value, "gpu-e").await.0,
+        StatusCode::CONFLICT
+    );
+
+    // Addresses are checked at registration.
+    for address in [
+        "nohost",
+        "host:0",
+        "host:99999",
+        "a b:80",
+        "http://x:80",
+        "u@h:80",
+        "",
+    ] {
+        let (status, body) = replica
+            .call(
+                replica
+                    .http
+                    .post(format!("{}/api/nodes/register", replica.url))
+                    .bearer_auth(&fleet_value)
+                    .json(&json!({"name": "gpu-f", "address": address})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{address}: {body}");
+    }
+    for address in ["10.0.0.7:7070", "gpu-f.example:7070", "[::1]:7070"] {
+        let (status, body) = replica
+            .call(
+                replica
+                    .http
+                    .post(format!("{}/api/nodes/register", replica.url))
+                    .bearer_auth(&fleet_value)
+                    .json(&json!({"name": format!("gpu-{}", address.len()), "address": address})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{address}: {body}");
+    }
     replica.stop().await;
 }

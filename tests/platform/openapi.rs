@@ -27,3 +27,36 @@ fn committed_openapi_document_is_current() {
         );
     }
 }
+
+#[test]
+fn the_document_lists_security_and_every_error_status() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&switchyard_server::openapi::document()).unwrap();
+    // No blanket security: public routes need none, others name theirs.
+    assert!(doc.get("security").is_none(), "no document-wide security");
+    for public in ["/healthz", "/readyz"] {
+        let op = &doc["paths"][public]["get"];
+        assert!(op["security"].is_null(), "{public} needs no credential");
+        assert!(op["responses"].get("401").is_none(), "{public} never answers 401");
+    }
+    // A secured JSON route lists the statuses a client can meet.
+    let keys = &doc["paths"]["/api/keys"]["post"];
+    assert_eq!(keys["security"][0]["bearer"], serde_json::json!([]));
+    for status in ["400", "401", "403", "413", "415", "422", "503"] {
+        assert!(
+            keys["responses"].get(status).is_some(),
+            "POST /api/keys documents {status}"
+        );
+        assert_eq!(
+            keys["responses"][status]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/ErrorBody"
+        );
+    }
+    // The relay between replicas is documented, with its own secret.
+    let relay = &doc["paths"]["/api/cluster/relay"]["get"];
+    assert_eq!(relay["security"][0]["relay_secret"], serde_json::json!([]));
+    assert_eq!(
+        doc["components"]["securitySchemes"]["relay_secret"]["in"],
+        "header"
+    );
+}

@@ -110,6 +110,31 @@ fn an_endless_loop_is_interrupted_at_its_deadline() {
 }
 
 #[test]
+fn a_sleep_in_a_wasi_wait_is_stopped_at_its_deadline() {
+    // The guest waits inside a host call (`wasi:io/poll` on a clock), where
+    // epoch interruption cannot reach it: the host's wait must end at the
+    // deadline on its own.
+    let runtime = runtime();
+    let policy = load(&runtime, "sleep").unwrap();
+    let (result, elapsed, ok, failed) = beside_good_calls(&runtime, || policy.evaluate(&request()));
+    assert_eq!(result, Err(CallError::Timeout(DEADLINE.as_millis() as u64)));
+    assert!(
+        elapsed >= DEADLINE && elapsed < Duration::from_secs(2),
+        "stopped after {elapsed:?}"
+    );
+    assert!(
+        ok > 0 && failed == 0,
+        "good calls meanwhile: {ok} ok, {failed} failed"
+    );
+    // The stopped instance was dropped; a fresh one is stopped the same way.
+    assert_eq!(
+        policy.evaluate(&request()),
+        Err(CallError::Timeout(DEADLINE.as_millis() as u64))
+    );
+    assert_eq!(policy.metrics().counts().timeouts, 2);
+}
+
+#[test]
 fn a_memory_hog_hits_the_cap() {
     // A deadline far away, so that the cap (not the clock) stops it even
     // when a loaded machine makes touching 32 MiB slow.
@@ -254,6 +279,50 @@ async fn fail_closed_denies_and_fail_open_allows() {
         verdict["decision"], "allow",
         "the previous chain still serves: {verdict}"
     );
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleeping_policy_fails_closed_at_the_deadline_and_healthz_still_answers() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Replica::on(&db, dir.path()).await;
+    assert_eq!(
+        replica.push("sleeper", "1", &component("sleep")).await.0,
+        StatusCode::CREATED
+    );
+    let (status, body) = replica
+        .set_chain("inference", json!([{"plugin": "sleeper", "version": "1"}]))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let request = inference("p", "demo-tiny", Some(10));
+    let healthz = async {
+        let response = replica
+            .http
+            .get(format!("{}/healthz", replica.url))
+            .send()
+            .await
+            .expect("healthz answered");
+        response.status()
+    };
+    let started = Instant::now();
+    let ((_, verdict), health) = tokio::join!(replica.evaluate("inference", &request), healthz);
+    let elapsed = started.elapsed();
+    assert_eq!(health, StatusCode::OK);
+    assert_eq!(verdict["decision"], "deny", "{verdict}");
+    assert_eq!(verdict["code"], "policy_error", "{verdict}");
+    assert_eq!(verdict["steps"][0]["error"]["kind"], "timeout", "{verdict}");
+    // The fixture sleeps 20 s; the replica's deadline is 100 ms.
+    assert!(elapsed < Duration::from_secs(5), "answered after {elapsed:?}");
+    let status = replica
+        .http
+        .get(format!("{}/healthz", replica.url))
+        .send()
+        .await
+        .expect("healthz answered")
+        .status();
+    assert_eq!(status, StatusCode::OK);
     replica.stop().await;
 }
 

@@ -13,4 +13,5 @@ pub mod replica;
 pub mod tunnel;
 
 /// The admin token every test replica is started with.
-pub const ADMIN_TOKEN: &str = "sy_test_admin_token";
+/// At least `MIN_ADMIN_TOKEN_LEN` (32) characters, as a chosen token must be.
+pub const ADMIN_TOKEN: &str = "sy_test_admin_token_0123456789abcdef";

@@ -48,6 +48,31 @@ impl Replica {
             ..ServeConfig::default()
         };
         config.runtime.call_deadline = options.call_deadline;
+        Self::start_config(config).await
+    }
+
+    /// Starts a replica with the usual test settings changed by `edit`
+    /// (an allow-list, shorter limits).
+    pub async fn with(
+        database_url: &str,
+        data_dir: &Path,
+        edit: impl FnOnce(&mut ServeConfig),
+    ) -> Self {
+        let mut config = ServeConfig {
+            database_url: Some(database_url.to_string()),
+            data_dir: data_dir.to_path_buf(),
+            admin_token: Some(ADMIN_TOKEN.to_string()),
+            poll_interval: Duration::from_millis(500),
+            ..ServeConfig::default()
+        };
+        config.runtime.call_deadline = Duration::from_millis(100);
+        edit(&mut config);
+        Self::start_config(config).await
+    }
+
+    /// Starts a replica with exactly `config` (its listen address aside:
+    /// a free port) and waits until it is ready.
+    pub async fn start_config(config: ServeConfig) -> Self {
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
             .await
             .expect("binding a test port");

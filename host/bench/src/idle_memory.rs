@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::fixtures::component;
 use crate::stats::header;
 
-const TOKEN: &str = "sy_bench_admin_token";
+const TOKEN: &str = "sy_bench_admin_token_0123456789abcdef";
 
 pub fn run() {
     let exe = std::env::current_exe().expect("current exe");

@@ -116,6 +116,7 @@ async fn plugin(address: &str) -> (f64, Vec<Duration>) {
         sha256,
         config: serde_json::json!({"servers": [address]}).to_string(),
         database_url: None,
+        allowed_endpoints: vec![switchyard_carrier::Endpoint::Tcp(address.to_string())],
     };
     let start = |n: &str| {
         let mut spec = spec.clone();

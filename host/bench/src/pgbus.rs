@@ -71,6 +71,7 @@ fn spec(url: &str, config: serde_json::Value) -> CarrierSpec {
         sha256,
         config: config.to_string(),
         database_url: Some(url.into()),
+        allowed_endpoints: vec![switchyard_carrier::Endpoint::Database],
     }
 }
 

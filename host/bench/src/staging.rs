@@ -67,6 +67,7 @@ pub fn run() {
         let node = Node::new(
             Placement::open(&dir.path().join("worker"), 0).expect("placement"),
             EngineBinaries::default(),
+            Default::default(),
         );
         let registry = Arc::new(TunnelRegistry::default());
         for (lane, seam_lane) in [(Lane::Inference, SeamLane::Inference), (Lane::Bulk, SeamLane::Bulk)] {

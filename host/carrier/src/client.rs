@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use switchyard_runtime::Runtime;
+use switchyard_runtime::carrier::Endpoint;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::engine::{self, Counters, Event};
+use crate::engine::{self, Counters, Event, PluginState};
 use crate::message::{CarrierStats, Message, SendError};
 
 /// Messages a subscription's handler may have waiting; beyond that new ones
@@ -33,6 +34,11 @@ pub struct CarrierSpec {
     /// The database the host dials for the plugin's `database` endpoint
     /// (never shown to the plugin).
     pub database_url: Option<String>,
+    /// The only endpoints the plugin may open, from the operator's
+    /// configuration (a NATS URL given to the host, its database), never
+    /// from the plugin: a plugin's own list would let it name any host.
+    /// Anything else it opens is refused before any I/O.
+    pub allowed_endpoints: Vec<Endpoint>,
 }
 
 impl std::fmt::Debug for CarrierSpec {
@@ -41,8 +47,29 @@ impl std::fmt::Debug for CarrierSpec {
             .field("name", &self.name)
             .field("version", &self.version)
             .field("sha256", &self.sha256)
+            .field("allowed_endpoints", &self.allowed_endpoints)
             .finish_non_exhaustive()
     }
+}
+
+/// The endpoints an operator's carrier configuration names: each
+/// `host:port` of its `servers` list, and the database when the host gives
+/// one. For tools that take a whole configuration file (the conformance
+/// command); the server and worker build the list from their own flags.
+pub fn endpoints_named_by(config: &str, database_url: Option<&str>) -> Vec<Endpoint> {
+    let servers = serde_json::from_str::<serde_json::Value>(config)
+        .ok()
+        .and_then(|c| c.get("servers").and_then(|s| s.as_array()).cloned())
+        .unwrap_or_default();
+    let mut endpoints: Vec<Endpoint> = servers
+        .iter()
+        .filter_map(|s| s.as_str())
+        .map(|s| Endpoint::Tcp(s.to_string()))
+        .collect();
+    if database_url.is_some() {
+        endpoints.push(Endpoint::Database);
+    }
+    endpoints
 }
 
 /// A running carrier: a plugin on its engine thread with its connections.
@@ -206,6 +233,12 @@ impl Carrier {
     /// The largest payload a message may carry (known once connected; 0 before).
     pub fn max_payload(&self) -> u64 {
         self.counters.max_payload.load(Ordering::Relaxed)
+    }
+
+    /// Whether the plugin runs, or is down with a failed rebuild waiting
+    /// for its next try.
+    pub fn plugin_state(&self) -> PluginState {
+        self.counters.plugin_state()
     }
 
     /// The counters now.

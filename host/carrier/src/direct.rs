@@ -2,13 +2,27 @@
 //! `nats` set's streams seam): one connection per stream, TCP's own flow
 //! control and half-close.
 //!
-//! The dialler sends one line, `SWY1 <service> <proof>\n`, where the proof
-//! is the SHA-256 (hex) of the node's credential, the value every frontend
-//! holds and the worker can compute; the worker answers with one line:
-//! `OK`, `UNKNOWN`, `OVERLOADED` or `REFUSED <message>`, then bytes flow.
+//! The handshake is a challenge and a response, so that what crosses the
+//! wire in clear proves nothing a second time:
+//!
+//! 1. the worker, on accepting, sends `SWY2 <nonce>\n` (32 fresh random
+//!    bytes, hex);
+//! 2. the dialler sends `SWY2 <service> <proof>\n`, where the proof is
+//!    HMAC-SHA256(stream key, [`PROOF_CONTEXT`] ‖ nonce ‖ service) in hex;
+//! 3. the worker answers with one line: `OK`, `UNKNOWN`, `OVERLOADED` or
+//!    `REFUSED <message>`, then bytes flow.
+//!
+//! The stream key ([`stream_key`]) is derived from the SHA-256 of the node's
+//! credential, the value every frontend holds and the worker can compute,
+//! but it is not that digest, which stays a lookup value only. (TLS 1.3
+//! PSK binders and SSH's public-key user auth work alike: the secret never
+//! crosses the wire, and the signed transcript includes a fresh value.)
 //! A request-and-answer [`call`] writes its whole request right behind the
-//! line and half-closes, without waiting for the answer line; a refused
-//! stream's request is read and dropped.
+//! proof line and half-closes, without waiting for the answer line; a
+//! refused stream's request is read and dropped.
+//!
+//! Every step before bytes flow is bounded: [`CONNECT_TIMEOUT`] to connect,
+//! [`HANDSHAKE_TIMEOUT`] for each side's lines, [`MAX_HELLO`] bytes a line.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,17 +43,96 @@ use crate::streams::{Acceptor, Lane, StreamsSeam};
 /// How much a reader may have read ahead of its consumer.
 const READ_AHEAD: usize = 4 * 1024 * 1024;
 const CHUNK: usize = 64 * 1024;
+/// The longest handshake line either side reads: a service name, 64 hex
+/// digits and a refusal's message fit many times over.
 const MAX_HELLO: usize = 1024;
+/// The longest refusal message sent in the answer line.
+const MAX_REFUSAL: usize = 512;
+/// How long a dial may take to connect: a node that does not answer SYNs
+/// must fail the request, not hold it for the kernel's minutes.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long each side waits for the other's handshake line: the lines are
+/// written at once, so this only ends peers that connect and stay silent.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// What the proof's MAC covers before the nonce: the protocol and its use.
+pub const PROOF_CONTEXT: &[u8] = b"switchyard direct stream v2\n";
+/// What the stream key is derived with, from the credential's digest.
+const KEY_CONTEXT: &[u8] = b"switchyard stream proof v1";
 /// How long a refused stream's early request is read before closing.
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
-/// Where a node's streams are dialled, and the proof it expects.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a node's streams are dialled, and the key its proofs are made with.
+#[derive(Clone, PartialEq, Eq)]
 pub struct NodeAddress {
     /// `host:port`.
     pub address: String,
-    /// SHA-256 (hex) of the node's credential.
-    pub proof: String,
+    /// The node's [`stream_key`].
+    pub key: [u8; 32],
+}
+
+impl std::fmt::Debug for NodeAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key is a secret.
+        f.debug_struct("NodeAddress")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+/// HMAC-SHA256 (RFC 2104), over `parts` in order.
+pub fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    const BLOCK: usize = 64;
+    let mut block = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block.map(|b| b ^ byte);
+    let mut inner = Sha256::new();
+    inner.update(pad(0x36));
+    for part in parts {
+        inner.update(part);
+    }
+    let mut outer = Sha256::new();
+    outer.update(pad(0x5c));
+    outer.update(inner.finalize());
+    outer.finalize().into()
+}
+
+/// The key a node's stream proofs are made with, from the SHA-256 of its
+/// credential (what the frontends store): HMAC(digest, [`KEY_CONTEXT`]).
+pub fn stream_key(credential_sha256: &[u8]) -> [u8; 32] {
+    hmac_sha256(credential_sha256, &[KEY_CONTEXT])
+}
+
+/// The proof for `service` answering `nonce`.
+fn proof(key: &[u8; 32], nonce: &[u8], service: &str) -> [u8; 32] {
+    hmac_sha256(key, &[PROOF_CONTEXT, nonce, b"\n", service.as_bytes()])
+}
+
+/// One handshake line, at most [`MAX_HELLO`] bytes and [`HANDSHAKE_TIMEOUT`].
+async fn read_hello<R>(socket: &mut R) -> std::io::Result<String>
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    let mut line = Vec::new();
+    tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        (&mut *socket)
+            .take(MAX_HELLO as u64)
+            .read_until(b'\n', &mut line),
+    )
+    .await
+    .map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, "no handshake line in time")
+    })??;
+    if line.last() != Some(&b'\n') {
+        return Err(std::io::Error::other("handshake line too long or cut"));
+    }
+    line.pop();
+    String::from_utf8(line).map_err(|_| std::io::Error::other("handshake line not UTF-8"))
 }
 
 /// Finds a node's address.
@@ -155,12 +248,27 @@ async fn handshake(
 ) -> Result<Stream, Refusal> {
     let not_delivered =
         |e: std::io::Error| Refusal::NotDelivered(format!("{}: {e}", target.address));
-    let socket = TcpStream::connect(&target.address)
+    let socket = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&target.address))
         .await
+        .map_err(|_| {
+            not_delivered(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "connect timed out",
+            ))
+        })?
         .map_err(not_delivered)?;
     tune(&socket);
     let mut socket = BufReader::new(socket);
-    let mut hello = BytesMut::from(format!("SWY1 {service} {}\n", target.proof).as_bytes());
+    let challenge = read_hello(&mut socket).await.map_err(not_delivered)?;
+    let nonce = challenge
+        .strip_prefix("SWY2 ")
+        .and_then(|n| hex::decode(n).ok())
+        .filter(|n| n.len() == NONCE_BYTES)
+        .ok_or_else(|| {
+            Refusal::NotDelivered(format!("{}: not a stream challenge", target.address))
+        })?;
+    let proof = hex::encode(proof(&target.key, &nonce, service));
+    let mut hello = BytesMut::from(format!("SWY2 {service} {proof}\n").as_bytes());
     if let Some(request) = &request {
         hello.extend_from_slice(request);
     }
@@ -172,9 +280,7 @@ async fn handshake(
     if request.is_some() {
         socket.get_mut().shutdown().await.map_err(not_delivered)?;
     }
-    let mut line = String::new();
-    socket
-        .read_line(&mut line)
+    let line = read_hello(&mut socket)
         .await
         .map_err(|e| Refusal::NotDelivered(e.to_string()))?;
     match line.trim_end() {
@@ -192,39 +298,42 @@ async fn handshake(
     }
 }
 
-/// Serves streams dialled to `listener`, for the node whose credential
-/// hashes to `proof`, until the listener fails.
-pub async fn serve(listener: TcpListener, proof: String, acceptor: Acceptor) {
-    let proof = Arc::new(proof);
+/// The size of a handshake's nonce.
+const NONCE_BYTES: usize = 32;
+
+/// Serves streams dialled to `listener`, for the node whose proofs are made
+/// with `key` (its [`stream_key`]), until the listener fails.
+pub async fn serve(listener: TcpListener, key: [u8; 32], acceptor: Acceptor) {
     loop {
         let Ok((socket, peer)) = listener.accept().await else {
             return;
         };
-        let (proof, acceptor) = (proof.clone(), acceptor.clone());
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            if let Err(e) = answer(socket, &proof, &acceptor).await {
+            if let Err(e) = answer(socket, &key, &acceptor).await {
                 tracing::debug!(%peer, error = %e, "a stream dial was refused");
             }
         });
     }
 }
 
-async fn answer(socket: TcpStream, proof: &str, acceptor: &Acceptor) -> std::io::Result<()> {
+async fn answer(socket: TcpStream, key: &[u8; 32], acceptor: &Acceptor) -> std::io::Result<()> {
     tune(&socket);
     let mut socket = BufReader::new(socket);
-    let mut line = Vec::new();
-    (&mut socket)
-        .take(MAX_HELLO as u64)
-        .read_until(b'\n', &mut line)
+    let nonce: [u8; NONCE_BYTES] = rand::random();
+    socket
+        .get_mut()
+        .write_all(format!("SWY2 {}\n", hex::encode(nonce)).as_bytes())
         .await?;
-    let line = String::from_utf8_lossy(&line);
-    let mut words = line.trim_end().split(' ');
-    let (Some("SWY1"), Some(service), Some(given), None) =
+    let line = read_hello(&mut socket).await?;
+    let mut words = line.split(' ');
+    let (Some("SWY2"), Some(service), Some(given), None) =
         (words.next(), words.next(), words.next(), words.next())
     else {
         return Err(std::io::Error::other("not a stream hello"));
     };
-    if !bool::from(given.as_bytes().ct_eq(proof.as_bytes())) {
+    let expected = hex::encode(proof(key, &nonce, service));
+    if !bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
         return Err(std::io::Error::other("wrong proof"));
     }
     let (stream, start) = pending(socket);
@@ -233,7 +342,14 @@ async fn answer(socket: TcpStream, proof: &str, acceptor: &Acceptor) -> std::io:
         Err(Refusal::UnknownService) => "UNKNOWN".into(),
         Err(Refusal::Overloaded) => "OVERLOADED".into(),
         Err(Refusal::ServiceRefused(m) | Refusal::NotDelivered(m)) => {
-            format!("REFUSED {}", m.replace('\n', " "))
+            // One line the dialler reads whole: well under MAX_HELLO.
+            let mut message = m.replace(['\n', '\r'], " ");
+            let mut cut = message.len().min(MAX_REFUSAL);
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            format!("REFUSED {message}")
         }
     };
     let _ = start.send(verdict);
@@ -388,5 +504,157 @@ mod tests {
         assert_eq!(tuned.tcp_keepalive_interval().unwrap(), KEEPALIVE_INTERVAL);
         assert_eq!(tuned.tcp_keepalive_retries().unwrap(), KEEPALIVE_PROBES);
         assert!(socket.nodelay().unwrap());
+    }
+
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        // Test case 2, and test case 6 (a key longer than the block).
+        let mac = hmac_sha256(b"Jefe", &[b"what do ya want ", b"for nothing?"]);
+        assert_eq!(
+            hex::encode(mac),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        let mac = hmac_sha256(
+            &[0xaa; 131],
+            &[b"Test Using Larger Than Block-Size Key - Hash Key First"],
+        );
+        assert_eq!(
+            hex::encode(mac),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
+    }
+
+    fn echo_acceptor() -> Acceptor {
+        Arc::new(|service: &str, stream: Stream| {
+            if service != "echo" {
+                return Err(Refusal::UnknownService);
+            }
+            tokio::spawn(async move {
+                let Stream {
+                    mut reader,
+                    mut writer,
+                } = stream;
+                while let Some(Ok(chunk)) = reader.read().await {
+                    let _ = writer.write(chunk).await;
+                }
+                writer.finish();
+            });
+            Ok(())
+        })
+    }
+
+    async fn worker(key: [u8; 32]) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        tokio::spawn(serve(listener, key, echo_acceptor()));
+        address
+    }
+
+    /// Sends `line` after reading the challenge; true if the worker said OK.
+    async fn raw_hello(address: &str, line: impl FnOnce(&[u8]) -> String) -> bool {
+        let mut socket = BufReader::new(TcpStream::connect(address).await.unwrap());
+        let challenge = read_hello(&mut socket).await.unwrap();
+        let nonce = hex::decode(challenge.strip_prefix("SWY2 ").unwrap()).unwrap();
+        let hello = line(&nonce);
+        socket.get_mut().write_all(hello.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        let _ = socket.read_line(&mut answer).await;
+        answer == "OK\n"
+    }
+
+    #[tokio::test]
+    async fn a_dial_with_the_key_is_served_and_one_without_is_not() {
+        let digest = [9u8; 32];
+        let key = stream_key(&digest);
+        let address = worker(key).await;
+        let target = NodeAddress {
+            address: address.clone(),
+            key,
+        };
+        let mut reader = call(&target, "echo", Bytes::from_static(b"hello"))
+            .await
+            .expect("served");
+        assert_eq!(reader.read_to_end(1024).await.unwrap(), b"hello");
+        assert!(matches!(
+            dial(&target, "nothing").await,
+            Err(Refusal::UnknownService)
+        ));
+
+        let wrong = NodeAddress {
+            address: address.clone(),
+            key: stream_key(&[8u8; 32]),
+        };
+        assert!(matches!(
+            dial(&wrong, "echo").await,
+            Err(Refusal::NotDelivered(_))
+        ));
+        // The old clear proof (the digest itself) is dead, and the digest is
+        // not the key.
+        assert!(!raw_hello(&address, |_| format!("SWY1 echo {}\n", hex::encode(digest))).await);
+        assert!(
+            !raw_hello(&address, |nonce| format!(
+                "SWY2 echo {}\n",
+                hex::encode(proof(&digest, nonce, "echo"))
+            ))
+            .await
+        );
+    }
+
+    #[tokio::test]
+    async fn a_recorded_proof_does_not_open_a_second_stream() {
+        let key = stream_key(&[7u8; 32]);
+        let address = worker(key).await;
+        let mut recorded = String::new();
+        assert!(
+            raw_hello(&address, |nonce| {
+                recorded = format!("SWY2 echo {}\n", hex::encode(proof(&key, nonce, "echo")));
+                recorded.clone()
+            })
+            .await,
+            "the honest proof is accepted"
+        );
+        assert!(
+            !raw_hello(&address, |_| recorded.clone()).await,
+            "the replayed proof is refused"
+        );
+        // A proof is bound to its service too.
+        assert!(
+            !raw_hello(&address, |nonce| format!(
+                "SWY2 sink {}\n",
+                hex::encode(proof(&key, nonce, "echo"))
+            ))
+            .await
+        );
+    }
+
+    #[tokio::test]
+    async fn a_worker_that_floods_or_stalls_the_handshake_fails_the_dial() {
+        // A line with no end: the dialler stops at MAX_HELLO.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let flood = vec![b'A'; 16 * MAX_HELLO];
+            let _ = socket.write_all(&flood).await;
+            std::future::pending::<()>().await;
+        });
+        let target = NodeAddress {
+            address,
+            key: [0; 32],
+        };
+        let Err(Refusal::NotDelivered(why)) = dial(&target, "echo").await else {
+            panic!("a flooded handshake opened a stream");
+        };
+        assert!(why.contains("too long"), "{why}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_peer_is_given_up_after_the_handshake_timeout() {
+        let (_silent, ours) = tokio::io::duplex(64);
+        let mut ours = BufReader::new(ours);
+        let started = tokio::time::Instant::now();
+        let error = read_hello(&mut ours).await.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), HANDSHAKE_TIMEOUT);
     }
 }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use switchyard_runtime::carrier::{
@@ -24,12 +24,25 @@ use crate::message::{Message, SendError};
 /// stream of events cannot hold writes back indefinitely.
 const EVENTS_PER_FLUSH: usize = 256;
 
+/// The wait before the first retry of a failed rebuild; each failure
+/// doubles it, up to [`REBUILD_BACKOFF_MAX`]. A rebuild fails for reasons
+/// that may pass (the instance could not be allocated, the configuration
+/// call trapped once); giving up would leave the carrier down until the
+/// process restarts, retrying at once would spin on a failure that lasts.
+const REBUILD_BACKOFF_FIRST: Duration = Duration::from_secs(1);
+
+/// The longest wait between two rebuild tries: a carrier whose plugin
+/// comes back is serving again within this long.
+const REBUILD_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
 /// Something for the engine thread to handle.
 pub(crate) enum Event {
     Opened(u64),
     Closed(u64, String),
     Received(u64, Vec<u8>),
     Timer(u64),
+    /// Time to try again to rebuild a plugin whose rebuild failed.
+    Rebuild,
     Notified(u64, Vec<Notification>, u64),
     Answered(u64, Result<Vec<Vec<Option<Vec<u8>>>>, String>),
     Publish {
@@ -65,6 +78,59 @@ pub(crate) struct Counters {
     pub reconnects: AtomicU64,
     /// The largest payload, as the plugin reports it once connected.
     pub max_payload: AtomicU64,
+    /// Rebuilds that failed in a row (0 while the plugin runs).
+    pub failed_rebuilds: AtomicU64,
+    /// Why the last rebuild failed, while the plugin is down.
+    pub rebuild_error: std::sync::Mutex<Option<String>>,
+    /// When the next rebuild is tried (ms since the epoch), while the plugin is down.
+    pub next_rebuild_ms: AtomicU64,
+}
+
+/// The plugin's state as handles see it: running, or down with its retries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginState {
+    /// `running`, or `rebuilding` while a failed rebuild waits for its retry.
+    pub state: &'static str,
+    /// Rebuilds that failed in a row.
+    pub failed_rebuilds: u64,
+    /// Why the last one failed.
+    pub last_error: Option<String>,
+    /// When the next try is due (ms since the Unix epoch).
+    pub next_retry_unix_ms: Option<u64>,
+}
+
+impl Counters {
+    pub(crate) fn plugin_state(&self) -> PluginState {
+        let failed_rebuilds = self.failed_rebuilds.load(Ordering::Relaxed);
+        let last_error = self
+            .rebuild_error
+            .lock()
+            .expect("rebuild error lock")
+            .clone();
+        match last_error {
+            None => PluginState {
+                state: "running",
+                failed_rebuilds,
+                last_error: None,
+                next_retry_unix_ms: None,
+            },
+            Some(error) => PluginState {
+                state: "rebuilding",
+                failed_rebuilds,
+                last_error: Some(error),
+                next_retry_unix_ms: Some(self.next_rebuild_ms.load(Ordering::Relaxed)),
+            },
+        }
+    }
+}
+
+/// The wait before the next rebuild try after `failures` failed ones in a
+/// row (at least 1): 1 s, 2 s, 4 s ... capped at 30 s.
+fn rebuild_backoff(failures: u64) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16) as u32;
+    REBUILD_BACKOFF_FIRST
+        .saturating_mul(1 << doublings)
+        .min(REBUILD_BACKOFF_MAX)
 }
 
 struct Subscription {
@@ -123,24 +189,8 @@ pub(crate) fn spawn(
     ready: watch::Sender<bool>,
     counters: Arc<Counters>,
 ) -> Result<std_mpsc::Sender<Event>, SendError> {
-    let (events, inbox) = std_mpsc::channel();
-    let mut engine = Engine {
-        spec,
-        runtime,
-        plugin: None,
-        events: events.clone(),
-        io,
-        connections: HashMap::new(),
-        pending_writes: HashMap::new(),
-        pending_publishes: Vec::new(),
-        subscriptions: HashMap::new(),
-        requests: HashMap::new(),
-        next_request: 0,
-        timer_generation: 0,
-        ready,
-        ever_ready: false,
-        counters,
-    };
+    let (mut engine, inbox) = Engine::new(spec, runtime, io, ready, counters);
+    let events = engine.events.clone();
     let first = engine.load().map_err(SendError::Unavailable)?;
     std::thread::Builder::new()
         .name(format!("carrier-{}", engine.spec.name))
@@ -154,6 +204,34 @@ pub(crate) fn spawn(
 }
 
 impl Engine {
+    fn new(
+        spec: CarrierSpec,
+        runtime: Arc<Runtime>,
+        io: tokio::runtime::Handle,
+        ready: watch::Sender<bool>,
+        counters: Arc<Counters>,
+    ) -> (Self, std_mpsc::Receiver<Event>) {
+        let (events, inbox) = std_mpsc::channel();
+        let engine = Engine {
+            spec,
+            runtime,
+            plugin: None,
+            events,
+            io,
+            connections: HashMap::new(),
+            pending_writes: HashMap::new(),
+            pending_publishes: Vec::new(),
+            subscriptions: HashMap::new(),
+            requests: HashMap::new(),
+            next_request: 0,
+            timer_generation: 0,
+            ready,
+            ever_ready: false,
+            counters,
+        };
+        (engine, inbox)
+    }
+
     fn load(&mut self) -> Result<Vec<Action>, String> {
         let seed = now_ms() ^ (u64::from(std::process::id()) << 32);
         let source = CarrierSource {
@@ -222,6 +300,11 @@ impl Engine {
             Event::Timer(generation) => {
                 if generation == self.timer_generation {
                     self.call(|p| p.timer(now));
+                }
+            }
+            Event::Rebuild => {
+                if self.plugin.is_none() {
+                    self.reload();
                 }
             }
             Event::Publish {
@@ -330,10 +413,11 @@ impl Engine {
         while let Some(action) = queue.pop_front() {
             match action {
                 Action::Open((h, endpoint)) => {
-                    let allowed = self.plugin.as_ref().is_some_and(|p| p.allows(&endpoint));
+                    // The operator's list, not the plugin's: see `CarrierSpec::allowed_endpoints`.
+                    let allowed = self.spec.allowed_endpoints.contains(&endpoint);
                     let link = match endpoint {
                         _ if !allowed => {
-                            tracing::warn!(carrier = %self.spec.name, ?endpoint, "refused: endpoint not in the carrier's configuration");
+                            tracing::warn!(carrier = %self.spec.name, ?endpoint, "refused: endpoint not allowed by the operator's configuration");
                             queue.extend(
                                 self.refuse(h, "endpoint not allowed by the configuration"),
                             );
@@ -512,13 +596,47 @@ impl Engine {
         for (_, done) in self.requests.drain() {
             let _ = done.send(Err(SendError::Unavailable(failed.to_string())));
         }
+        self.reload();
+    }
+
+    /// Loads a fresh instance and subscribes everything again; when the load
+    /// fails, tries again after a backoff (the plugin stays down meanwhile,
+    /// its state shown to handles).
+    fn reload(&mut self) {
         let actions = match self.load() {
             Ok(actions) => actions,
             Err(e) => {
-                tracing::error!(carrier = %self.spec.name, error = %e, "carrier plugin could not be rebuilt");
+                let failures = self
+                    .counters
+                    .failed_rebuilds
+                    .fetch_add(1, Ordering::Relaxed)
+                    + 1;
+                let wait = rebuild_backoff(failures);
+                tracing::error!(carrier = %self.spec.name, error = %e, failures, retry_in_ms = wait.as_millis() as u64, "carrier plugin could not be rebuilt; retrying");
+                *self
+                    .counters
+                    .rebuild_error
+                    .lock()
+                    .expect("rebuild error lock") = Some(e);
+                self.counters
+                    .next_rebuild_ms
+                    .store(now_ms() + wait.as_millis() as u64, Ordering::Relaxed);
+                let events = self.events.clone();
+                self.io.spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    let _ = events.send(Event::Rebuild);
+                });
                 return;
             }
         };
+        if self.counters.failed_rebuilds.swap(0, Ordering::Relaxed) > 0 {
+            tracing::info!(carrier = %self.spec.name, "carrier plugin rebuilt after failed tries");
+        }
+        *self
+            .counters
+            .rebuild_error
+            .lock()
+            .expect("rebuild error lock") = None;
         self.perform(actions);
         let now = now_ms();
         let subscriptions: Vec<(u64, String, Option<String>)> = self
@@ -549,5 +667,129 @@ fn message(d: switchyard_runtime::carrier::Delivery) -> Message {
         reply_to: d.reply_to,
         headers: d.headers.into_iter().map(|h| (h.name, h.value)).collect(),
         payload: Bytes::from(d.payload),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use sha2::Digest;
+    use switchyard_runtime::RuntimeConfig;
+
+    use super::*;
+
+    /// The built nats component (scripts/build-guests.sh) and its digest.
+    fn nats_component() -> (Arc<[u8]>, String) {
+        let dir = std::env::var_os("SWITCHYARD_PLUGINS_DIR")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("CARGO_TARGET_DIR").map(|t| PathBuf::from(t).join("plugins"))
+            })
+            .unwrap_or_else(|| {
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/plugins")
+            });
+        let path = dir.join("nats.wasm");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; build the guests first (scripts/build-guests.sh)",
+                path.display()
+            )
+        });
+        let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
+        (bytes.into(), sha256)
+    }
+
+    /// Waits (in tokio's clock) for the engine's next rebuild retry.
+    async fn next_rebuild(inbox: &std_mpsc::Receiver<Event>) {
+        let started = tokio::time::Instant::now();
+        loop {
+            while let Ok(event) = inbox.try_recv() {
+                if matches!(event, Event::Rebuild) {
+                    return;
+                }
+            }
+            assert!(
+                started.elapsed() < REBUILD_BACKOFF_MAX * 2,
+                "no rebuild retry was scheduled"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[test]
+    fn the_rebuild_backoff_doubles_from_one_second_up_to_thirty() {
+        let waits: Vec<u64> = (1..=9).map(|n| rebuild_backoff(n).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30, 30]);
+        assert_eq!(rebuild_backoff(u64::MAX), REBUILD_BACKOFF_MAX);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_rebuild_is_retried_with_backoff_until_the_plugin_is_back() {
+        let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
+        let (bytes, sha256) = nats_component();
+        let spec = CarrierSpec {
+            name: "nats".into(),
+            version: "test".into(),
+            bytes: bytes.clone(),
+            sha256,
+            config: r#"{"servers": ["127.0.0.1:9"]}"#.into(),
+            database_url: None,
+            // Nothing is dialled: the test is about the plugin, not its connection.
+            allowed_endpoints: Vec::new(),
+        };
+        let (ready, _ready) = watch::channel(false);
+        let counters = Arc::new(Counters::default());
+        let (mut engine, inbox) = Engine::new(
+            spec,
+            runtime,
+            tokio::runtime::Handle::current(),
+            ready,
+            counters.clone(),
+        );
+        engine.load().expect("the first load");
+
+        // The component can no longer be loaded (its bytes no longer match
+        // their digest): the rebuild fails and is tried again, later and later.
+        engine.spec.bytes = Arc::from(&b"not the component"[..]);
+        engine.rebuild(CallError::Trap("injected".into()));
+        assert!(engine.plugin.is_none());
+        let state = counters.plugin_state();
+        assert_eq!((state.state, state.failed_rebuilds), ("rebuilding", 1));
+        assert!(
+            state
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("digest")),
+            "{state:?}"
+        );
+        assert!(state.next_retry_unix_ms.is_some());
+        for (failures, wait) in [(1, 1), (2, 2), (3, 4)] {
+            let started = tokio::time::Instant::now();
+            next_rebuild(&inbox).await;
+            let waited = started.elapsed();
+            assert!(
+                waited >= Duration::from_secs(wait) && waited < Duration::from_secs(wait + 1),
+                "retry {failures} after {waited:?}"
+            );
+            assert_eq!(counters.plugin_state().failed_rebuilds, failures);
+            engine.handle(Event::Rebuild);
+        }
+        assert_eq!(counters.plugin_state().failed_rebuilds, 4);
+
+        // The component is back: the next retry rebuilds it and the state clears.
+        engine.spec.bytes = bytes;
+        next_rebuild(&inbox).await;
+        engine.handle(Event::Rebuild);
+        assert!(engine.plugin.is_some());
+        assert_eq!(
+            counters.plugin_state(),
+            PluginState {
+                state: "running",
+                failed_rebuilds: 0,
+                last_error: None,
+                next_retry_unix_ms: None,
+            }
+        );
     }
 }

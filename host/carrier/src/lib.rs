@@ -40,12 +40,14 @@ pub mod stream;
 pub mod streams;
 pub mod tunnel;
 
-pub use client::{Carrier, CarrierSpec, Subscription};
+pub use client::{Carrier, CarrierSpec, Subscription, endpoints_named_by};
 pub use control::{ControlError, ControlRefusal, ControlSeam};
+pub use engine::PluginState;
 pub use fanout::FanOut;
 pub use holder::Holder;
 pub use message::{CarrierStats, Message, SendError};
 pub use queue::WorkQueue;
 pub use stream::{Refusal, Stream, StreamError, StreamReader, StreamWriter};
 pub use streams::{Lane, StreamsSeam, TunnelRegistry};
+pub use switchyard_runtime::carrier::Endpoint;
 pub use tunnel::{TunnelSession, TunnelSpec};

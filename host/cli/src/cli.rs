@@ -89,12 +89,39 @@ pub struct ServeArgs {
     /// The URL other replicas reach this one at [default: http://<listen>].
     #[arg(long, env = "SWITCHYARD_ADVERTISE")]
     pub advertise: Option<String>,
+    /// The model library's folder on storage every replica mounts (NFS, a
+    /// shared volume) [default: <data-dir>/library, and a replica fetches a
+    /// file it lacks from another replica].
+    #[arg(long, env = "SWITCHYARD_LIBRARY_DIR")]
+    pub library_dir: Option<PathBuf>,
     /// How long a node may be silent before its replicas move, in ms [default: 30000].
     #[arg(long)]
     pub node_grace_ms: Option<u64>,
     /// Silence in a streamed answer before an SSE keep-alive comment, in ms [default: 15000].
     #[arg(long)]
     pub sse_keepalive_ms: Option<u64>,
+    /// Ask for an API key with the `metrics:read` scope (or `admin`) on
+    /// `/metrics` [default: off, `/metrics` is anonymous].
+    #[arg(long)]
+    pub metrics_auth: bool,
+    /// A host (HOST or HOST:PORT; IPv6 in brackets) that model fetches may
+    /// reach though it is loopback or private; repeatable. Without one,
+    /// fetches reach public addresses only.
+    #[arg(long = "fetch-allow-host", value_name = "HOST[:PORT]")]
+    pub fetch_allow_hosts: Vec<String>,
+    /// Connections the HTTP API holds open at once; more wait to be accepted [default: 1024].
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// Time for a request's headers to arrive (also how long an idle
+    /// keep-alive connection stays open), in ms [default: 15000].
+    #[arg(long)]
+    pub header_read_timeout_ms: Option<u64>,
+    /// Longest silence of a request body being read, in ms [default: 30000].
+    #[arg(long)]
+    pub body_idle_timeout_ms: Option<u64>,
+    /// The largest model file the library takes, uploaded or fetched, in bytes [default: 256 GiB].
+    #[arg(long)]
+    pub max_blob_bytes: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -164,6 +191,22 @@ pub struct WorkerArgs {
     /// (e.g. `--label zone=eu-west-1a --label gpu=h100`).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
     pub labels: Vec<(String, String)>,
+    /// An engine argument an `engine.start` may append (exact string),
+    /// repeatable; none by default.
+    #[arg(
+        long = "allow-engine-arg",
+        value_name = "ARG",
+        allow_hyphen_values = true
+    )]
+    pub allow_engine_args: Vec<String>,
+    /// An environment variable an `engine.start` may set (name),
+    /// repeatable; none by default.
+    #[arg(long = "allow-engine-env", value_name = "NAME")]
+    pub allow_engine_env: Vec<String>,
+    /// A folder an `engine.start` may name a model under by path instead of
+    /// by SHA-256 from the placement cache, repeatable; none by default.
+    #[arg(long = "allow-engine-model-root", value_name = "DIR")]
+    pub allow_engine_model_roots: Vec<PathBuf>,
 }
 
 /// A `key=value` label or selector pair, checked as the server checks it.
@@ -213,11 +256,37 @@ pub enum NodeCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
-    /// Create a registration token (printed once).
+    /// Create a registration token (printed once, never shown again).
     Token {
         /// A label.
         #[arg(long, default_value = "workers")]
         name: String,
+        /// Seconds it registers workers for; default: until revoked.
+        #[arg(long)]
+        ttl_seconds: Option<i64>,
+        /// How many workers it may register; default: no limit.
+        #[arg(long)]
+        max_uses: Option<i32>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List registration tokens (limits and uses, never the values).
+    Tokens {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Revoke a registration token: it registers no more workers.
+    RevokeToken {
+        /// The token id (`reg_...`).
+        id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Revoke a node's credential and let the next registration of its
+    /// name take it over (a worker that lost its identity).
+    Release {
+        /// The node id.
+        id: String,
         #[command(flatten)]
         api: ApiArgs,
     },

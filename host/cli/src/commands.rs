@@ -42,6 +42,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 gpus: declared_gpus(args.gpus, args.gpu_file.as_deref())?,
                 disk_reserve_bytes: args.disk_reserve_mib << 20,
                 labels: args.labels.into_iter().collect(),
+                engine_start: switchyard_worker::node::EngineStartPolicy {
+                    extra_args: args.allow_engine_args.into_iter().collect(),
+                    env: args.allow_engine_env.into_iter().collect(),
+                    model_roots: args.allow_engine_model_roots,
+                },
             };
             switchyard_worker::run(config, switchyard_server::server::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)

@@ -59,11 +59,27 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     config.nats_url = args.nats_url.filter(|u| !u.is_empty());
     config.carrier_plugins = args.carrier_plugins;
     config.advertise = args.advertise;
+    config.library_dir = args.library_dir;
     if let Some(ms) = args.node_grace_ms {
         config.node_grace = Duration::from_millis(ms);
     }
     if let Some(ms) = args.sse_keepalive_ms {
         config.sse_keepalive = Duration::from_millis(ms.max(1));
+    }
+    config.metrics_auth = args.metrics_auth;
+    config.fetch_allow = switchyard_server::fetch::AllowList::parse(&args.fetch_allow_hosts)
+        .context("--fetch-allow-host")?;
+    if let Some(n) = args.max_connections {
+        config.edge.max_connections = n.max(1);
+    }
+    if let Some(ms) = args.header_read_timeout_ms {
+        config.edge.header_read = Duration::from_millis(ms.max(1));
+    }
+    if let Some(ms) = args.body_idle_timeout_ms {
+        config.edge.body_idle = Duration::from_millis(ms.max(1));
+    }
+    if let Some(bytes) = args.max_blob_bytes {
+        config.max_blob_bytes = bytes;
     }
     config.admin_token = std::env::var("SWITCHYARD_ADMIN_TOKEN")
         .ok()

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -73,6 +73,8 @@ pub struct Runtime {
     pub(crate) metrics: MetricsRegistry,
     pooled: bool,
     ticker_stop: Arc<AtomicBool>,
+    /// Plugin stores alive now (warm policy instances, carriers, sessions).
+    pub(crate) live: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -107,6 +109,7 @@ impl Runtime {
             metrics: MetricsRegistry::default(),
             pooled,
             ticker_stop,
+            live: Arc::new(AtomicU64::new(0)),
         }))
     }
 
@@ -118,6 +121,12 @@ impl Runtime {
     /// Every plugin's metrics.
     pub fn metrics(&self) -> &MetricsRegistry {
         &self.metrics
+    }
+
+    /// Plugin instances (stores) alive on this runtime now: each warm or
+    /// busy policy instance, each carrier, each tunnel session.
+    pub fn live_instances(&self) -> u64 {
+        self.live.load(Ordering::Relaxed)
     }
 
     /// Whether instances come from the pooling allocator.

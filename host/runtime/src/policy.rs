@@ -234,10 +234,9 @@ impl PolicyPlugin {
 
     /// A new instance with its settings validated.
     fn instantiate(&self) -> Result<Warm, LoadError> {
-        let config = &self.runtime.config;
         let mut store = Store::new(
             &self.runtime.engine,
-            SandboxState::new(self.label.clone(), config.memory_limit_bytes),
+            SandboxState::new(self.label.clone(), &self.runtime),
         );
         store.limiter(|s| &mut s.limiter);
         // The deadline must be set before instantiating: it defaults to "now".

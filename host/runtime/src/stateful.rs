@@ -28,10 +28,7 @@ impl<B> Stateful<B> {
         label: Arc<str>,
         instantiate: impl FnOnce(&mut Store<SandboxState>) -> wasmtime::Result<B>,
     ) -> Result<Self, LoadError> {
-        let mut store = Store::new(
-            &runtime.engine,
-            SandboxState::new(label.clone(), runtime.config.memory_limit_bytes),
-        );
+        let mut store = Store::new(&runtime.engine, SandboxState::new(label.clone(), runtime));
         store.limiter(|s| &mut s.limiter);
         arm(runtime, &mut store);
         let bindings = instantiate(&mut store)

@@ -1,5 +1,6 @@
 //! API keys and scopes: `Authorization: Bearer <token>`; anonymous is 401,
 //! a key without the scope is 403. The `admin` scope implies every other.
+//! A route states its scope in its signature (`Authorized<ModelsManage>`).
 
 use std::sync::Arc;
 
@@ -13,14 +14,73 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Every scope a key can hold.
-pub const SCOPES: [&str; 6] = [
+pub const SCOPES: [&str; 7] = [
     "admin",
     "inference",
     "models:manage",
     "nodes:manage",
     "federation:manage",
     "federation:invoke",
+    "metrics:read",
 ];
+
+/// A scope a route needs, as a type: [`Authorized`] checks it while the
+/// request's head is extracted, before any body is read or parsed.
+pub trait Scope {
+    /// The scope's name in [`SCOPES`].
+    const NAME: &'static str;
+}
+
+macro_rules! scopes {
+    ($($(#[$doc:meta])* $ty:ident = $name:literal;)*) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $ty;
+        impl Scope for $ty {
+            const NAME: &'static str = $name;
+        }
+    )*};
+}
+
+scopes! {
+    /// `admin`: keys, plugins, admission.
+    Admin = "admin";
+    /// `inference`: the `/v1` API.
+    Inference = "inference";
+    /// `models:manage`: the library and deployments.
+    ModelsManage = "models:manage";
+    /// `nodes:manage`: workers and the cluster's carrier.
+    NodesManage = "nodes:manage";
+    /// `metrics:read`: `/metrics` when the replica is started with `--metrics-auth`.
+    MetricsRead = "metrics:read";
+}
+
+/// A caller holding the scope `S` (or `admin`). As the first extractor of a
+/// handler it answers 401/403 before the path, query or body is looked at,
+/// so a key without the scope learns nothing of the route's schema.
+#[derive(Debug, Clone)]
+pub struct Authorized<S>(pub Caller, std::marker::PhantomData<S>);
+
+impl<S> std::ops::Deref for Authorized<S> {
+    type Target = Caller;
+
+    fn deref(&self) -> &Caller {
+        &self.0
+    }
+}
+
+impl<S: Scope + Send + Sync> FromRequestParts<Arc<AppState>> for Authorized<S> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.require(S::NAME)?;
+        Ok(Self(caller, std::marker::PhantomData))
+    }
+}
 
 /// An authenticated caller.
 #[derive(Debug, Clone)]
@@ -49,13 +109,18 @@ impl Caller {
 /// The header that names the node presenting its credential.
 pub const NODE_HEADER: &str = "x-switchyard-node";
 
-/// The bearer token of a request, if any.
+/// The bearer token of a request, if any. The scheme's name is matched in
+/// any case (`bearer`, `BEARER`): RFC 7235 makes auth schemes
+/// case-insensitive, and proxies and clients do rewrite it.
 pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
-    headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
         .filter(|t| !t.is_empty())
 }
 
@@ -99,8 +164,19 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         parts: &mut Parts,
         state: &Arc<AppState>,
     ) -> Result<Self, ApiError> {
+        Caller::authenticate(state, &parts.headers).await
+    }
+}
+
+impl Caller {
+    /// The caller whose API key the headers carry: 401 without one, or with
+    /// an unknown or revoked one.
+    pub async fn authenticate(
+        state: &AppState,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<Self, ApiError> {
         let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
-        let token = bearer(&parts.headers).ok_or_else(|| {
+        let token = bearer(headers).ok_or_else(|| {
             unauthorized("an API key is required (Authorization: Bearer <token>)")
         })?;
         let digest = token_digest(token);
@@ -153,5 +229,29 @@ impl KeyCache {
     /// Forgets everything (a key was revoked).
     pub fn clear(&self) {
         self.entries.lock().expect("key cache lock").clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_authorization(value: &str) -> axum::http::HeaderMap {
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(
+            axum::http::header::AUTHORIZATION,
+            value.parse().expect("a header value"),
+        );
+        headers
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case() {
+        for value in ["Bearer sy_x", "bearer sy_x", "BEARER sy_x", "bEaReR  sy_x "] {
+            assert_eq!(bearer(&with_authorization(value)), Some("sy_x"), "{value}");
+        }
+        for value in ["Basic sy_x", "Bearer", "Bearer   ", "Bearersy_x", "sy_x"] {
+            assert_eq!(bearer(&with_authorization(value)), None, "{value}");
+        }
     }
 }

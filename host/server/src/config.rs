@@ -37,6 +37,22 @@ pub struct ServeConfig {
     /// How long a streamed answer may be silent before the frontend sends
     /// an SSE comment, so that proxies and clients keep the connection.
     pub sse_keepalive: Duration,
+    /// Hosts a model fetch may reach though they are (or resolve to)
+    /// loopback or private addresses (`--fetch-allow-host`).
+    pub fetch_allow: crate::fetch::AllowList,
+    /// The connection limit and the header and body timeouts of the HTTP API.
+    pub edge: crate::edge::EdgeLimits,
+    /// The largest blob the library takes (an upload or a fetch).
+    pub max_blob_bytes: u64,
+    /// The model library's folder, when it is shared storage every replica
+    /// mounts (`--library-dir`); `None`: `<data_dir>/library`, and a replica
+    /// fetches a blob it lacks from another replica.
+    pub library_dir: Option<PathBuf>,
+    /// `/metrics` asks for a key with the `metrics:read` scope
+    /// (`--metrics-auth`). Off by default: Prometheus scrapes without
+    /// credentials unless told, and the exposition's labels are bounded
+    /// (served models, states, points).
+    pub metrics_auth: bool,
 }
 
 impl Default for ServeConfig {
@@ -54,6 +70,11 @@ impl Default for ServeConfig {
             advertise: None,
             node_grace: crate::scheduler::reconcile::DEFAULT_GRACE,
             sse_keepalive: Duration::from_secs(15),
+            fetch_allow: Default::default(),
+            edge: Default::default(),
+            max_blob_bytes: crate::library::MAX_BLOB_BYTES,
+            library_dir: None,
+            metrics_auth: false,
         }
     }
 }
@@ -79,8 +100,32 @@ impl std::fmt::Debug for ServeConfig {
             .field("carrier_plugins", &self.carrier_plugins)
             .field("advertise", &self.advertise)
             .field("node_grace", &self.node_grace)
+            .field("fetch_allow", &self.fetch_allow)
+            .field("edge", &self.edge)
+            .field("max_blob_bytes", &self.max_blob_bytes)
+            .field("library_dir", &self.library_dir)
+            .field("metrics_auth", &self.metrics_auth)
             .finish()
     }
+}
+
+/// Shortest admin token accepted (`SWITCHYARD_ADMIN_TOKEN`): 32 characters,
+/// the length of 128 bits in hex. The token is the cluster's master key and
+/// is checked by digest, without rate limits, so it must not be guessable; a
+/// minted one is `sy_` and 64 hex digits (256 bits).
+pub const MIN_ADMIN_TOKEN_LEN: usize = 32;
+
+/// Refuses a chosen admin token shorter than [`MIN_ADMIN_TOKEN_LEN`]
+/// (the message names the length, never the token).
+pub fn check_admin_token(token: &str) -> anyhow::Result<()> {
+    let length = token.chars().count();
+    if length < MIN_ADMIN_TOKEN_LEN {
+        anyhow::bail!(
+            "SWITCHYARD_ADMIN_TOKEN must be at least {MIN_ADMIN_TOKEN_LEN} characters, got {length}; \
+             choose a random one (e.g. `openssl rand -hex 32`) or leave it unset to have one minted"
+        );
+    }
+    Ok(())
 }
 
 /// A database URL with its password replaced by `***` (both URL and
@@ -104,6 +149,15 @@ pub fn mask_password(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_admin_token_is_refused_without_being_shown() {
+        let short = "sy_short_secret";
+        let error = check_admin_token(short).unwrap_err().to_string();
+        assert!(error.contains("at least 32"), "{error}");
+        assert!(!error.contains(short), "{error}");
+        assert!(check_admin_token(&"x".repeat(MIN_ADMIN_TOKEN_LEN)).is_ok());
+    }
 
     #[test]
     fn passwords_are_masked_in_both_forms_and_in_debug() {

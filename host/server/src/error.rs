@@ -41,12 +41,85 @@ impl ApiError {
     /// 500 `internal`; the detail goes to the log, not to the client.
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         tracing::error!(error = %detail, "internal error");
+        Self::internal_response()
+    }
+
+    /// 500 `internal` for an error whose causes matter: the log gets the
+    /// whole chain (a driver's "db error" alone says nothing).
+    pub fn internal_error(error: &(dyn std::error::Error + 'static)) -> Self {
+        tracing::error!(error = %chain(error), "internal error");
+        Self::internal_response()
+    }
+
+    fn internal_response() -> Self {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",
             "internal error; see the server log",
         )
     }
+}
+
+/// An error and its sources, `outer: inner: ...`, each said once (a
+/// wrapper that prints its source already is not repeated).
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// SQLSTATEs a client's input can cause, and what the client is told. The
+/// schema's constraints are the last line behind the API's own checks: a
+/// request that slips past those is still the client's fault, never a 500.
+/// (PostgreSQL's own classes: 23 integrity, 22 data.)
+fn client_fault(sqlstate: &str) -> Option<(StatusCode, &'static str, &'static str)> {
+    Some(match sqlstate {
+        // unique_violation
+        "23505" => (
+            StatusCode::CONFLICT,
+            "conflict",
+            "a record with the same key exists already",
+        ),
+        // foreign_key_violation: still in use, or names something missing.
+        "23503" => (
+            StatusCode::CONFLICT,
+            "conflict",
+            "the record is still in use, or refers to one that does not exist",
+        ),
+        // check_violation, not_null_violation
+        "23514" | "23502" => (
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "a value is outside what is allowed",
+        ),
+        // untranslatable_character, character_not_in_repertoire (a NUL)
+        "22P05" | "22021" => (
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "text may not contain NUL characters or invalid Unicode",
+        ),
+        // numeric_value_out_of_range
+        "22003" => (
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "a number is out of range",
+        ),
+        // string_data_right_truncation
+        "22001" => (
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "a value is too long",
+        ),
+        _ => return None,
+    })
 }
 
 impl IntoResponse for ApiError {
@@ -65,7 +138,17 @@ impl From<StoreError> for ApiError {
                 "the database is unavailable",
             ),
             StoreError::NotFound(what) => Self::not_found(format!("{what} not found")),
-            other => Self::internal(other),
+            other => match other.sqlstate().and_then(client_fault) {
+                Some((status, code, message)) => {
+                    tracing::info!(error = %chain(&other), "the database refused a request");
+                    let message = match other.constraint() {
+                        Some(constraint) => format!("{message} (constraint `{constraint}`)"),
+                        None => message.to_string(),
+                    };
+                    Self::new(status, code, message)
+                }
+                None => Self::internal_error(&other),
+            },
         }
     }
 }
@@ -108,13 +191,16 @@ impl From<crate::fetch::FetchError> for ApiError {
         let message = e.to_string();
         let (status, code) = match e {
             FetchError::InvalidUrl(_) => (StatusCode::BAD_REQUEST, "invalid_url"),
+            FetchError::NotAllowed { .. } => (StatusCode::BAD_REQUEST, "address_not_allowed"),
             FetchError::Unreachable { .. } => (StatusCode::BAD_GATEWAY, "source_unreachable"),
             FetchError::Status { .. } => (StatusCode::BAD_GATEWAY, "source_status"),
             FetchError::Interrupted { .. } | FetchError::Library(LibraryError::Upload(_)) => {
                 (StatusCode::BAD_GATEWAY, "source_interrupted")
             }
             FetchError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "source_timeout"),
-            FetchError::TooLarge { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "too_large"),
+            FetchError::TooLarge { .. } | FetchError::Library(LibraryError::TooLarge { .. }) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "too_large")
+            }
             FetchError::Library(LibraryError::DigestMismatch { .. }) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "digest_mismatch")
             }
@@ -126,3 +212,49 @@ impl From<crate::fetch::FetchError> for ApiError {
 
 /// Handlers' result type.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("db error")]
+    struct Driver(#[source] Database);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("ERROR: new row violates check constraint \"plugins_kind_check\"")]
+    struct Database;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("database error: {0}")]
+    struct Wrapper(#[source] Driver);
+
+    #[test]
+    fn the_log_keeps_every_cause_once() {
+        assert_eq!(
+            chain(&Wrapper(Driver(Database))),
+            "database error: db error: ERROR: new row violates check constraint \"plugins_kind_check\""
+        );
+    }
+
+    #[test]
+    fn a_clients_bad_input_is_never_a_500() {
+        for (sqlstate, status) in [
+            ("23505", StatusCode::CONFLICT),
+            ("23503", StatusCode::CONFLICT),
+            ("23514", StatusCode::BAD_REQUEST),
+            ("22P05", StatusCode::BAD_REQUEST),
+            ("22021", StatusCode::BAD_REQUEST),
+            ("22003", StatusCode::BAD_REQUEST),
+        ] {
+            assert_eq!(
+                client_fault(sqlstate).map(|f| f.0),
+                Some(status),
+                "{sqlstate}"
+            );
+        }
+        // A deadlock or a lost connection is the system's, not the client's.
+        assert!(client_fault("40P01").is_none());
+        assert!(client_fault("08006").is_none());
+    }
+}

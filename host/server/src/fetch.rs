@@ -5,12 +5,21 @@
 //!
 //! URLs are shown without their credentials or query (a signed URL's query
 //! is a secret) in errors and logs.
+//!
+//! Only public addresses are fetched from, unless an operator allows the
+//! host ([`guard`]); and the errors say no more than a caller needs, so
+//! that a fetch is no probe of what answers where: why a source could not
+//! be reached goes to the log, not to the caller.
+
+pub mod guard;
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::StreamExt;
 use reqwest::Url;
+
+pub use guard::{AllowList, NotAllowed};
 
 use crate::library::{Library, LibraryError, Stored};
 
@@ -27,6 +36,32 @@ pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Redirects followed (model hubs redirect to a CDN once or twice).
 const MAX_REDIRECTS: usize = 5;
+
+/// The client a fetch connects with: every address it connects to was
+/// checked ([`guard`]), the first URL's and each redirect's.
+fn client(allow: &AllowList, limits: Limits) -> reqwest::Result<reqwest::Client> {
+    let hops = allow.clone();
+    let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() >= MAX_REDIRECTS {
+            return attempt.error("too many redirects");
+        }
+        match guard::check_url(attempt.url(), &hops) {
+            Ok(()) => attempt.follow(),
+            Err(refused) => attempt.error(refused),
+        }
+    });
+    reqwest::Client::builder()
+        .connect_timeout(limits.connect)
+        .read_timeout(limits.stall)
+        .redirect(redirects)
+        .dns_resolver(std::sync::Arc::new(guard::GuardedResolver::new(
+            allow.clone(),
+        )))
+        // A proxy would connect to the target for us, past the address
+        // checks; the server fetches directly.
+        .no_proxy()
+        .build()
+}
 
 /// How much a fetch may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,13 +93,25 @@ pub enum FetchError {
     /// Not an http or https URL with a host.
     #[error("{0}")]
     InvalidUrl(String),
-    /// The host could not be reached (DNS, refused, TLS, too many redirects).
-    #[error("cannot reach {url}: {reason}")]
+    /// The URL's host is, or resolves to, an address the server does not
+    /// fetch from, directly or through a redirect.
+    #[error(
+        "{url} is not fetched from: {host} is, or resolves to, a loopback, private, link-local \
+         or otherwise non-public address (an operator can allow a host with --fetch-allow-host)"
+    )]
+    NotAllowed {
+        /// The URL, shown safely.
+        url: String,
+        /// The refused host (the first URL's or a redirect's).
+        host: String,
+    },
+    /// The host could not be reached (DNS, refused, TLS, too many redirects,
+    /// no connection in time). The cause is logged, not shown: a caller
+    /// learns nothing about which ports answer where.
+    #[error("cannot reach {url}")]
     Unreachable {
         /// The URL, shown safely.
         url: String,
-        /// What failed.
-        reason: String,
     },
     /// No answer, or the body stalled, within the limits.
     #[error("{url} {what}")]
@@ -147,17 +194,19 @@ pub struct Source {
 
 /// Connects and reads the answer's head: every failure before the first
 /// byte of the body is known here, before anything is written.
-pub async fn open(url: &Url, limits: Limits) -> Result<Source, FetchError> {
+pub async fn open(url: &Url, allow: &AllowList, limits: Limits) -> Result<Source, FetchError> {
     let shown = shown(url);
-    let client = reqwest::Client::builder()
-        .connect_timeout(limits.connect)
-        .read_timeout(limits.stall)
-        .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
-        .build()
-        .map_err(|e| FetchError::Unreachable {
+    guard::check_url(url, allow).map_err(|refused| {
+        tracing::warn!(url = %shown, host = %refused.host, "a fetch was refused: not a public address");
+        FetchError::NotAllowed {
             url: shown.clone(),
-            reason: format!("no HTTP client: {e}"),
-        })?;
+            host: refused.host,
+        }
+    })?;
+    let client = client(allow, limits).map_err(|e| {
+        tracing::error!(error = %e, "no HTTP client for a fetch");
+        FetchError::Unreachable { url: shown.clone() }
+    })?;
     let sent = tokio::time::timeout(limits.answer, client.get(url.clone()).send()).await;
     let response = match sent {
         Err(_) => {
@@ -166,17 +215,24 @@ pub async fn open(url: &Url, limits: Limits) -> Result<Source, FetchError> {
                 what: format!("did not answer within {} s", limits.answer.as_secs()),
             });
         }
-        Ok(Err(e)) if e.is_timeout() => {
-            return Err(FetchError::Timeout {
-                url: shown,
-                what: "timed out".into(),
-            });
-        }
         Ok(Err(e)) => {
-            return Err(FetchError::Unreachable {
-                url: shown,
-                reason: cause(&e),
-            });
+            if let Some(refused) = find_cause::<NotAllowed>(&e) {
+                tracing::warn!(url = %shown, host = %refused.host, "a fetch was refused: not a public address");
+                return Err(FetchError::NotAllowed {
+                    url: shown,
+                    host: refused.host.clone(),
+                });
+            }
+            // A refused port, a connect timeout, a name that does not
+            // resolve and a TLS failure all read the same to the caller.
+            tracing::warn!(url = %shown, error = %cause(&e), "a fetch source is unreachable");
+            if e.is_timeout() && !e.is_connect() {
+                return Err(FetchError::Timeout {
+                    url: shown,
+                    what: "timed out".into(),
+                });
+            }
+            return Err(FetchError::Unreachable { url: shown });
         }
         Ok(Ok(response)) => response,
     };
@@ -200,6 +256,18 @@ pub async fn open(url: &Url, limits: Limits) -> Result<Source, FetchError> {
         url: shown,
         limits,
     })
+}
+
+/// The first error of type `T` in `e`'s chain of causes.
+fn find_cause<T: std::error::Error + 'static>(e: &reqwest::Error) -> Option<&T> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(current) = source {
+        if let Some(found) = current.downcast_ref::<T>() {
+            return Some(found);
+        }
+        source = current.source();
+    }
+    None
 }
 
 /// The innermost cause of a reqwest error (its own message names only the URL, in full).

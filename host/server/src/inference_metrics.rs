@@ -12,6 +12,21 @@ const BUCKETS: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 30.0,
 ];
 
+/// The `model` label of a `/v1` answer for a model no deployment serves.
+/// The label's values must be a set the operator controls: the model a
+/// client asks for is any string, and one label value per string would grow
+/// the exposition (and Prometheus's series) without bound.
+pub const OTHER_MODEL: &str = "other";
+
+/// The `model` label of an answer: the model asked for when a deployment
+/// serves it (`is_served`), else [`OTHER_MODEL`].
+pub fn model_label(asked: Option<&str>, is_served: impl FnOnce(&str) -> bool) -> &str {
+    match asked {
+        Some(model) if is_served(model) => model,
+        _ => OTHER_MODEL,
+    }
+}
+
 /// Counters since the start of this replica.
 #[derive(Debug, Default)]
 pub struct InferenceMetrics {
@@ -27,7 +42,7 @@ struct Histogram {
 }
 
 impl InferenceMetrics {
-    /// One answer: its model (as asked) and status.
+    /// One answer: its model's label ([`model_label`]) and status.
     pub fn answered(&self, model: &str, status: u16) {
         *self
             .requests
@@ -89,6 +104,14 @@ pub fn escape(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_served_models_are_labels() {
+        let served = |m: &str| m == "demo";
+        assert_eq!(model_label(Some("demo"), served), "demo");
+        assert_eq!(model_label(Some("x-random-123"), served), OTHER_MODEL);
+        assert_eq!(model_label(None, served), OTHER_MODEL);
+    }
 
     #[test]
     fn counts_and_buckets_render_cumulatively() {

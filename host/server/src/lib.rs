@@ -3,6 +3,7 @@
 //! # Layout
 //! - [`config`]: what `serve` is configured with.
 //! - [`server`]: start-up, background tasks and graceful shutdown (`run`).
+//! - [`edge`]: the accept loop, the connection limit and the header and body timeouts.
 //! - [`state`]: the shared state handed to every handler.
 //! - [`admission`]: the chains this replica serves, and how it follows new generations.
 //! - [`auth`]: API keys and scopes.
@@ -11,6 +12,8 @@
 //! - [`fetch`]: model files downloaded by URL into the library.
 //! - [`labels`]: node labels and deployments' node selectors.
 //! - [`error`]: one mapping from errors to HTTP status and a stable code.
+//! - [`valid`]: one validator for names, labels and path parameters.
+//! - [`extract`]: the JSON body, query and path extractors whose rejections are `ApiError`s.
 //! - [`scheduler`]: deployments to replicas: placement, staging, engines.
 //! - [`routing`]: which replica serves a `/v1` request.
 //! - [`routes`]: the HTTP API, one file per area; [`routes::app`] builds the router.
@@ -20,7 +23,9 @@ pub mod admission;
 pub mod auth;
 pub mod cluster;
 pub mod config;
+pub mod edge;
 pub mod error;
+pub mod extract;
 pub mod fetch;
 pub mod inference_metrics;
 pub mod labels;
@@ -31,6 +36,7 @@ pub mod routing;
 pub mod scheduler;
 pub mod server;
 pub mod state;
+pub mod valid;
 
 pub use config::ServeConfig;
 pub use server::{run, run_on};

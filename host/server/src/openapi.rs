@@ -25,6 +25,9 @@ use crate::routes;
         routes::keys::list,
         routes::keys::revoke,
         routes::nodes::create_registration_token,
+        routes::nodes::registration_tokens,
+        routes::nodes::revoke_registration_token,
+        routes::nodes::release,
         routes::nodes::register,
         routes::nodes::heartbeat,
         routes::nodes::list,
@@ -59,6 +62,7 @@ use crate::routes;
     components(schemas(
         routes::admission::SetChain,
         routes::admission::PolicyBinding,
+        routes::admission::Rollback,
         routes::keys::NewKey,
         routes::nodes::NewRegistrationToken,
         routes::nodes::RegisterNode,
@@ -67,11 +71,12 @@ use crate::routes;
         routes::deployments::NewDeployment,
         routes::deployments::Scale,
         routes::model_fetch::FetchModel,
+        ErrorBody,
+        ErrorDetail,
         switchyard_store::models::ModelRevision,
         switchyard_store::models::ModelFile,
     )),
-    modifiers(&BearerAuth),
-    security(("bearer" = [])),
+    modifiers(&BearerAuth, &Relay, &CommonResponses),
 )]
 pub struct ApiDoc;
 
@@ -88,6 +93,174 @@ impl utoipa::Modify for BearerAuth {
         for name in ["bearer", "registration_token", "node_credential"] {
             components.add_security_scheme(name, bearer());
         }
+        // The cluster's relay secret, between replicas only.
+        components.add_security_scheme(
+            "relay_secret",
+            SecurityScheme::ApiKey(utoipa::openapi::security::ApiKey::Header(
+                utoipa::openapi::security::ApiKeyValue::new(
+                    crate::cluster::relay::RELAY_HEADER,
+                ),
+            )),
+        );
+    }
+}
+
+/// Every error answer: `{"error":{"code","message"}}`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // Only its schema is used: `ApiError` writes the body.
+pub struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable (`invalid_request`, `forbidden`, ...).
+    code: String,
+    /// For a person; never carries a secret.
+    message: String,
+}
+
+/// Routes anyone may call.
+const PUBLIC: &[&str] = &["/healthz", "/readyz"];
+
+/// The answers every route shares, added to each operation so that the
+/// document lists every status a client can see: 401/403 wherever a
+/// credential is needed, 400/413/415/422 wherever a body or a path
+/// parameter is read, 503 when the database does not answer in time.
+struct CommonResponses;
+
+impl utoipa::Modify for CommonResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::SecurityRequirement;
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let public = PUBLIC.contains(&path.as_str());
+            let has_params = path.contains('{');
+            for op in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if public {
+                    continue;
+                }
+                if path == "/metrics" {
+                    // Anonymous unless the operator turns `--metrics-auth` on.
+                    op.security = Some(vec![
+                        SecurityRequirement::default(),
+                        SecurityRequirement::new("bearer", Vec::<String>::new()),
+                    ]);
+                    add(op, "401", "`unauthorized`: `--metrics-auth` is on and no valid key was sent");
+                    continue;
+                }
+                if op.security.is_none() {
+                    op.security = Some(vec![SecurityRequirement::new(
+                        "bearer",
+                        Vec::<String>::new(),
+                    )]);
+                }
+                add(op, "401", "`unauthorized`: no credential, or one that is not valid");
+                add(op, "403", "`forbidden`: the credential lacks the scope this route needs");
+                add(op, "503", "`database_unavailable`: the database did not answer in time");
+                if has_params {
+                    add(op, "400", "`invalid_request`: a path parameter or query is not valid");
+                }
+                // Statuses a route documents itself carry the same error body.
+                for (status, response) in op.responses.responses.iter_mut() {
+                    if let utoipa::openapi::RefOr::T(response) = response
+                        && status.as_str() >= "400"
+                        && response.content.is_empty()
+                    {
+                        response
+                            .content
+                            .insert("application/json".into(), error_content());
+                    }
+                }
+                if let Some(body) = &op.request_body {
+                    let json = body.content.contains_key("application/json");
+                    add(op, "400", "`invalid_request` / `invalid_json`: the body is not valid");
+                    add(op, "413", "`payload_too_large`: the body is over this route's limit");
+                    if json {
+                        add(op, "415", "`unsupported_media_type`: the body is not `application/json`");
+                        add(op, "422", "`invalid_request`: the JSON does not match the schema");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds an error answer unless the route documents that status itself.
+fn add(op: &mut utoipa::openapi::path::Operation, status: &str, description: &str) {
+    use utoipa::openapi::ResponseBuilder;
+    op.responses
+        .responses
+        .entry(status.to_string())
+        .or_insert_with(|| {
+            ResponseBuilder::new()
+                .description(description)
+                .content("application/json", error_content())
+                .build()
+                .into()
+        });
+}
+
+/// `application/json` holding an [`ErrorBody`].
+fn error_content() -> utoipa::openapi::Content {
+    use utoipa::openapi::{ContentBuilder, Ref};
+    ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name("ErrorBody")))
+        .build()
+}
+
+/// `GET /api/cluster/relay`: a websocket between replicas, documented by
+/// hand since it is not an axum handler with a body (the relay secret in
+/// a header, not a key).
+struct Relay;
+
+impl utoipa::Modify for Relay {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn};
+        use utoipa::openapi::security::SecurityRequirement;
+        use utoipa::openapi::{PathItem, Required, ResponseBuilder};
+        let param = |name: &str, description: &str| {
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Query)
+                .required(Required::True)
+                .description(Some(description))
+                .schema(Some(
+                    utoipa::openapi::ObjectBuilder::new()
+                        .schema_type(utoipa::openapi::Type::String),
+                ))
+                .build()
+        };
+        let operation = OperationBuilder::new()
+            .tag("cluster")
+            .description(Some(
+                "Another replica of this cluster asks for a stream on a worker session held \
+                 here; the answer is a websocket carrying the stream. Only replicas (holding \
+                 the cluster's relay secret) may ask.",
+            ))
+            .parameter(param("node", "the node whose session is held here"))
+            .parameter(param("lane", "`inference` or `bulk`"))
+            .parameter(param("service", "the worker's stream service"))
+            .security(SecurityRequirement::new("relay_secret", Vec::<String>::new()))
+            .response(
+                "101",
+                ResponseBuilder::new().description("switching to the websocket"),
+            )
+            .build();
+        openapi.paths.paths.insert(
+            "/api/cluster/relay".into(),
+            PathItem::new(HttpMethod::Get, operation),
+        );
     }
 }
 

@@ -11,6 +11,7 @@ pub mod model_fetch;
 pub mod models;
 pub mod nodes;
 pub mod openai;
+pub mod peer_blobs;
 pub mod plugins;
 pub mod relay;
 
@@ -29,8 +30,6 @@ pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 /// Every route of a replica.
 pub fn app(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))
         .route("/api/openapi.json", get(crate::openapi::serve))
         .route(
@@ -76,17 +75,26 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/api/nodes", get(nodes::list))
         .route(
             "/api/nodes/registration-tokens",
-            post(nodes::create_registration_token),
+            post(nodes::create_registration_token).get(nodes::registration_tokens),
+        )
+        .route(
+            "/api/nodes/registration-tokens/{id}",
+            axum::routing::delete(nodes::revoke_registration_token),
         )
         .route("/api/nodes/register", post(nodes::register))
         .route("/api/nodes/{id}", get(nodes::show))
         .route("/api/nodes/{id}/approve", post(nodes::approve))
+        .route("/api/nodes/{id}/release", post(nodes::release))
         .route("/api/nodes/{id}/drain", post(nodes::drain))
         .route("/api/nodes/{id}/undrain", post(nodes::undrain))
         .route("/api/nodes/{id}/maintenance", post(nodes::maintenance))
         .route("/api/nodes/{id}/heartbeat", post(nodes::heartbeat))
         .route("/api/cluster/connect", get(cluster::connect))
         .route("/api/cluster/relay", get(relay::relay))
+        .route(
+            "/api/cluster/library/blobs/{sha256}",
+            get(peer_blobs::blob),
+        )
         .route("/api/cluster/carrier", get(cluster::carrier))
         .route(
             "/api/cluster/probe",
@@ -100,6 +108,33 @@ pub fn app(state: Arc<AppState>) -> Router {
             "/api/cluster/nodes/{id}/streams/{service}",
             post(diagnostics::stream).layer(DefaultBodyLimit::max(64 << 20)),
         )
+        // Every path parameter is a checked name before a handler sees it.
+        .route_layer(axum::middleware::from_fn(crate::extract::check_path))
         .layer(tower_http::trace::TraceLayer::new_for_http())
+        // Probes are added after the trace layer: polled every few seconds,
+        // and a 503 from /readyz while a replica starts is its answer, not
+        // a fault to log in red.
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        // axum's own 404 and 405 have empty bodies; every answer of this API
+        // is JSON (405 keeps its `Allow` header).
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+async fn unknown_route() -> crate::error::ApiError {
+    crate::error::ApiError::new(
+        axum::http::StatusCode::NOT_FOUND,
+        "unknown_route",
+        "no such route; see /api/openapi.json",
+    )
+}
+
+async fn method_not_allowed() -> crate::error::ApiError {
+    crate::error::ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+    )
 }

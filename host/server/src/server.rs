@@ -43,6 +43,9 @@ pub async fn run_on(
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    if let Some(token) = &config.admin_token {
+        crate::config::check_admin_token(token)?;
+    }
     let mut embedded = None;
     let database_url = match &config.database_url {
         Some(url) => url.clone(),
@@ -76,7 +79,7 @@ async fn serve(
         .await?
     {
         Some(_) if config.admin_token.is_some() => {
-            println!("admin key created with the token from SWITCHYARD_ADMIN_TOKEN");
+            println!("admin key created with the configured admin token");
         }
         // Printed on stdout, once, never logged.
         Some(token) => println!("admin token (shown once; store it now): {token}"),
@@ -120,21 +123,31 @@ async fn serve(
         inference: Default::default(),
         node_grace: config.node_grace,
         sse_keepalive: config.sse_keepalive,
+        metrics_auth: config.metrics_auth,
         keys: Default::default(),
-        library: Library::open(&config.data_dir.join("library")).with_context(|| {
-            format!(
-                "opening the model library under {}",
-                config.data_dir.display()
-            )
-        })?,
+        library: {
+            let root = config
+                .library_dir
+                .clone()
+                .unwrap_or_else(|| config.data_dir.join("library"));
+            Library::open(&root)
+                .map(|library| library.with_max_bytes(config.max_blob_bytes))
+                .with_context(|| format!("opening the model library under {}", root.display()))?
+        },
         cluster,
         admission_synced: AtomicBool::new(false),
+        fetch_allow: config.fetch_allow.clone(),
     });
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let follower = tokio::spawn(follow(state.clone(), config.poll_interval, stop_rx.clone()));
     let reconciler = tokio::spawn(crate::scheduler::reconcile::run(
         state.clone(),
+        stop_rx.clone(),
+    ));
+    let sweeper = tokio::spawn(crate::library::collect_garbage(
+        store.clone(),
+        state.library.clone(),
         stop_rx.clone(),
     ));
     let heartbeat = tokio::spawn(heartbeat(
@@ -148,29 +161,24 @@ async fn serve(
     tracing::info!(instance = %instance_id, addr = %listener.local_addr()?, pooled = state.runtime.is_pooled(), "replica serving");
 
     let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
-    // Streamed answers and tunnel frames are small writes: without
-    // TCP_NODELAY each would wait for the peer's delayed ACK (about 40 ms).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |socket| {
-        let _ = socket.set_nodelay(true);
-    });
-    let server = axum::serve(listener, app(state.clone())).with_graceful_shutdown(async move {
+    let server = crate::edge::serve(listener, app(state.clone()), config.edge, async move {
         shutdown.await;
         tracing::info!("shutting down");
         let _ = drained_tx.send(());
     });
-    let server = tokio::spawn(async move { server.await });
+    let server = tokio::spawn(server);
     // Once shutdown starts, in-flight requests get DRAIN_TIMEOUT to finish.
     let drained = async {
         let _ = drained_rx.await;
         tokio::time::sleep(DRAIN_TIMEOUT).await;
     };
     tokio::select! {
-        result = server => result??,
+        result = server => result?,
         _ = drained => tracing::warn!("requests still in flight after the drain timeout; stopping anyway"),
     }
 
     let _ = stop_tx.send(true);
-    let _ = tokio::join!(follower, heartbeat, reconciler);
+    let _ = tokio::join!(follower, heartbeat, reconciler, sweeper);
     if let Some(cluster) = &state.cluster {
         cluster.shutdown();
     }

@@ -39,8 +39,12 @@ pub struct AppState {
     pub sse_keepalive: std::time::Duration,
     /// The model library's bytes.
     pub library: Library,
+    /// Hosts a model fetch may reach though they are not public.
+    pub fetch_allow: crate::fetch::AllowList,
     /// The carrier set and its seams; `None` without carrier components.
     pub cluster: Option<Arc<Cluster>>,
+    /// `/metrics` needs a key with `metrics:read` (`--metrics-auth`).
+    pub metrics_auth: bool,
     /// Set once the first sync of admission generations finished.
     pub admission_synced: AtomicBool,
 }

@@ -58,6 +58,17 @@ pub struct ReplicaStatus {
     pub error: Option<String>,
 }
 
+/// The note of a generation made by rolling back to `target`.
+pub fn rollback_note(target: i64) -> String {
+    format!("rollback to {target}")
+}
+
+/// The generation a [`rollback_note`] names: whose chain a rollback
+/// generation restored. `None` for any other note (`set`).
+pub fn rolled_back_to(note: &str) -> Option<i64> {
+    note.strip_prefix("rollback to ")?.parse().ok()
+}
+
 const COLUMNS: &str = "point, generation, chain, note, created_by, \
      to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
 
@@ -228,5 +239,18 @@ fn empty(point: &str) -> Generation {
         note: "no binding yet".into(),
         created_by: String::new(),
         created_at: None,
+    }
+}
+
+#[cfg(test)]
+mod rollback_tests {
+    use super::*;
+
+    #[test]
+    fn a_rollback_note_names_its_target_and_no_other_note_does() {
+        assert_eq!(rolled_back_to(&rollback_note(3)), Some(3));
+        assert_eq!(rolled_back_to(&rollback_note(0)), Some(0));
+        assert_eq!(rolled_back_to("set"), None);
+        assert_eq!(rolled_back_to("rollback to x"), None);
     }
 }

@@ -110,3 +110,142 @@ impl Store {
         }))
     }
 }
+
+/// A login of the database for carriers that ride on it (pgbus).
+#[derive(Clone, PartialEq, Eq)]
+pub struct CarrierLogin {
+    /// The role's name (one per database: roles are cluster-wide).
+    pub user: String,
+    /// Its password, from `cluster_secrets`.
+    pub password: String,
+}
+
+impl std::fmt::Debug for CarrierLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CarrierLogin")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CarrierLogin {
+    /// `database_url` with this login's user and password in place of the
+    /// server's (a `postgres://` URL or a `key=value` string).
+    pub fn url(&self, database_url: &str) -> String {
+        let url = database_url.trim();
+        if let Some((scheme, rest)) = url.split_once("://") {
+            // The authority ends at the first '/' or '?'; credentials end at its last '@'.
+            let end = rest.find(['/', '?']).unwrap_or(rest.len());
+            let (authority, tail) = rest.split_at(end);
+            let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+            format!("{scheme}://{}:{}@{host}{tail}", self.user, self.password)
+        } else {
+            // In a key=value string a later key overrides an earlier one.
+            format!("{url} user='{}' password='{}'", self.user, self.password)
+        }
+    }
+}
+
+/// Serialises the replicas' creation of the carrier role and its schema.
+const CARRIER_ROLE_LOCK: &str = "switchyard:carrier-role";
+
+impl Store {
+    /// Creates (or updates) the least-privilege login carriers use: a role
+    /// that owns one schema named after it (PostgreSQL's default
+    /// `search_path` starts with `"$user"`, so pgbus's unqualified tables land
+    /// there) and is granted nothing else: it cannot read the platform's
+    /// tables (API keys, node credentials, secrets). `Ok(None)` when the
+    /// server's own role may not create roles (managed PostgreSQL often
+    /// withholds CREATEROLE): the caller then falls back to the server's login.
+    ///
+    /// This is what trusted systems do for a component that only needs a
+    /// queue: a login scoped to its own objects (e.g. a Graphile Worker or
+    /// pgmq schema with its own role), never the application's owner role.
+    pub async fn ensure_carrier_login(&self) -> Result<Option<CarrierLogin>, StoreError> {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext($1))",
+            &[&CARRIER_ROLE_LOCK],
+        )
+        .await?;
+        // Roles are shared by every database of the PostgreSQL cluster:
+        // one per database, so that two Switchyard clusters (or test
+        // databases) on one server do not overwrite each other's password.
+        let user: String = tx
+            .query_one(
+                "SELECT 'switchyard_carrier_' || left(md5(current_database()), 12)",
+                &[],
+            )
+            .await?
+            .get(0);
+        tx.execute(
+            "INSERT INTO cluster_secrets (name, secret) VALUES ('carrier_login', \
+             encode(sha256(gen_random_uuid()::text::bytea || clock_timestamp()::text::bytea), 'hex')) \
+             ON CONFLICT DO NOTHING",
+            &[],
+        )
+        .await?;
+        let password: String = tx
+            .query_one(
+                "SELECT secret FROM cluster_secrets WHERE name = 'carrier_login'",
+                &[],
+            )
+            .await?
+            .get(0);
+        let exists = tx
+            .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&user])
+            .await?
+            .is_some();
+        // DDL takes no parameters: `user` is `switchyard_carrier_` and hex,
+        // `password` is hex (both made above), so quoting them is safe.
+        let role = match exists {
+            true => format!(
+                "ALTER ROLE {user} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '{password}'"
+            ),
+            false => format!(
+                "CREATE ROLE {user} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '{password}'"
+            ),
+        };
+        if let Err(e) = tx.batch_execute(&role).await {
+            let e = StoreError::from(e);
+            if e.sqlstate() == Some("42501") {
+                // insufficient_privilege: the caller warns and falls back.
+                return Ok(None);
+            }
+            return Err(e);
+        }
+        tx.batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {user} AUTHORIZATION {user}"
+        ))
+        .await?;
+        tx.commit().await?;
+        Ok(Some(CarrierLogin { user, password }))
+    }
+}
+
+#[cfg(test)]
+mod carrier_login_tests {
+    use super::CarrierLogin;
+
+    #[test]
+    fn the_login_replaces_the_servers_credentials_in_both_url_forms() {
+        let login = CarrierLogin {
+            user: "switchyard_carrier_abc".into(),
+            password: "f00d".into(),
+        };
+        assert_eq!(
+            login.url("postgres://owner:secret@db.example:5432/switchyard?sslmode=disable"),
+            "postgres://switchyard_carrier_abc:f00d@db.example:5432/switchyard?sslmode=disable"
+        );
+        assert_eq!(
+            login.url("postgresql://db.example/switchyard"),
+            "postgresql://switchyard_carrier_abc:f00d@db.example/switchyard"
+        );
+        assert_eq!(
+            login.url("host=/tmp/pg user=postgres dbname=app"),
+            "host=/tmp/pg user=postgres dbname=app user='switchyard_carrier_abc' password='f00d'"
+        );
+        assert!(!format!("{login:?}").contains("f00d"));
+    }
+}

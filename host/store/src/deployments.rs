@@ -1,11 +1,40 @@
 //! Deployments and their replicas.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio_postgres::types::Json;
 
 use crate::{Store, StoreError};
+
+/// The scheduler's advisory lock key ("sy-sched" in spirit; any fixed key).
+const SCHEDULER_LOCK: i64 = 7377796463686564;
+
+/// How long a replica may stay in `staging` without progress before the
+/// scheduler brings it up again: longer than the slowest step that writes
+/// none (a control call's 30 s deadline, one 64 MiB range on a slow link).
+pub const STAGING_LEASE: Duration = Duration::from_secs(120);
+/// How long one stop of a replica may take before the scheduler stops it
+/// again (and then forgets it): a drain's 30 s deadline, the call's margin.
+pub const STOPPING_LEASE: Duration = Duration::from_secs(60);
+/// The wait before a failed replica is tried again, doubled with each
+/// failure in a row up to [`FAILED_BACKOFF_MAX`]: a broken model file or
+/// engine does not make a worker restart an engine every second.
+pub const FAILED_BACKOFF_BASE: Duration = Duration::from_secs(5);
+/// The longest wait between tries of a failed replica.
+pub const FAILED_BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// A stopping replica the scheduler claimed ([`Store::claim_stops`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopClaim {
+    /// The replica (and its engine's id).
+    pub id: String,
+    /// Its node.
+    pub node_id: String,
+    /// Its previous stop's lease ran out: stop once more, then forget it.
+    pub again: bool,
+}
 
 /// A deployment as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -190,13 +219,25 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Deletes a deployment and its replica rows; `false` for an unknown one.
+    /// Deletes a deployment; `false` for an unknown one. Its replicas stay,
+    /// `stopping`: their engines are drained and their GPUs counted until
+    /// the workers confirm ([`Store::claim_stops`]).
     pub async fn delete_deployment(&self, id: &str) -> Result<bool, StoreError> {
-        let n = self
-            .conn()
-            .await?
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        tx.execute(
+            "UPDATE deployment_replicas SET state = 'stopping', updated_at = now(),
+                detail = 'its deployment was deleted',
+                staged_bytes = NULL, staging_total_bytes = NULL,
+                state_until = NULL, retry_at = NULL
+             WHERE deployment_id = $1 AND state <> 'stopping'",
+            &[&id],
+        )
+        .await?;
+        let n = tx
             .execute("DELETE FROM deployments WHERE id = $1", &[&id])
             .await?;
+        tx.commit().await?;
         Ok(n == 1)
     }
 
@@ -211,6 +252,20 @@ impl Store {
             )
             .await?;
         Ok(rows.iter().map(replica).collect())
+    }
+
+    /// The ids of the replicas placed on `node` (in any state): the engines
+    /// the cluster knows there. A worker stops the others.
+    pub async fn replica_ids_on(&self, node: &str) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .conn()
+            .await?
+            .query(
+                "SELECT id FROM deployment_replicas WHERE node_id = $1 ORDER BY id",
+                &[&node],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     /// Places a replica.
@@ -233,26 +288,89 @@ impl Store {
         Ok(())
     }
 
-    /// Records a replica's state (staging progress is cleared).
+    /// Records a replica's state (staging progress is cleared). Entering
+    /// `staging` takes its lease from the database clock; a replica that is
+    /// `stopping` stays so (a bring-up that finishes after a delete or a
+    /// drain does not bring it back); `ready` clears the failure count.
     pub async fn set_replica_state(
         &self,
         id: &str,
         state: &str,
         detail: Option<&str>,
     ) -> Result<(), StoreError> {
+        let lease = (state == "staging").then_some(STAGING_LEASE.as_secs_f64());
         self.conn()
             .await?
             .execute(
                 "UPDATE deployment_replicas SET state = $2, detail = $3, updated_at = now(),
-                    staged_bytes = NULL, staging_total_bytes = NULL
-                 WHERE id = $1",
-                &[&id, &state, &detail],
+                    staged_bytes = NULL, staging_total_bytes = NULL,
+                    state_until = now() + make_interval(secs => $4),
+                    retry_at = NULL,
+                    failures = CASE WHEN $2 = 'ready' THEN 0 ELSE failures END
+                 WHERE id = $1 AND (state <> 'stopping' OR $2 = 'stopping')",
+                &[&id, &state, &detail, &lease],
             )
             .await?;
         Ok(())
     }
 
-    /// Records a staging replica's progress: `staged` of `total` bytes held by its node.
+    /// Takes a `placed` replica into `staging` for the caller, with a fresh
+    /// lease; `false` when it is not `placed` (another frontend took it).
+    pub async fn claim_staging(&self, id: &str, detail: &str) -> Result<bool, StoreError> {
+        let n = self
+            .conn()
+            .await?
+            .execute(
+                "UPDATE deployment_replicas SET state = 'staging', detail = $2, updated_at = now(),
+                    staged_bytes = NULL, staging_total_bytes = NULL,
+                    state_until = now() + make_interval(secs => $3)
+                 WHERE id = $1 AND state = 'placed'",
+                &[&id, &detail, &STAGING_LEASE.as_secs_f64()],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Renews a staging replica's lease: the frontend bringing it up is
+    /// alive and working on it.
+    pub async fn renew_staging(&self, id: &str) -> Result<(), StoreError> {
+        self.conn()
+            .await?
+            .execute(
+                "UPDATE deployment_replicas SET state_until = now() + make_interval(secs => $2)
+                 WHERE id = $1 AND state = 'staging'",
+                &[&id, &STAGING_LEASE.as_secs_f64()],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Records that a replica failed: it is tried again after a backoff that
+    /// doubles with each failure in a row ([`FAILED_BACKOFF_BASE`] up to
+    /// [`FAILED_BACKOFF_MAX`]); the failure count and the time are on the row.
+    pub async fn fail_replica(&self, id: &str, detail: &str) -> Result<(), StoreError> {
+        self.conn()
+            .await?
+            .execute(
+                "UPDATE deployment_replicas SET state = 'failed', detail = $2, updated_at = now(),
+                    staged_bytes = NULL, staging_total_bytes = NULL, state_until = NULL,
+                    failures = failures + 1,
+                    retry_at = now() + make_interval(secs =>
+                        least($4::float8, $3::float8 * power(2, least(failures, 30))))
+                 WHERE id = $1 AND state <> 'stopping'",
+                &[
+                    &id,
+                    &detail,
+                    &FAILED_BACKOFF_BASE.as_secs_f64(),
+                    &FAILED_BACKOFF_MAX.as_secs_f64(),
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Records a staging replica's progress: `staged` of `total` bytes held
+    /// by its node. Progress renews the staging lease.
     pub async fn set_replica_staging(
         &self,
         id: &str,
@@ -264,12 +382,85 @@ impl Store {
             .await?
             .execute(
                 "UPDATE deployment_replicas SET state = 'staging', detail = $4, updated_at = now(),
-                    staged_bytes = $2, staging_total_bytes = $3
-                 WHERE id = $1",
-                &[&id, &staged, &total, &detail],
+                    staged_bytes = $2, staging_total_bytes = $3,
+                    state_until = now() + make_interval(secs => $5)
+                 WHERE id = $1 AND state <> 'stopping'",
+                &[&id, &staged, &total, &detail, &STAGING_LEASE.as_secs_f64()],
             )
             .await?;
         Ok(())
+    }
+
+    /// Marks a replica to be stopped. Its GPUs stay counted (the row stays)
+    /// until the stop is confirmed; [`Store::claim_stops`] hands it to the
+    /// scheduler.
+    pub async fn begin_stop(&self, id: &str, detail: &str) -> Result<(), StoreError> {
+        self.conn()
+            .await?
+            .execute(
+                "UPDATE deployment_replicas SET state = 'stopping', detail = $2, updated_at = now(),
+                    staged_bytes = NULL, staging_total_bytes = NULL,
+                    state_until = NULL, retry_at = NULL
+                 WHERE id = $1 AND state <> 'stopping'",
+                &[&id, &detail],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Claims every stopping replica nobody works on: those not claimed yet
+    /// and those whose stop lease ran out (the frontend stopping it died, or
+    /// the worker never confirmed). Each claim holds for [`STOPPING_LEASE`].
+    pub async fn claim_stops(&self) -> Result<Vec<StopClaim>, StoreError> {
+        let rows = self
+            .conn()
+            .await?
+            .query(
+                "WITH due AS (
+                    SELECT id, state_until IS NOT NULL AS again FROM deployment_replicas
+                    WHERE state = 'stopping' AND (state_until IS NULL OR state_until < now())
+                    FOR UPDATE
+                 )
+                 UPDATE deployment_replicas r
+                    SET state_until = now() + make_interval(secs => $1), updated_at = now()
+                 FROM due WHERE r.id = due.id
+                 RETURNING r.id, r.node_id, due.again",
+                &[&STOPPING_LEASE.as_secs_f64()],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| StopClaim {
+                id: r.get(0),
+                node_id: r.get(1),
+                again: r.get(2),
+            })
+            .collect())
+    }
+
+    /// Puts back in `placed` (to be brought up again) the replicas whose
+    /// staging lease ran out, except those in `working` (a task of the
+    /// caller's still runs them), and the failed replicas whose backoff has
+    /// passed. Returns their ids.
+    pub async fn recover_replicas(&self, working: &[String]) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .conn()
+            .await?
+            .query(
+                "UPDATE deployment_replicas SET state = 'placed', updated_at = now(),
+                    staged_bytes = NULL, staging_total_bytes = NULL,
+                    state_until = NULL, retry_at = NULL,
+                    detail = CASE WHEN state = 'staging'
+                        THEN 'staging stopped making progress; staging again'
+                        ELSE 'trying again after ' || failures || ' failure(s): ' || coalesce(detail, '')
+                    END
+                 WHERE (state = 'staging' AND state_until < now() AND NOT (id = ANY($1)))
+                    OR (state = 'failed' AND retry_at <= now())
+                 RETURNING id",
+                &[&working],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     /// Removes a replica row.
@@ -281,26 +472,50 @@ impl Store {
         Ok(())
     }
 
-    /// Runs `pass` only if no other replica runs one now (a transaction-level
-    /// advisory lock): the scheduler acts from one frontend at a time.
-    pub async fn try_scheduler_lock(
-        &self,
-    ) -> Result<Option<deadpool_postgres::Object>, StoreError> {
-        let conn = self.conn().await?;
-        let row = conn
-            .query_one("SELECT pg_try_advisory_lock(7377796463686564)", &[])
+    /// Runs `pass` only if no other replica runs one now; `None` when
+    /// another does. The scheduler acts from one frontend at a time.
+    ///
+    /// The lock is transaction-level (`pg_try_advisory_xact_lock`) in a
+    /// transaction held open on one connection for the pass: it ends with
+    /// the transaction, whatever happens (a rollback when this future is
+    /// dropped, the server's cleanup when the connection dies). A
+    /// session-level lock on a pooled connection would outlive a failed
+    /// unlock and go back into the pool with the connection, where the next
+    /// user holds it unknowingly (and takes it again re-entrantly).
+    /// PostgreSQL's docs recommend transaction-level locks for this reason.
+    pub async fn scheduler_pass<F, T>(&self, pass: F) -> Result<Option<T>, StoreError>
+    where
+        F: std::future::Future<Output = T>,
+    {
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let row = tx
+            .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&SCHEDULER_LOCK])
             .await?;
-        Ok(row.get::<_, bool>(0).then_some(conn))
+        if !row.get::<_, bool>(0) {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let outcome = pass.await;
+        // Nothing was written in this transaction: ending it only unlocks.
+        tx.rollback().await?;
+        Ok(Some(outcome))
     }
 
-    /// Releases the lock [`Store::try_scheduler_lock`] took on `conn`.
-    pub async fn release_scheduler_lock(
-        &self,
-        conn: &deadpool_postgres::Object,
-    ) -> Result<(), StoreError> {
-        conn.execute("SELECT pg_advisory_unlock(7377796463686564)", &[])
+    /// Whether some replica holds the scheduler lock now (for tests and
+    /// diagnostics).
+    pub async fn scheduler_lock_held(&self) -> Result<bool, StoreError> {
+        let row = self
+            .conn()
+            .await?
+            .query_one(
+                "SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory'
+                    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND ((classid::bigint << 32) | objid::bigint) = $1",
+                &[&SCHEDULER_LOCK],
+            )
             .await?;
-        Ok(())
+        Ok(row.get(0))
     }
 }
 

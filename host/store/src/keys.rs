@@ -84,9 +84,11 @@ impl Store {
             &[],
         )
         .await?;
+        // The admin key is known by the `bootstrap` mark only this function
+        // sets: keys created through the API may take any name, `admin` too.
         let exists = tx
             .query_opt(
-                "SELECT 1 FROM api_keys WHERE name = 'admin' AND revoked_at IS NULL",
+                "SELECT 1 FROM api_keys WHERE bootstrap AND revoked_at IS NULL",
                 &[],
             )
             .await?
@@ -96,7 +98,8 @@ impl Store {
         }
         let token = chosen.map(str::to_string).unwrap_or_else(mint_token);
         tx.execute(
-            "INSERT INTO api_keys (id, name, token_sha256, scopes) VALUES ($1, 'admin', $2, ARRAY['admin'])",
+            "INSERT INTO api_keys (id, name, token_sha256, scopes, bootstrap) \
+             VALUES ($1, 'admin', $2, ARRAY['admin'], true)",
             &[&random_id("key"), &token_digest(&token)],
         )
         .await?;

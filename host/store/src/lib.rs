@@ -9,6 +9,7 @@
 //! - [`instances`]: frontend replica membership.
 //! - [`nodes`]: registration tokens, workers and their credentials, connection claims.
 //! - [`error`]: the store's error type.
+//! - `tls`: TLS to PostgreSQL as `sslmode` asks (disable, prefer, require, verify-full).
 
 pub mod admission;
 pub mod cluster;
@@ -21,13 +22,42 @@ pub mod migrations;
 pub mod models;
 pub mod nodes;
 pub mod plugins;
+mod tls;
 
-use std::str::FromStr;
+use std::time::Duration;
 
 pub use error::StoreError;
 
 /// Connections a replica keeps open to PostgreSQL.
 const POOL_SIZE: usize = 16;
+
+/// How long the pool waits on the database before a request is answered
+/// 503 `database_unavailable`. Without a bound, a PostgreSQL that stalls
+/// (a full disk, a lock, a network partition) holds every request open
+/// until its client gives up; with one, clients and load balancers learn
+/// at once and retry elsewhere (what PgBouncer's `query_wait_timeout` and
+/// HikariCP's `connectionTimeout` do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolTimeouts {
+    /// For a free connection when all are in use.
+    pub wait: Duration,
+    /// To open a new connection (TCP, TLS, startup and authentication).
+    pub create: Duration,
+    /// To check a returned connection before it is handed out again.
+    pub recycle: Duration,
+}
+
+impl Default for PoolTimeouts {
+    fn default() -> Self {
+        // A healthy database answers all three in milliseconds; a few
+        // seconds absorb a busy moment without holding requests for long.
+        Self {
+            wait: Duration::from_secs(5),
+            create: Duration::from_secs(5),
+            recycle: Duration::from_secs(5),
+        }
+    }
+}
 
 /// The channel on which a change of admission bindings is announced.
 pub const ADMISSION_CHANNEL: &str = "switchyard_admission";
@@ -37,6 +67,7 @@ pub const ADMISSION_CHANNEL: &str = "switchyard_admission";
 pub struct Store {
     pool: deadpool_postgres::Pool,
     config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
 }
 
 impl std::fmt::Debug for Store {
@@ -48,14 +79,26 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Connects, checks the connection and applies pending migrations.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let config = tokio_postgres::Config::from_str(url)
-            .map_err(|e| StoreError::Config(format!("invalid database URL: {e}")))?;
-        let manager = deadpool_postgres::Manager::new(config.clone(), tokio_postgres::NoTls);
+        Self::connect_with(url, PoolTimeouts::default()).await
+    }
+
+    /// [`Store::connect`] with other pool timeouts.
+    pub async fn connect_with(url: &str, timeouts: PoolTimeouts) -> Result<Self, StoreError> {
+        let (mut config, verify) = tls::parse(url)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(timeouts.create);
+        }
+        let tls = tls::connector(verify);
+        let manager = deadpool_postgres::Manager::new(config.clone(), tls.clone());
         let pool = deadpool_postgres::Pool::builder(manager)
             .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(timeouts.wait))
+            .create_timeout(Some(timeouts.create))
+            .recycle_timeout(Some(timeouts.recycle))
             .build()
             .map_err(|e| StoreError::Config(e.to_string()))?;
-        let store = Self { pool, config };
+        let store = Self { pool, config, tls };
         migrations::apply(&store).await?;
         Ok(store)
     }
@@ -72,7 +115,7 @@ impl Store {
         channel: &str,
     ) -> Result<(tokio_postgres::Client, tokio::sync::mpsc::Receiver<String>), StoreError> {
         use futures::StreamExt;
-        let (client, mut connection) = self.config.connect(tokio_postgres::NoTls).await?;
+        let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
@@ -91,5 +134,34 @@ impl Store {
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.conn().await?.simple_query("SELECT 1").await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_database_that_never_answers_is_unavailable_within_the_timeouts() {
+        // Connections are accepted (into the kernel's backlog) and never answered.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let quick = PoolTimeouts {
+            wait: Duration::from_millis(300),
+            create: Duration::from_millis(300),
+            recycle: Duration::from_millis(300),
+        };
+        let url = format!("host=127.0.0.1 port={port} user=switchyard dbname=switchyard");
+        let connected =
+            tokio::time::timeout(Duration::from_secs(10), Store::connect_with(&url, quick))
+                .await
+                .expect("connecting hung past its timeouts");
+        assert!(
+            matches!(connected, Err(StoreError::Pool(_))),
+            "{:?}",
+            connected.err()
+        );
     }
 }

@@ -23,6 +23,21 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "placement",
         include_str!("../migrations/0006_placement.sql"),
     ),
+    (
+        7,
+        "replica_leases",
+        include_str!("../migrations/0007_replica_leases.sql"),
+    ),
+    (
+        8,
+        "api_keys",
+        include_str!("../migrations/0008_api_keys.sql"),
+    ),
+    (
+        9,
+        "registration_tokens",
+        include_str!("../migrations/0009_registration_tokens.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").

@@ -105,6 +105,29 @@ impl Store {
         Ok(RevisionInsert::Created)
     }
 
+    /// The size a registered manifest gives the blob `sha256`, if any names it.
+    pub async fn manifest_blob_size(&self, sha256: &str) -> Result<Option<i64>, StoreError> {
+        let row = self
+            .conn()
+            .await?
+            .query_opt(
+                "SELECT size FROM model_files WHERE sha256 = $1 LIMIT 1",
+                &[&sha256],
+            )
+            .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Every blob some manifest names (the library keeps these).
+    pub async fn referenced_blobs(&self) -> Result<std::collections::HashSet<String>, StoreError> {
+        let rows = self
+            .conn()
+            .await?
+            .query("SELECT DISTINCT sha256 FROM model_files", &[])
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     /// One manifest.
     pub async fn model_revision(
         &self,

@@ -21,6 +21,56 @@ pub struct RegistrationToken {
     pub created_at: String,
     /// When it was revoked.
     pub revoked_at: Option<String>,
+    /// When it stops registering workers; `None`: never.
+    pub expires_at: Option<String>,
+    /// How many registrations it may make; `None`: no limit.
+    pub max_uses: Option<i32>,
+    /// How many it made.
+    pub uses: i32,
+    /// When it last registered a worker.
+    pub last_used_at: Option<String>,
+}
+
+/// What limits a new registration token.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenLimits {
+    /// Seconds it lives; `None`: until revoked.
+    pub ttl_seconds: Option<i64>,
+    /// Registrations it may make; `None`: no limit.
+    pub max_uses: Option<i32>,
+}
+
+/// Why a registration was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegistrationRefused {
+    /// No live registration token has this digest (unknown, revoked,
+    /// expired or used up).
+    Token,
+    /// The name belongs to a node, and neither its credential was shown
+    /// nor an admin released it.
+    NameTaken,
+}
+
+fn token_columns() -> String {
+    format!(
+        "id, name, to_char(created_at AT TIME ZONE 'UTC', {TIME}), \
+         to_char(revoked_at AT TIME ZONE 'UTC', {TIME}), \
+         to_char(expires_at AT TIME ZONE 'UTC', {TIME}), max_uses, uses, \
+         to_char(last_used_at AT TIME ZONE 'UTC', {TIME})"
+    )
+}
+
+fn registration_token(row: &tokio_postgres::Row) -> RegistrationToken {
+    RegistrationToken {
+        id: row.get(0),
+        name: row.get(1),
+        created_at: row.get(2),
+        revoked_at: row.get(3),
+        expires_at: row.get(4),
+        max_uses: row.get(5),
+        uses: row.get(6),
+        last_used_at: row.get(7),
+    }
 }
 
 /// A node as the API shows it.
@@ -99,6 +149,8 @@ pub struct Registration<'a> {
     pub labels: &'a BTreeMap<String, String>,
     /// Approve at once (the frontend's `--auto-approve`).
     pub auto_approve: bool,
+    /// The credential of the node of this name, when it registers again.
+    pub credential: Option<&'a str>,
 }
 
 /// What a heartbeat reports; `None` leaves the stored value as it is
@@ -119,6 +171,7 @@ impl Store {
         &self,
         name: &str,
         created_by: &str,
+        limits: TokenLimits,
     ) -> Result<(RegistrationToken, String), StoreError> {
         let token = mint_token();
         let row = self
@@ -126,52 +179,103 @@ impl Store {
             .await?
             .query_one(
                 &format!(
-                    "INSERT INTO registration_tokens (id, name, token_sha256, created_by) VALUES ($1, $2, $3, $4)
-                     RETURNING id, name, to_char(created_at AT TIME ZONE 'UTC', {TIME}), NULL::text"
+                    "INSERT INTO registration_tokens (id, name, token_sha256, created_by, expires_at, max_uses)
+                     VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::bigint), $6)
+                     RETURNING {}",
+                    token_columns()
                 ),
-                &[&random_id("reg"), &name, &token_digest(&token), &created_by],
+                &[
+                    &random_id("reg"),
+                    &name,
+                    &token_digest(&token),
+                    &created_by,
+                    &limits.ttl_seconds,
+                    &limits.max_uses,
+                ],
             )
             .await?;
-        let record = RegistrationToken {
-            id: row.get(0),
-            name: row.get(1),
-            created_at: row.get(2),
-            revoked_at: row.get(3),
-        };
-        Ok((record, token))
+        Ok((registration_token(&row), token))
     }
 
-    /// The stored digest of the live registration token with this digest.
-    pub async fn registration_token(&self, digest: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    /// Every registration token, newest first (never the tokens themselves).
+    pub async fn registration_tokens(&self) -> Result<Vec<RegistrationToken>, StoreError> {
+        let rows = self
+            .conn()
+            .await?
+            .query(
+                &format!(
+                    "SELECT {} FROM registration_tokens ORDER BY created_at DESC, id",
+                    token_columns()
+                ),
+                &[],
+            )
+            .await?;
+        Ok(rows.iter().map(registration_token).collect())
+    }
+
+    /// Revokes a registration token (again: no change); `None` for an unknown id.
+    pub async fn revoke_registration_token(
+        &self,
+        id: &str,
+    ) -> Result<Option<RegistrationToken>, StoreError> {
         let row = self
             .conn()
             .await?
             .query_opt(
-                "SELECT token_sha256 FROM registration_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL",
-                &[&digest],
+                &format!(
+                    "UPDATE registration_tokens SET revoked_at = coalesce(revoked_at, now())
+                     WHERE id = $1 RETURNING {}",
+                    token_columns()
+                ),
+                &[&id],
             )
             .await?;
-        Ok(row.map(|r| r.get(0)))
+        Ok(row.as_ref().map(registration_token))
     }
 
     /// Registers (or re-registers) a worker by name with a fresh credential,
-    /// returned once. A re-registration replaces the old credential and
-    /// waits for approval again unless `auto_approve`: holding the
-    /// registration token must not be enough to take over an approved node.
+    /// returned once, if the registration token with digest `token_sha256`
+    /// is live (not revoked, not expired, not used up; this use is counted).
+    ///
+    /// A name that is taken is registered again only with that node's
+    /// current credential (`registration.credential`) or after an admin
+    /// released it ([`Store::release_node`]): the registration token alone
+    /// must not lock out, or take over, a node that exists. A
+    /// re-registration replaces the old credential and waits for approval
+    /// again unless `auto_approve`.
     pub async fn register_node(
         &self,
+        token_sha256: &[u8],
         registration: Registration<'_>,
-    ) -> Result<(Node, String), StoreError> {
+    ) -> Result<Result<(Node, String), RegistrationRefused>, StoreError> {
         let credential = mint_token();
         let state = if registration.auto_approve {
             "healthy"
         } else {
             "pending"
         };
-        let row = self
-            .conn()
-            .await?
-            .query_one(
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        // Counted in the same transaction: a refused registration uses nothing,
+        // and two registrations racing for the last use cannot both have it.
+        let token = tx
+            .query_opt(
+                "UPDATE registration_tokens SET uses = uses + 1, last_used_at = now()
+                 WHERE token_sha256 = $1 AND revoked_at IS NULL
+                   AND (expires_at IS NULL OR expires_at > now())
+                   AND (max_uses IS NULL OR uses < max_uses)
+                 RETURNING id",
+                &[&token_sha256],
+            )
+            .await?;
+        if token.is_none() {
+            return Ok(Err(RegistrationRefused::Token));
+        }
+        let shown = registration.credential.map(token_digest);
+        // The conflict's WHERE makes taking a name and checking the right
+        // to it one statement: no window between the check and the write.
+        let row = tx
+            .query_opt(
                 &format!(
                     "INSERT INTO nodes (id, name, state, credential_sha256, address, inventory, approved_at, approved_by, labels)
                      VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7 THEN now() END, CASE WHEN $7 THEN 'auto-approve' END, $8)
@@ -180,7 +284,8 @@ impl Store {
                         address = EXCLUDED.address, inventory = EXCLUDED.inventory,
                         labels = EXCLUDED.labels, files_held = '{{}}',
                         registered_at = now(), approved_at = EXCLUDED.approved_at,
-                        approved_by = EXCLUDED.approved_by
+                        approved_by = EXCLUDED.approved_by, registration_open = false
+                     WHERE nodes.registration_open OR nodes.credential_sha256 = $9
                      RETURNING {}",
                     node_columns()
                 ),
@@ -193,10 +298,36 @@ impl Store {
                     registration.inventory,
                     &registration.auto_approve,
                     &Json(registration.labels),
+                    &shown,
                 ],
             )
             .await?;
-        Ok((node(&row), credential))
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Ok(Err(RegistrationRefused::NameTaken));
+        };
+        tx.commit().await?;
+        Ok(Ok((node(&row), credential)))
+    }
+
+    /// Lets the next registration of a node's name take it over (a worker
+    /// that lost its identity): its current credential is revoked at once.
+    /// `None` for an unknown node.
+    pub async fn release_node(&self, id: &str) -> Result<Option<Node>, StoreError> {
+        let row = self
+            .conn()
+            .await?
+            .query_opt(
+                &format!(
+                    "UPDATE nodes SET registration_open = true, credential_sha256 = $2
+                     WHERE id = $1 RETURNING {}",
+                    node_columns()
+                ),
+                // The digest of a token nobody holds.
+                &[&id, &token_digest(&mint_token())],
+            )
+            .await?;
+        Ok(row.as_ref().map(node))
     }
 
     /// What authenticating a node needs; `None` for an unknown node.

@@ -135,6 +135,8 @@ impl CarrierLink {
                     sha256: spec.sha256,
                     config: serde_json::json!({"servers": [url], "roots": ROOTS}).to_string(),
                     database_url: None,
+                    // The operator's --nats-url is the only place the plugin may dial.
+                    allowed_endpoints: vec![switchyard_carrier::Endpoint::Tcp(url.clone())],
                 },
                 self.runtime.clone(),
             )
@@ -154,12 +156,14 @@ impl CarrierLink {
         match &self.address {
             Some(address) => {
                 let address = address.clone();
-                let proof = hex::encode(sha2::Sha256::digest(identity.credential.as_bytes()));
+                let key = switchyard_carrier::direct::stream_key(&sha2::Sha256::digest(
+                    identity.credential.as_bytes(),
+                ));
                 tasks.push(tokio::spawn(async move {
                     match tokio::net::TcpListener::bind(&address).await {
                         Ok(listener) => {
                             tracing::info!(%address, "serving streams");
-                            switchyard_carrier::direct::serve(listener, proof, acceptor).await;
+                            switchyard_carrier::direct::serve(listener, key, acceptor).await;
                         }
                         Err(e) => tracing::error!(%address, error = %e, "cannot serve streams"),
                     }
@@ -209,6 +213,13 @@ async fn hold_lanes(
                                 _ = bulk.lost() => { bulk.close(); None }
                             }
                         }
+                        Err(e) if e.is_expected_on_bulk() => {
+                            tracing::debug!(error = %e, "bulk lane not yet where the inference lane is; redialling");
+                            tokio::select! {
+                                reason = inference.lost() => Some(reason),
+                                _ = tokio::time::sleep(FIRST_BACKOFF) => None,
+                            }
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, "bulk lane dial failed");
                             tokio::select! {
@@ -230,6 +241,33 @@ async fn hold_lanes(
     }
 }
 
+/// Why a lane was not dialled.
+#[derive(Debug, thiserror::Error)]
+enum DialError {
+    /// The frontend answered the upgrade with this status.
+    #[error("the frontend answered {0}")]
+    Answered(tokio_tungstenite::tungstenite::http::StatusCode),
+    /// Anything else (no connection, a bad credential header, the session).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for DialError {
+    fn from(e: String) -> Self {
+        Self::Other(e)
+    }
+}
+
+impl DialError {
+    /// A 409 to the bulk lane: the frontend that took the inference lane
+    /// registers it once the session's HELLO is through, and a bulk dial
+    /// right after can arrive first. The next dial finds it; a first start
+    /// always sees this once, so it is no warning.
+    fn is_expected_on_bulk(&self) -> bool {
+        matches!(self, Self::Answered(status) if status.as_u16() == 409)
+    }
+}
+
 /// Dials one lane and starts its session.
 async fn dial(
     runtime: &Arc<Runtime>,
@@ -237,7 +275,7 @@ async fn dial(
     identity: &Identity,
     lane: Lane,
     acceptor: &Acceptor,
-) -> Result<TunnelSession, String> {
+) -> Result<TunnelSession, DialError> {
     let lane_name = match lane {
         Lane::Inference => "inference",
         Lane::Bulk => "bulk",
@@ -266,9 +304,9 @@ async fn dial(
             .await
             .map_err(|e| match e {
                 tokio_tungstenite::tungstenite::Error::Http(response) => {
-                    format!("the frontend answered {}", response.status())
+                    DialError::Answered(response.status())
                 }
-                other => other.to_string(),
+                other => DialError::Other(other.to_string()),
             })?;
     let (session, transport) = TunnelSession::start(
         runtime.clone(),
@@ -280,4 +318,20 @@ async fn dial(
     .await?;
     tokio::spawn(websocket::pump(socket, transport));
     Ok(session)
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_tungstenite::tungstenite::http::StatusCode;
+
+    use super::DialError;
+
+    #[test]
+    fn only_a_409_to_the_bulk_lane_is_an_expected_race() {
+        assert!(DialError::Answered(StatusCode::CONFLICT).is_expected_on_bulk());
+        for other in [StatusCode::UNAUTHORIZED, StatusCode::SERVICE_UNAVAILABLE] {
+            assert!(!DialError::Answered(other).is_expected_on_bulk());
+        }
+        assert!(!DialError::Other("connection refused".into()).is_expected_on_bulk());
+    }
 }

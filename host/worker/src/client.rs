@@ -25,6 +25,9 @@ pub enum HeartbeatAnswer {
         state: String,
         /// The active carrier and its epoch (null until carriers run).
         carrier: Value,
+        /// The engine ids the cluster knows on this node; `None` from a
+        /// frontend that does not say (then nothing is stopped).
+        engines: Option<Vec<String>>,
     },
     /// The credential is no longer valid (the node re-registered elsewhere or was removed).
     CredentialRefused,
@@ -55,7 +58,9 @@ impl FrontendClient {
         }
     }
 
-    /// Registers with the registration token; returns the node's own identity.
+    /// Registers with the registration token; returns the node's own
+    /// identity. `credential` is the one this worker holds, if any: a name
+    /// that is taken is registered again only with it.
     pub async fn register(
         &self,
         token: &str,
@@ -63,12 +68,13 @@ impl FrontendClient {
         address: Option<&str>,
         inventory: &Value,
         labels: &BTreeMap<String, String>,
+        credential: Option<&str>,
     ) -> Result<(Identity, String), WorkerError> {
         let response = self
             .http
             .post(format!("{}/api/nodes/register", self.base))
             .bearer_auth(token)
-            .json(&json!({"name": name, "address": address, "inventory": inventory, "labels": labels}))
+            .json(&json!({"name": name, "address": address, "inventory": inventory, "labels": labels, "credential": credential}))
             .send()
             .await
             .map_err(|e| WorkerError::Frontend(format!("{}: {e}", self.base)))?;
@@ -141,6 +147,7 @@ impl FrontendClient {
         Ok(HeartbeatAnswer::Ok {
             state: body["state"].as_str().unwrap_or_default().to_string(),
             carrier: body["carrier"].clone(),
+            engines: serde_json::from_value(body["engines"].clone()).ok(),
         })
     }
 }

@@ -32,6 +32,10 @@ pub struct WorkerConfig {
     /// Labels (`--label key=value`) deployments' node selectors match;
     /// reported at registration and in every heartbeat.
     pub labels: BTreeMap<String, String>,
+    /// What an `engine.start` may choose beyond the cached model (default:
+    /// nothing; `--allow-engine-arg`, `--allow-engine-env`,
+    /// `--allow-engine-model-root`).
+    pub engine_start: crate::node::EngineStartPolicy,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -52,6 +56,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("gpus", &self.gpus)
             .field("disk_reserve_bytes", &self.disk_reserve_bytes)
             .field("labels", &self.labels)
+            .field("engine_start", &self.engine_start)
             .finish()
     }
 }

@@ -1,7 +1,8 @@
 //! The node's identity: its id and its own credential, kept in
 //! `<data-dir>/node.json` (mode 0600) so a restart does not re-register.
 
-use std::os::unix::fs::PermissionsExt;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -52,21 +53,62 @@ pub fn load(data_dir: &Path) -> Result<Option<Identity>, WorkerError> {
     }
 }
 
-/// Stores an identity, readable only by this user.
+/// Stores an identity, readable only by this user, durably: the credential
+/// is never in a file another user can read, not even for a moment, and a
+/// crash leaves the old identity or the new one, never a torn file. (The
+/// write-temp, fsync, rename, fsync-directory sequence is what SQLite and
+/// etcd's WAL use for the same promise.)
 pub fn store(data_dir: &Path, identity: &Identity) -> Result<(), WorkerError> {
     let path = path(data_dir);
     std::fs::create_dir_all(data_dir).map_err(|e| error(&path, e))?;
     let tmp = path.with_extension("json.tmp");
     let text = serde_json::to_string_pretty(identity).map_err(|e| error(&path, e))?;
-    std::fs::write(&tmp, text).map_err(|e| error(&tmp, e))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+    // A leftover from a crash, or a link planted there, is removed, never
+    // written through: `create_new` (O_EXCL) does not follow links.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(error(&tmp, e)),
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
         .map_err(|e| error(&tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| error(&path, e))
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| error(&tmp, e))?;
+    drop(file);
+    std::fs::rename(&tmp, &path).map_err(|e| error(&path, e))?;
+    std::fs::File::open(data_dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|e| error(data_dir, e))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
+
+    #[test]
+    fn a_link_planted_at_the_temporary_file_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "unchanged").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join("node.json.tmp")).unwrap();
+        let identity = Identity {
+            node_id: "node_1".into(),
+            credential: "sy_secret".into(),
+            frontend: "http://f".into(),
+        };
+        store(dir.path(), &identity).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "unchanged");
+        assert_eq!(load(dir.path()).unwrap(), Some(identity));
+        let stored = std::fs::symlink_metadata(dir.path().join("node.json")).unwrap();
+        assert!(stored.file_type().is_file());
+        assert_eq!(stored.permissions().mode() & 0o777, 0o600);
+    }
 
     #[test]
     fn round_trip_private_and_never_debug_printed() {

@@ -7,6 +7,13 @@
 //! A stream service's request starts with one JSON line; `blob` answers one
 //! JSON line, `inference` a JSON head line (`{status, headers}`) and then
 //! the engine's body as it comes.
+//!
+//! Whoever reaches these verbs and services does not choose what runs: an
+//! `engine.start` is parsed under the worker's [`EngineStartPolicy`] (see
+//! [`start`]) and an `inference` head must name a `/v1/` path (see [`head`]).
+
+mod head;
+pub mod start;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +30,7 @@ use switchyard_carrier::{Stream, StreamReader};
 use crate::engines::{Engine, EngineBinaries, EngineSpec, EngineState};
 use crate::placement::Placement;
 use crate::services;
+pub use start::EngineStartPolicy;
 
 /// The longest first line of a stream request.
 const MAX_HEAD: usize = 64 * 1024;
@@ -30,12 +38,21 @@ const MAX_HEAD: usize = 64 * 1024;
 const COALESCE_LIMIT: usize = 64 * 1024;
 /// How long a drain waits when the caller names no deadline.
 const DEFAULT_DRAIN: Duration = Duration::from_secs(60);
+/// Heartbeat answers in a row that must leave an engine out before the
+/// worker stops it. The frontend writes a replica's row before it starts the
+/// engine, so a running engine is left out only when its replica is gone
+/// (deleted, or forgotten after a stop that never got here); more than one
+/// answer rules out one computed just before the row was written.
+pub const UNKNOWN_ENGINE_GRACE_BEATS: u32 = 3;
 
 /// A worker's cache and engines.
 pub struct Node {
     placement: Placement,
     binaries: EngineBinaries,
+    policy: EngineStartPolicy,
     engines: Mutex<HashMap<String, Arc<Engine>>>,
+    /// Engines the last heartbeat answers left out, and how many in a row.
+    unknown: Mutex<HashMap<String, u32>>,
     http: reqwest::Client,
 }
 
@@ -67,12 +84,19 @@ struct EngineRef {
 }
 
 impl Node {
-    /// A node over its cache, starting engines from `binaries`.
-    pub fn new(placement: Placement, binaries: EngineBinaries) -> Arc<Self> {
+    /// A node over its cache, starting engines from `binaries` as `policy`
+    /// allows.
+    pub fn new(
+        placement: Placement,
+        binaries: EngineBinaries,
+        policy: EngineStartPolicy,
+    ) -> Arc<Self> {
         Arc::new(Self {
             placement,
             binaries,
+            policy,
             engines: Mutex::new(HashMap::new()),
+            unknown: Mutex::new(HashMap::new()),
             http: reqwest::Client::new(),
         })
     }
@@ -105,6 +129,31 @@ impl Node {
         list
     }
 
+    /// Hears the engine ids the cluster knows on this node (a heartbeat's
+    /// answer): an engine left out of [`UNKNOWN_ENGINE_GRACE_BEATS`] answers
+    /// in a row is stopped, in the background. Returns the ids stopped now.
+    pub fn stop_unknown(&self, known: &[String]) -> Vec<String> {
+        let mut engines = self.engines.lock().expect("engines lock");
+        let mut unknown = self.unknown.lock().expect("unknown lock");
+        unknown.retain(|id, _| engines.contains_key(id) && !known.contains(id));
+        let mut doomed = Vec::new();
+        for id in engines.keys().filter(|id| !known.contains(id)) {
+            let missed = unknown.entry(id.clone()).or_default();
+            *missed += 1;
+            if *missed >= UNKNOWN_ENGINE_GRACE_BEATS {
+                doomed.push(id.clone());
+            }
+        }
+        for id in &doomed {
+            unknown.remove(id);
+            if let Some(engine) = engines.remove(id) {
+                tracing::warn!(engine = %id, "no replica names this engine any more; stopping it");
+                tokio::spawn(async move { engine.stop().await });
+            }
+        }
+        doomed
+    }
+
     fn engine(&self, id: &str) -> Option<Arc<Engine>> {
         self.engines.lock().expect("engines lock").get(id).cloned()
     }
@@ -135,7 +184,13 @@ impl Node {
                         }
                         Ok(Bytes::from(json!({"deleted": digests.len()}).to_string()))
                     }
-                    "engine.start" => node.start_engine(node.resolve_model(parse(&payload)?)?),
+                    "engine.start" => {
+                        let spec = node
+                            .policy
+                            .parse(&payload, |sha256| node.placement.path(sha256))
+                            .map_err(|e| refusal(e.code, e.message))?;
+                        node.start_engine(spec)
+                    }
                     "engine.stop" | "engine.drain" => {
                         let target: EngineRef = parse(&payload)?;
                         let engine = node
@@ -163,22 +218,6 @@ impl Node {
                 }
             })
         })
-    }
-
-    /// An engine spec that names its model by SHA-256 (`model_sha256`)
-    /// runs the placement cache's verified copy.
-    fn resolve_model(&self, mut request: Value) -> Result<EngineSpec, ControlRefusal> {
-        if let Some(sha256) = request["model_sha256"].as_str() {
-            let path = self.placement.path(sha256);
-            if !path.is_file() {
-                return Err(refusal(
-                    "model_missing",
-                    format!("file {sha256} is not in this worker's placement cache"),
-                ));
-            }
-            request["model_path"] = json!(path);
-        }
-        serde_json::from_value(request).map_err(|e| refusal("invalid_request", e))
     }
 
     fn start_engine(&self, spec: EngineSpec) -> Result<Bytes, ControlRefusal> {
@@ -271,14 +310,6 @@ impl Node {
     }
 
     async fn serve_inference(self: Arc<Self>, stream: Stream) {
-        #[derive(Deserialize)]
-        struct Head {
-            replica: String,
-            method: String,
-            path: String,
-            #[serde(default)]
-            headers: Vec<(String, String)>,
-        }
         let Stream {
             mut reader,
             mut writer,
@@ -295,12 +326,10 @@ impl Node {
                 return writer.finish();
             }
         };
-        let head: Head = match serde_json::from_slice(&head) {
+        let head = match head::parse(&head) {
             Ok(head) => head,
             Err(e) => {
-                let _ = writer
-                    .write(fail(400, "invalid_request", e.to_string()))
-                    .await;
+                let _ = writer.write(fail(400, "invalid_request", e)).await;
                 return writer.finish();
             }
         };
@@ -334,11 +363,9 @@ impl Node {
                 Err(_) => return,
             }
         }
-        let method =
-            reqwest::Method::from_bytes(head.method.as_bytes()).unwrap_or(reqwest::Method::POST);
         let mut request = self
             .http
-            .request(method, format!("{}{}", engine.url(), head.path))
+            .request(head.method, format!("{}{}", engine.url(), head.path))
             .body(body.freeze());
         for (name, value) in &head.headers {
             request = request.header(name, value);
@@ -425,4 +452,113 @@ fn chunks(
         Some((chunk.map_err(|e| e.to_string()), reader))
     });
     Box::pin(first.chain(rest))
+}
+
+#[cfg(test)]
+mod unknown_engine_tests {
+    use super::*;
+
+    /// A node with engines `ids` supervised (their program need not exist:
+    /// a supervised engine that cannot start keeps restarting).
+    fn node_with(ids: &[&str]) -> (Arc<Node>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let placement = Placement::open(&dir.path().join("models"), 0).unwrap();
+        let binaries = EngineBinaries {
+            switchyard: dir.path().join("absent"),
+            llama_server: dir.path().join("absent"),
+            python: dir.path().join("absent"),
+        };
+        let node = Node::new(placement, binaries.clone(), EngineStartPolicy::default());
+        for id in ids {
+            let spec: EngineSpec = serde_json::from_value(json!({
+                "id": id, "kind": "reference", "model_path": dir.path().join("m.gguf"),
+                "served_model_name": "m", "gpus": [0],
+            }))
+            .unwrap();
+            let engine = Engine::start(spec, binaries.clone()).unwrap();
+            node.engines
+                .lock()
+                .unwrap()
+                .insert(id.to_string(), Arc::new(engine));
+        }
+        (node, dir)
+    }
+
+    fn running(node: &Node) -> Vec<String> {
+        let mut ids: Vec<String> = node.engines.lock().unwrap().keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    #[tokio::test]
+    async fn an_engine_no_answer_names_is_stopped_after_the_grace() {
+        let (node, _dir) = node_with(&["rep_known", "rep_gone"]);
+        let known = vec!["rep_known".to_string()];
+        for _ in 1..UNKNOWN_ENGINE_GRACE_BEATS {
+            assert!(node.stop_unknown(&known).is_empty());
+        }
+        assert_eq!(running(&node), ["rep_gone", "rep_known"]);
+        assert_eq!(node.stop_unknown(&known), ["rep_gone"]);
+        assert_eq!(running(&node), ["rep_known"]);
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_names_the_engine_again_restarts_the_grace() {
+        let (node, _dir) = node_with(&["rep_late"]);
+        let none: Vec<String> = Vec::new();
+        let late = vec!["rep_late".to_string()];
+        // One answer computed before the replica's row was written leaves it
+        // out; the next names it: the count starts again.
+        for _ in 1..UNKNOWN_ENGINE_GRACE_BEATS {
+            assert!(node.stop_unknown(&none).is_empty());
+        }
+        assert!(node.stop_unknown(&late).is_empty());
+        for _ in 1..UNKNOWN_ENGINE_GRACE_BEATS {
+            assert!(node.stop_unknown(&none).is_empty());
+        }
+        assert_eq!(running(&node), ["rep_late"]);
+    }
+}
+
+#[cfg(test)]
+mod start_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn engine_start_through_the_control_verbs_obeys_the_workers_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        let placement = Placement::open(&dir.path().join("models"), 0).unwrap();
+        let node = Node::new(
+            placement,
+            EngineBinaries::default(),
+            EngineStartPolicy::default(),
+        );
+        let control = node.control();
+        let refused = control(
+            "engine.start".into(),
+            Bytes::from(
+                json!({
+                    "id": "r1", "kind": "reference", "served_model_name": "m",
+                    "model_sha256": "ab".repeat(32),
+                    "env": {"LD_PRELOAD": dir.path().join("models/blobs/sha256/evil.so")},
+                })
+                .to_string(),
+            ),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(refused.code, "not_allowed", "{}", refused.message);
+        let refused = control(
+            "engine.start".into(),
+            Bytes::from(
+                json!({"id": "r1", "kind": "reference", "served_model_name": "m",
+                    "model_path": "/bin/sh"})
+                .to_string(),
+            ),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(refused.code, "not_allowed", "{}", refused.message);
+        assert!(node.engines().is_empty());
+    }
 }

@@ -100,7 +100,7 @@ impl Drop for Slot {
     }
 }
 
-fn valid_digest(s: &str) -> bool {
+pub(crate) fn valid_digest(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))

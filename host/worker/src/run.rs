@@ -33,7 +33,7 @@ pub async fn run(
     tracing::info!(source = %gpus.source, count = gpus.gpus.len(), "GPU inventory");
     let mut identity = match identity::load(&config.data_dir)? {
         Some(identity) if identity.frontend == config.frontend.trim_end_matches('/') => identity,
-        _ => register(&client, &config, &gpus).await?,
+        held => register(&client, &config, &gpus, held.as_ref()).await?,
     };
     tokio::pin!(shutdown);
     let mut state = String::new();
@@ -46,7 +46,11 @@ pub async fn run(
             path: config.data_dir.join("models").display().to_string(),
             message: e.to_string(),
         })?;
-    let node = Node::new(placement, EngineBinaries::default());
+    let node = Node::new(
+        placement,
+        EngineBinaries::default(),
+        config.engine_start.clone(),
+    );
     let mut link = CarrierLink::new(
         runtime,
         config.carrier_plugins.clone(),
@@ -68,8 +72,12 @@ pub async fn run(
             Ok(HeartbeatAnswer::Ok {
                 state: now,
                 carrier,
+                engines,
             }) => {
                 reported = Some(held);
+                if let Some(known) = engines {
+                    node.stop_unknown(&known);
+                }
                 // A pending node is refused at connect; wait for approval.
                 if now != "pending"
                     && let Some(name) = carrier["carrier"].as_str()
@@ -90,7 +98,7 @@ pub async fn run(
             Ok(HeartbeatAnswer::CredentialRefused) => {
                 tracing::warn!(node = %identity.node_id, "the frontend refused this node's credential; registering again");
                 link.stop();
-                identity = register(&client, &config, &gpus).await?;
+                identity = register(&client, &config, &gpus, Some(&identity)).await?;
                 // A registration starts the node's row afresh.
                 reported = None;
                 continue;
@@ -108,6 +116,7 @@ async fn register(
     client: &FrontendClient,
     config: &WorkerConfig,
     gpus: &switchyard_gpu::Inventory,
+    held: Option<&Identity>,
 ) -> Result<Identity, WorkerError> {
     let token = config
         .registration_token
@@ -120,6 +129,7 @@ async fn register(
             config.address.as_deref(),
             &inventory::collect(gpus, &config.data_dir),
             &config.labels,
+            held.map(|identity| identity.credential.as_str()),
         )
         .await?;
     identity::store(&config.data_dir, &identity)?;

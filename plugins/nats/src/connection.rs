@@ -86,6 +86,9 @@ pub struct Connection {
     info: Option<ServerInfo>,
     /// The unfinished frame at the end of the last read.
     read_buf: Vec<u8>,
+    /// Whether `read_buf` is the start of a protocol line with no newline
+    /// yet: the next read is then searched for the newline on its own.
+    awaiting_newline: bool,
     subs: Subscriptions,
     requests: Requests,
     backoff: Backoff,
@@ -110,6 +113,7 @@ impl Connection {
             phase: Phase::Idle,
             info: None,
             read_buf: Vec::new(),
+            awaiting_newline: false,
             subs: Subscriptions::default(),
             requests,
             backoff,

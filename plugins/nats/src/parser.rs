@@ -13,6 +13,13 @@ use crate::info::ServerInfo;
 /// URL and can outgrow it on a big cluster.
 pub const MAX_SERVER_LINE: usize = 64 * 1024;
 
+#[cfg(test)]
+thread_local! {
+    /// Calls of [`parse_frame`] on this thread, for the tests that check
+    /// how often a slow sender's bytes are parsed.
+    pub(crate) static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// One operation from the server, borrowing from the read buffer.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum ServerOp<'a> {
@@ -42,6 +49,8 @@ pub(crate) fn parse_frame(
     buf: &[u8],
     max_payload: usize,
 ) -> Result<Option<(ServerOp<'_>, usize)>, Error> {
+    #[cfg(test)]
+    PARSES.with(|n| n.set(n.get() + 1));
     let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > MAX_SERVER_LINE {
             return Err(Error::Protocol(format!(

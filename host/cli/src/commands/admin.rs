@@ -197,13 +197,32 @@ pub async fn node(command: NodeCommand) -> anyhow::Result<ExitCode> {
         NodeCommand::Drain { id, api } => node_action(&api, &id, "drain").await,
         NodeCommand::Undrain { id, api } => node_action(&api, &id, "undrain").await,
         NodeCommand::Maintenance { id, api } => node_action(&api, &id, "maintenance").await,
-        NodeCommand::Token { name, api } => {
+        NodeCommand::Token {
+            name,
+            ttl_seconds,
+            max_uses,
+            api,
+        } => {
             let client = Client::new(&api);
             let request = client
                 .request(Method::POST, "/api/nodes/registration-tokens")
-                .json(&json!({"name": name}));
+                .json(&json!({"name": name, "ttl_seconds": ttl_seconds, "max_uses": max_uses}));
             print(&client.send(request).await?)
         }
+        NodeCommand::Tokens { api } => {
+            let client = Client::new(&api);
+            print(
+                &client
+                    .send(client.request(Method::GET, "/api/nodes/registration-tokens"))
+                    .await?,
+            )
+        }
+        NodeCommand::RevokeToken { id, api } => {
+            let client = Client::new(&api);
+            let path = format!("/api/nodes/registration-tokens/{id}");
+            print(&client.send(client.request(Method::DELETE, &path)).await?)
+        }
+        NodeCommand::Release { id, api } => node_action(&api, &id, "release").await,
     }
 }
 

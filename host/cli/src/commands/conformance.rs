@@ -28,6 +28,7 @@ pub async fn run(
         version: "local".into(),
         sha256: hex::encode(Sha256::digest(&bytes)),
         bytes: bytes.into(),
+        allowed_endpoints: switchyard_carrier::endpoints_named_by(&config, database_url.as_deref()),
         config,
         database_url,
     };

@@ -43,15 +43,16 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or_else(|| json!({}));
-    let admin = match credentials["admin_token"].as_str() {
-        Some(token) => token.to_string(),
-        None => {
-            let token = format!("sy_{}", hex::encode(rand_bytes()?));
-            credentials["admin_token"] = json!(token);
-            store_credentials(&credentials_path, &credentials)?;
-            token
-        }
-    };
+    let chosen = std::env::var("SWITCHYARD_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
+    let (admin, changed) = admin_token(chosen.as_deref(), &mut credentials)?;
+    if changed {
+        store_credentials(&credentials_path, &credentials)?;
+    }
+    if chosen.is_some() {
+        say("using the admin token from SWITCHYARD_ADMIN_TOKEN");
+    }
 
     let mut config = switchyard_server::ServeConfig {
         listen: args.listen,
@@ -199,6 +200,25 @@ where
 }
 
 /// 32 bytes from the kernel's generator.
+/// The admin token `up` starts the frontend with, and whether `credentials`
+/// changed: `SWITCHYARD_ADMIN_TOKEN` when set (as `serve` takes it; it must
+/// be long enough), else the one a previous `up` kept, else a minted one.
+/// The token used is kept, so that the next `up` (whose database knows it)
+/// reuses it.
+fn admin_token(chosen: Option<&str>, credentials: &mut Value) -> anyhow::Result<(String, bool)> {
+    let token = match (chosen, credentials["admin_token"].as_str()) {
+        (Some(chosen), _) => {
+            switchyard_server::config::check_admin_token(chosen)?;
+            chosen.to_string()
+        }
+        (None, Some(kept)) => return Ok((kept.to_string(), false)),
+        (None, None) => format!("sy_{}", hex::encode(rand_bytes()?)),
+    };
+    let changed = credentials["admin_token"].as_str() != Some(token.as_str());
+    credentials["admin_token"] = json!(token);
+    Ok((token, changed))
+}
+
 fn rand_bytes() -> anyhow::Result<[u8; 32]> {
     use std::io::Read;
     let mut seed = [0u8; 32];
@@ -327,4 +347,33 @@ Or with the OpenAI Python client:
 Ctrl-C stops the worker, the frontend and its PostgreSQL.
 "#
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admin_token_from_the_environment_is_the_one_used_and_kept() {
+        let chosen = "sy_chosen_0123456789abcdef0123456789";
+        let mut credentials = json!({"admin_token": "sy_kept_by_a_previous_up"});
+        let (token, changed) = admin_token(Some(chosen), &mut credentials).unwrap();
+        assert_eq!((token.as_str(), changed), (chosen, true));
+        assert_eq!(credentials["admin_token"], chosen);
+
+        let (token, changed) = admin_token(None, &mut credentials).unwrap();
+        assert_eq!((token.as_str(), changed), (chosen, false));
+
+        let mut fresh = json!({});
+        let (minted, changed) = admin_token(None, &mut fresh).unwrap();
+        assert!(changed && minted.starts_with("sy_") && minted.len() == 67);
+
+        let error = admin_token(Some("sy_short"), &mut fresh).unwrap_err();
+        assert!(error.to_string().contains("at least 32"), "{error}");
+        assert_eq!(
+            fresh["admin_token"],
+            minted.as_str(),
+            "a refused token is not kept"
+        );
+    }
 }

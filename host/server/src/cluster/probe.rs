@@ -13,6 +13,16 @@ pub const PROBE_SUBJECT: &str = "cache.probe";
 pub const PROBE_KIND: &str = "probe";
 /// How many probe ids a replica remembers.
 const KEPT: usize = 1000;
+/// Longest probe id: a probe is a label an operator types (`p1`,
+/// `after-upgrade`). With [`KEPT`] ids per list, a replica keeps at most
+/// about 256 KB of them, whatever is published on the probe subject.
+pub const MAX_PROBE_ID: usize = 128;
+
+/// Whether `id` may be a probe's id: a [`crate::valid::is_name`] of at most
+/// [`MAX_PROBE_ID`] bytes.
+pub fn valid_probe_id(id: &str) -> bool {
+    id.len() <= MAX_PROBE_ID && crate::valid::is_name(id)
+}
 
 /// What this replica heard and handled.
 #[derive(Debug, Default)]
@@ -34,6 +44,12 @@ impl Probe {
 }
 
 fn keep(list: &Mutex<Vec<String>>, id: String) {
+    // Anything may be published on the subject or queued under the kind (an
+    // older replica, another tool): what is kept stays bounded regardless.
+    if !valid_probe_id(&id) {
+        tracing::debug!(len = id.len(), "a probe with an invalid id was not kept");
+        return;
+    }
     let mut list = list.lock().expect("probe lock");
     if list.len() >= KEPT {
         list.remove(0);
@@ -67,4 +83,25 @@ pub async fn listen(cluster: Arc<Cluster>) -> anyhow::Result<()> {
     tasks.push(hearing);
     tasks.push(handling);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_kept_is_bounded_in_count_and_size() {
+        let list = Mutex::new(Vec::new());
+        keep(&list, "x".repeat(1 << 20));
+        keep(&list, "p\0".into());
+        assert!(list.lock().unwrap().is_empty(), "invalid ids are not kept");
+        for i in 0..KEPT + 10 {
+            keep(&list, format!("p{i}"));
+        }
+        let list = list.lock().unwrap();
+        assert_eq!(list.len(), KEPT);
+        assert_eq!(list[0], "p10", "the oldest go first");
+        assert!(valid_probe_id(&"a".repeat(MAX_PROBE_ID)));
+        assert!(!valid_probe_id(&"a".repeat(MAX_PROBE_ID + 1)));
+    }
 }

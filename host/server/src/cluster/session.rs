@@ -25,8 +25,10 @@ pub async fn hold(state: Arc<AppState>, node: String, lane: Lane, socket: WebSoc
         Lane::Inference => tunnel::Lane::Inference,
         Lane::Bulk => tunnel::Lane::Bulk,
     };
+    // The carriers' runtime, not the policies': a session is a long-lived
+    // instance with the carriers' limits (memory, deadline, no pool slot).
     let started = TunnelSession::start(
-        state.runtime.clone(),
+        cluster.runtime.clone(),
         spec,
         tunnel::Side::Frontend,
         side_lane,

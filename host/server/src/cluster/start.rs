@@ -9,7 +9,8 @@ use sha2::Digest;
 use switchyard_carrier::control::{CarrierControl, StreamControl};
 use switchyard_carrier::direct::{DirectStreams, NodeAddress, Resolver};
 use switchyard_carrier::{
-    Carrier, CarrierSpec, FanOut, Holder, StreamsSeam, TunnelRegistry, TunnelSpec, WorkQueue,
+    Carrier, CarrierSpec, Endpoint, FanOut, Holder, StreamsSeam, TunnelRegistry, TunnelSpec,
+    WorkQueue,
 };
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use switchyard_store::Store;
@@ -62,7 +63,9 @@ pub async fn start(
             let url = config.nats_url.as_deref().with_context(
                 || "the cluster's carrier is `nats`: give this replica the NATS URL (--nats-url)",
             )?;
-            let nats = carrier(dir, "nats", json_config_nats(url), None, runtime)?;
+            // The operator's --nats-url is the only place the plugin may dial.
+            let allowed = vec![Endpoint::Tcp(url.to_string())];
+            let nats = carrier(dir, "nats", json_config_nats(url), None, allowed, runtime)?;
             let resolve: Resolver = {
                 let store = store.clone();
                 Arc::new(move |node: String| {
@@ -80,7 +83,9 @@ pub async fn start(
                 "pgbus",
                 serde_json::json!({"roots": ["jobs", "cache", "node"], "queue_roots": ["work"]})
                     .to_string(),
-                Some(database_url.to_string()),
+                Some(carrier_database_url(store, database_url).await?),
+                // The host's database, dialled by the host: no TCP endpoint at all.
+                vec![Endpoint::Database],
                 runtime,
             )?;
             let registry = Arc::new(TunnelRegistry::default());
@@ -119,6 +124,22 @@ pub async fn start(
     Ok(Some(cluster))
 }
 
+/// The database login pgbus uses: a role limited to its own schema, or,
+/// where the server's role may not create roles, the server's own login.
+async fn carrier_database_url(store: &Store, database_url: &str) -> anyhow::Result<String> {
+    match store.ensure_carrier_login().await? {
+        Some(login) => Ok(login.url(database_url)),
+        None => {
+            tracing::warn!(
+                "the database role cannot create roles (CREATEROLE): the pgbus carrier uses \
+                 the server's own login, which can read every platform table; grant CREATEROLE \
+                 to give carriers a login limited to their own schema"
+            );
+            Ok(database_url.to_string())
+        }
+    }
+}
+
 fn json_config_nats(url: &str) -> String {
     serde_json::json!({"servers": [url], "roots": ROOTS}).to_string()
 }
@@ -129,6 +150,7 @@ fn carrier(
     name: &str,
     config: String,
     database_url: Option<String>,
+    allowed_endpoints: Vec<Endpoint>,
     runtime: &Arc<Runtime>,
 ) -> anyhow::Result<Arc<Carrier>> {
     let TunnelSpec {
@@ -145,6 +167,7 @@ fn carrier(
             sha256,
             config,
             database_url,
+            allowed_endpoints,
         },
         runtime.clone(),
     )
@@ -178,7 +201,7 @@ async fn node_address(store: &Store, node: &str) -> Result<NodeAddress, String> 
         (Some(found), Some(credential)) => match found.address {
             Some(address) => Ok(NodeAddress {
                 address,
-                proof: hex::encode(credential.credential_sha256),
+                key: switchyard_carrier::direct::stream_key(&credential.credential_sha256),
             }),
             None => Err(format!("node {node} has no routable address")),
         },

@@ -3,16 +3,18 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest};
-use switchyard_store::admission::StoredPolicy;
+use switchyard_store::admission::{StoredPolicy, rollback_note, rolled_back_to};
 
 use crate::admission::{parse_fail, parse_mode};
-use crate::auth::Caller;
+use crate::auth::{Admin, Authorized};
 use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
 
 /// A new chain for a point.
@@ -72,12 +74,11 @@ fn point(name: &str) -> ApiResult<AdmissionPoint> {
         (status = 422, description = "`invalid_settings` (the plugin's own message), `point_not_supported`, `wrong_kind`"),
     ))]
 pub async fn set(
-    caller: Caller,
+    caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-    Path(point_name): Path<String>,
-    Json(body): Json<SetChain>,
+    ApiPath(point_name): ApiPath<String>,
+    ApiJson(body): ApiJson<SetChain>,
 ) -> ApiResult<Json<Value>> {
-    caller.require("admin")?;
     let point = point(&point_name)?;
     let mut policies = Vec::with_capacity(body.policies.len());
     for binding in body.policies {
@@ -126,11 +127,10 @@ pub async fn set(
     params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
     responses((status = 200, description = "`{point, generation, policies, replicas: [{instance, generation, status, error}]}`"), (status = 404, description = "`unknown_point`")))]
 pub async fn show(
-    caller: Caller,
+    _caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-    Path(point_name): Path<String>,
+    ApiPath(point_name): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
-    caller.require("admin")?;
     let point = point(&point_name)?;
     let latest = state.store.latest_generation(point.as_str()).await?;
     let replicas = state
@@ -142,40 +142,73 @@ pub async fn show(
     Ok(Json(body))
 }
 
-/// A new generation with the chain of the one before the newest.
+/// Where a rollback goes (the body is optional).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+pub struct Rollback {
+    /// The generation whose chain to restore; without it, the one before
+    /// the generation whose chain is active.
+    pub generation: Option<i64>,
+}
+
+/// A new generation with an older chain: the one before the generation whose
+/// chain is active, or the one named in the body.
+///
+/// A rollback walks back: after `1, 2, 3`, the first rollback restores 2's
+/// chain and the second 1's, not 3's again. (Undoing the last change, as
+/// `kubectl rollout undo` does, flaps between two chains when repeated;
+/// an operator who rolls back twice means two steps back.)
 #[utoipa::path(post, path = "/api/admission/{point}/rollback", tag = "admission",
     params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
+    request_body(content = Rollback, description = "optional: `{generation}` to restore"),
     responses(
         (status = 200, description = "The new generation"),
-        (status = 404, description = "`unknown_point`"),
-        (status = 409, description = "`nothing_to_rollback`"),
+        (status = 400, description = "`invalid_request`: the target is not older than the newest generation"),
+        (status = 404, description = "`unknown_point`, or `not_found`: no such generation"),
+        (status = 409, description = "`nothing_to_rollback`: no generation yet, or the active chain is the empty one of generation 0"),
     ))]
 pub async fn rollback(
-    caller: Caller,
+    caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-    Path(point_name): Path<String>,
+    ApiPath(point_name): ApiPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    caller.require("admin")?;
     let point = point(&point_name)?;
+    let wanted = if body.is_empty() {
+        Rollback::default()
+    } else {
+        ApiJson::<Rollback>::parse(&headers, &body)?.0
+    };
     let latest = state.store.latest_generation(point.as_str()).await?;
+    let nothing = |why: String| ApiError::new(StatusCode::CONFLICT, "nothing_to_rollback", why);
     if latest.generation == 0 {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "nothing_to_rollback",
-            format!("the {point} point has no generation yet"),
-        ));
+        return Err(nothing(format!("the {point} point has no generation yet")));
     }
+    let target = match wanted.generation {
+        Some(target) if !(0..latest.generation).contains(&target) => {
+            return Err(ApiError::invalid_request(format!(
+                "a rollback restores an older generation: 0 to {}, got {target}",
+                latest.generation - 1
+            )));
+        }
+        Some(target) => target,
+        None => {
+            // The generation whose chain runs now: the newest, or the one it restored.
+            let active = rolled_back_to(&latest.note).unwrap_or(latest.generation);
+            if active == 0 {
+                return Err(nothing(format!(
+                    "the {point} point runs the empty chain of generation 0 already"
+                )));
+            }
+            active - 1
+        }
+    };
     let previous = state
         .store
-        .generation(point.as_str(), latest.generation - 1)
+        .generation(point.as_str(), target)
         .await?
-        .ok_or_else(|| {
-            ApiError::internal(format!(
-                "generation {} of {point} is missing",
-                latest.generation - 1
-            ))
-        })?;
-    let note = format!("rollback to {}", previous.generation);
+        .ok_or_else(|| ApiError::not_found(format!("generation {target} of {point}")))?;
+    let note = rollback_note(previous.generation);
     let generation = state
         .admission
         .commit(point, &previous.policies, &note, &caller.key_id)
@@ -195,12 +228,11 @@ pub async fn rollback(
         (status = 404, description = "`unknown_point`"),
     ))]
 pub async fn evaluate(
-    caller: Caller,
+    _caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-    Path(point_name): Path<String>,
-    Json(body): Json<Value>,
+    ApiPath(point_name): ApiPath<String>,
+    ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Value>> {
-    caller.require("admin")?;
     let point = point(&point_name)?;
     let request = AdmissionRequest::from_json(point, body)
         .map_err(|e| ApiError::invalid_request(format!("not a {point} request record: {e}")))?;

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use axum::Json;
+use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
@@ -14,9 +14,10 @@ use serde_json::{Value, json};
 use switchyard_carrier::streams::Lane;
 use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
 
-use crate::auth::{Caller, authenticate_node};
+use crate::auth::{Authorized, NodesManage, authenticate_node};
 use crate::cluster::session;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::ApiQuery;
 use crate::state::AppState;
 
 /// Which session the worker opens.
@@ -46,7 +47,7 @@ pub struct ConnectParams {
     ))]
 pub async fn connect(
     State(state): State<Arc<AppState>>,
-    Query(params): Query<ConnectParams>,
+    ApiQuery(params): ApiQuery<ConnectParams>,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
@@ -94,11 +95,12 @@ pub async fn connect(
 #[utoipa::path(get, path = "/api/cluster/carrier", tag = "cluster",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "`{carrier, epoch, state, running, connected, sessions}`: the row, the set this replica runs, whether its fan-out carrier is connected, and the worker sessions it holds"),
+        (status = 200, description = "`{carrier, epoch, state, running, connected, plugin, sessions}`: the row, the set this replica runs, whether its fan-out carrier is connected, its plugin's state (`{state: running|rebuilding, failed_rebuilds, last_error, next_retry_unix_ms}`: a failed rebuild is retried after 1 s, doubling up to 30 s), and the worker sessions it holds"),
         (status = 401, description = "`unauthorized`"),
+        (status = 403, description = "`forbidden`: the key lacks `nodes:manage` (the sessions name every connected node)"),
     ))]
 pub async fn carrier(
-    _caller: Caller,
+    _caller: Authorized<NodesManage>,
     State(state): State<Arc<AppState>>,
 ) -> ApiResult<Json<Value>> {
     let row = state.store.cluster_carrier().await?;
@@ -120,6 +122,15 @@ pub async fn carrier(
         "state": row.as_ref().map(|r| r.state.clone()),
         "running": state.cluster.as_ref().map(|c| c.row.carrier.clone()),
         "connected": state.cluster.as_ref().is_some_and(|c| c.fanout.active().is_ready()),
+        "plugin": state.cluster.as_ref().map(|c| {
+            let plugin = c.fanout.active().plugin_state();
+            json!({
+                "state": plugin.state,
+                "failed_rebuilds": plugin.failed_rebuilds,
+                "last_error": plugin.last_error,
+                "next_retry_unix_ms": plugin.next_retry_unix_ms,
+            })
+        }),
         "sessions": sessions,
     })))
 }

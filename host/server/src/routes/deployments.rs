@@ -4,15 +4,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchyard_store::deployments::Deployment;
 use switchyard_store::keys::random_id;
 
-use crate::auth::Caller;
+use crate::auth::{Authorized, ModelsManage};
 use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
 
 /// A new deployment.
@@ -53,20 +54,92 @@ pub struct Scale {
 
 const ENGINES: [&str; 3] = ["reference", "llama-cpp", "vllm"];
 
+/// Most replicas of one deployment: each is an engine process the
+/// scheduler places, stages and watches, and a bigger number is a typo
+/// (`replicas: 10000`) that would occupy every node; larger fleets are
+/// several deployments.
+pub const MAX_REPLICAS: i32 = 256;
+/// Most requests one replica serves at once: the frontend keeps a lease per
+/// request, and engines batch in the hundreds, not the millions.
+pub const MAX_CONCURRENCY: i32 = 4096;
+/// Most GPUs one replica asks for: no node holds more (an 8- or 16-GPU box
+/// is the largest sold), so more can never be placed.
+pub const MAX_GPUS_PER_REPLICA: i32 = 64;
+/// Longest reference-engine delay per token: one minute, far beyond any
+/// test of slow streaming.
+pub const MAX_TOKEN_DELAY_MS: i32 = 60_000;
+
+/// `replicas` within `0..=MAX_REPLICAS`, or a 400 that says so.
+fn check_replicas(replicas: i32) -> ApiResult<()> {
+    if (0..=MAX_REPLICAS).contains(&replicas) {
+        return Ok(());
+    }
+    Err(ApiError::invalid_request(format!(
+        "replicas must be between 0 and {MAX_REPLICAS}, got {replicas}"
+    )))
+}
+
+/// The sizes of a new deployment within their caps, or a 400 naming the first
+/// that is not.
+fn check_sizes(body: &NewDeployment) -> ApiResult<()> {
+    check_replicas(body.replicas.unwrap_or(1))?;
+    let bounded = [
+        (
+            "gpus_per_replica",
+            body.gpus_per_replica.map(i64::from),
+            0,
+            i64::from(MAX_GPUS_PER_REPLICA),
+        ),
+        (
+            "max_concurrency",
+            body.max_concurrency.map(i64::from),
+            1,
+            i64::from(MAX_CONCURRENCY),
+        ),
+        (
+            "token_delay_ms",
+            body.token_delay_ms.map(i64::from),
+            0,
+            i64::from(MAX_TOKEN_DELAY_MS),
+        ),
+        ("gpu_memory_bytes", body.gpu_memory_bytes, 0, i64::MAX),
+    ];
+    for (field, value, min, max) in bounded {
+        if let Some(value) = value
+            && !(min..=max).contains(&value)
+        {
+            let bound = if max == i64::MAX {
+                format!("at least {min}")
+            } else {
+                format!("between {min} and {max}")
+            };
+            return Err(ApiError::invalid_request(format!(
+                "{field} must be {bound}, got {value}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Creates a deployment; the scheduler places its replicas.
 #[utoipa::path(post, path = "/api/deployments", tag = "deployments", request_body = NewDeployment,
     responses(
         (status = 201, description = "the deployment"),
-        (status = 400, description = "`invalid_request`"),
+        (status = 400, description = "`invalid_request`: a bad name, an unknown engine or strategy, or a size beyond its cap (replicas 0..=256, max_concurrency 1..=4096, gpus_per_replica 0..=64, token_delay_ms 0..=60000, gpu_memory_bytes >= 0)"),
         (status = 404, description = "`not_found`: no such model revision"),
         (status = 409, description = "`name_taken`: another deployment serves that name"),
     ))]
 pub async fn create(
-    caller: Caller,
+    caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-    Json(body): Json<NewDeployment>,
+    ApiJson(body): ApiJson<NewDeployment>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    caller.require("models:manage")?;
+    crate::valid::name("model", &body.model)?;
+    crate::valid::name("revision", &body.revision)?;
+    if let Some(served) = &body.served_model_name {
+        crate::valid::served_name("served_model_name", served)?;
+    }
+    check_sizes(&body)?;
     if !ENGINES.contains(&body.engine.as_str()) {
         return Err(ApiError::invalid_request(format!(
             "engine must be one of {}",
@@ -81,11 +154,6 @@ pub async fn create(
     let gpus = body.gpus_per_replica.unwrap_or(0);
     let replicas = body.replicas.unwrap_or(1);
     let concurrency = body.max_concurrency.unwrap_or(8);
-    if gpus < 0 || replicas < 0 || concurrency < 1 || body.token_delay_ms.is_some_and(|d| d < 0) {
-        return Err(ApiError::invalid_request(
-            "replicas and gpus_per_replica are >= 0, max_concurrency >= 1",
-        ));
-    }
     let node_selector = crate::labels::validate(body.node_selector.unwrap_or_default())
         .map_err(|e| ApiError::invalid_request(format!("node_selector: {e}")))?;
     let estimate = if gpus == 0 {
@@ -132,8 +200,10 @@ pub async fn create(
 /// Every deployment with its replicas.
 #[utoipa::path(get, path = "/api/deployments", tag = "deployments",
     responses((status = 200, description = "`{deployments: [{..., replicas_status: [...]}]}`")))]
-pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
-    caller.require("models:manage")?;
+pub async fn list(
+    _caller: Authorized<ModelsManage>,
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<Value>> {
     let replicas = state.store.replicas().await?;
     let deployments: Vec<Value> = state
         .store
@@ -161,11 +231,10 @@ pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResu
     params(("id" = String, Path)),
     responses((status = 200, description = "`{deployment, replicas_status}`"), (status = 404, description = "`not_found`")))]
 pub async fn show(
-    caller: Caller,
+    _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
-    caller.require("models:manage")?;
     let deployment = state
         .store
         .deployment(&id)
@@ -186,34 +255,30 @@ pub async fn show(
 /// Changes the replica count.
 #[utoipa::path(put, path = "/api/deployments/{id}/replicas", tag = "deployments",
     params(("id" = String, Path)), request_body = Scale,
-    responses((status = 204, description = "scaled"), (status = 404, description = "`not_found`")))]
+    responses((status = 204, description = "scaled"), (status = 400, description = "`invalid_request`: replicas outside 0..=256"), (status = 404, description = "`not_found`")))]
 pub async fn scale(
-    caller: Caller,
+    _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
-    Json(body): Json<Scale>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<Scale>,
 ) -> ApiResult<StatusCode> {
-    caller.require("models:manage")?;
-    if body.replicas < 0 {
-        return Err(ApiError::invalid_request("replicas >= 0"));
-    }
+    check_replicas(body.replicas)?;
     if !state.store.scale_deployment(&id, body.replicas).await? {
         return Err(ApiError::not_found(format!("deployment {id}")));
     }
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Deletes a deployment (its engines are stopped by the workers' next
-/// reconcile: they are no longer wanted).
+/// Deletes a deployment. Its replicas stay, `stopping`, until their
+/// engines are drained (their GPUs count as used until the worker confirms).
 #[utoipa::path(delete, path = "/api/deployments/{id}", tag = "deployments",
     params(("id" = String, Path)),
     responses((status = 204, description = "deleted"), (status = 404, description = "`not_found`")))]
 pub async fn delete(
-    caller: Caller,
+    _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    caller.require("models:manage")?;
     // Scale to zero first so the engines drain, then forget the deployment.
     if !state.store.scale_deployment(&id, 0).await? {
         return Err(ApiError::not_found(format!("deployment {id}")));

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -18,12 +18,28 @@ use crate::auth::Caller;
 use crate::cluster::Cluster;
 use crate::cluster::probe::{PROBE_KIND, PROBE_SUBJECT};
 use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, ApiQuery};
 use crate::state::AppState;
 
 /// The most a diagnostic stream returns.
 const MAX_STREAM_ANSWER: usize = 64 * 1024 * 1024;
 /// The default deadline of a control call.
 const DEFAULT_DEADLINE_MS: u64 = 10_000;
+
+/// The control verbs an operator may call on a node: checks and read-only
+/// status. Everything that changes a node (`engine.start`, `engine.stop`,
+/// `files.delete`, ...) is the scheduler's, from its own records: a
+/// `nodes:manage` key must not run code on workers. (Kubernetes draws the
+/// same line: `nodes/proxy` and `exec` are separate, rarely granted rights,
+/// not part of managing nodes.)
+pub const DIAGNOSTIC_VERBS: &[&str] = &["ping", "echo", "engine.list", "files.status"];
+
+/// The stream services an operator may open: the carrier checks, which
+/// touch neither engines nor files. `control` is left out: it carries any
+/// verb, and the control route above already serves the allowed ones;
+/// `inference` goes through `/v1/...` and its admission chain; `blob`
+/// writes into the placement cache.
+pub const DIAGNOSTIC_SERVICES: &[&str] = &["echo", "sink", "source"];
 
 fn cluster(state: &AppState) -> Result<&Arc<Cluster>, ApiError> {
     state.cluster.as_ref().ok_or_else(|| {
@@ -50,6 +66,7 @@ pub struct ControlParams {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "the verb's answer (bytes)"),
+        (status = 403, description = "`verb_not_allowed`: only `ping`, `echo`, `engine.list` and `files.status` may be called here"),
         (status = 422, description = "`control_refused`: the worker refused (its code and message)"),
         (status = 502, description = "`control_failed`: the answer was lost or garbled"),
         (status = 503, description = "`node_unreachable`: the call never reached the node"),
@@ -59,10 +76,20 @@ pub async fn control(
     caller: Caller,
     State(state): State<Arc<AppState>>,
     Path((node, verb)): Path<(String, String)>,
-    Query(params): Query<ControlParams>,
+    ApiQuery(params): ApiQuery<ControlParams>,
     payload: Bytes,
 ) -> ApiResult<Bytes> {
     caller.require("nodes:manage")?;
+    if !DIAGNOSTIC_VERBS.contains(&verb.as_str()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "verb_not_allowed",
+            format!(
+                "control verb `{verb:.64}` is not a diagnostic; allowed: {}",
+                DIAGNOSTIC_VERBS.join(", ")
+            ),
+        ));
+    }
     let deadline = Duration::from_millis(params.deadline_ms.unwrap_or(DEFAULT_DEADLINE_MS));
     let control = cluster(&state)?.control.active();
     control
@@ -105,6 +132,7 @@ pub struct StreamParams {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "what the service sent (bytes)"),
+        (status = 403, description = "`service_not_allowed`: only `echo`, `sink` and `source` may be opened here"),
         (status = 404, description = "`unknown_service`"),
         (status = 422, description = "`service_refused`"),
         (status = 429, description = "`worker_overloaded`"),
@@ -115,10 +143,20 @@ pub async fn stream(
     caller: Caller,
     State(state): State<Arc<AppState>>,
     Path((node, service)): Path<(String, String)>,
-    Query(params): Query<StreamParams>,
+    ApiQuery(params): ApiQuery<StreamParams>,
     body: Bytes,
 ) -> ApiResult<Bytes> {
     caller.require("nodes:manage")?;
+    if !DIAGNOSTIC_SERVICES.contains(&service.as_str()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "service_not_allowed",
+            format!(
+                "stream service `{service:.64}` is not a diagnostic; allowed: {}",
+                DIAGNOSTIC_SERVICES.join(", ")
+            ),
+        ));
+    }
     let lane_name = params.lane.as_deref().unwrap_or("inference");
     let lane = Lane::parse(lane_name)
         .ok_or_else(|| ApiError::invalid_request("lane must be 'inference' or 'bulk'"))?;
@@ -177,14 +215,24 @@ pub struct ProbeRequest {
     security(("bearer" = [])),
     responses(
         (status = 202, description = "published and queued"),
+        (status = 400, description = "`invalid_request`: the id is not 1 to 128 letters, digits, '-', '_', '.' or ':'"),
         (status = 502, description = "`carrier_failed`: the carrier refused"),
     ))]
 pub async fn probe(
     caller: Caller,
     State(state): State<Arc<AppState>>,
-    Json(request): Json<ProbeRequest>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
 ) -> ApiResult<StatusCode> {
     caller.require("nodes:manage")?;
+    // Parsed after the scope check; the id is bounded (it is kept in lists).
+    let ApiJson(request) = ApiJson::<ProbeRequest>::parse(&headers, &body)?;
+    if !crate::cluster::probe::valid_probe_id(&request.id) {
+        return Err(ApiError::invalid_request(format!(
+            "id must be 1 to {} letters, digits, '-', '_', '.' or ':'",
+            crate::cluster::probe::MAX_PROBE_ID
+        )));
+    }
     let cluster = cluster(&state)?;
     let failed = |e: switchyard_carrier::SendError| {
         ApiError::new(StatusCode::BAD_GATEWAY, "carrier_failed", e.to_string())

@@ -3,13 +3,14 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::{Caller, SCOPES};
+use crate::auth::{Admin, Authorized, SCOPES};
 use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
 
 /// A new key.
@@ -24,14 +25,14 @@ pub struct NewKey {
 /// Creates a key; the token is in this answer and nowhere else.
 #[utoipa::path(post, path = "/api/keys", tag = "keys", request_body = NewKey, responses(
     (status = 201, description = "The key and its token (shown once)"),
-    (status = 400, description = "`invalid_request`: unknown scope"),
+    (status = 400, description = "`invalid_request`: unknown scope, or a name that is empty, over 128 characters or has a control character"),
 ))]
 pub async fn create(
-    caller: Caller,
+    caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-    Json(new): Json<NewKey>,
+    ApiJson(new): ApiJson<NewKey>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    caller.require("admin")?;
+    crate::valid::label("name", &new.name)?;
     if let Some(bad) = new.scopes.iter().find(|s| !SCOPES.contains(&s.as_str())) {
         return Err(ApiError::invalid_request(format!(
             "unknown scope '{bad}'; known: {}",
@@ -51,8 +52,10 @@ pub async fn create(
 
 /// Lists keys (never their tokens).
 #[utoipa::path(get, path = "/api/keys", tag = "keys", responses((status = 200, description = "Every key")))]
-pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
-    caller.require("admin")?;
+pub async fn list(
+    _caller: Authorized<Admin>,
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<Value>> {
     Ok(Json(json!({"keys": state.store.keys().await?})))
 }
 
@@ -62,11 +65,10 @@ pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResu
     (status = 404, description = "`not_found`"),
 ))]
 pub async fn revoke(
-    caller: Caller,
+    caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    caller.require("admin")?;
     let revoked = state.store.revoke_key(&id).await?;
     // This replica forgets it at once; others within the cache's TTL.
     state.keys.clear();

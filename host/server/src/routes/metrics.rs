@@ -5,17 +5,35 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 use switchyard_runtime::admission::AdmissionPoint;
 
+use crate::auth::{Caller, MetricsRead, Scope};
+use crate::error::ApiError;
 use crate::inference_metrics::escape;
 use crate::state::AppState;
 
 /// Plugin calls, denials, errors, traps, timeouts and latency; the generation each point serves;
 /// `/v1` requests and head latency; the carrier, nodes and replicas by state.
-#[utoipa::path(get, path = "/metrics", tag = "health", responses((status = 200, description = "Prometheus text exposition")))]
-pub async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+///
+/// Anonymous by default; with `--metrics-auth` a key with `metrics:read`
+/// (or `admin`) is needed. The `model` labels are the served models and
+/// `other`, never a string a client sent.
+#[utoipa::path(get, path = "/metrics", tag = "health", responses(
+    (status = 200, description = "Prometheus text exposition"),
+    (status = 401, description = "`unauthorized`: with `--metrics-auth`, no or an unknown key"),
+    (status = 403, description = "`forbidden`: with `--metrics-auth`, a key without `metrics:read`"),
+))]
+pub async fn metrics(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
+    if state.metrics_auth {
+        Caller::authenticate(&state, &headers)
+            .await?
+            .require(MetricsRead::NAME)?;
+    }
     let mut out = String::new();
     state.runtime.metrics().render_prometheus(&mut out);
     let name = "switchyard_admission_generation";
@@ -37,13 +55,31 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
         let _ = writeln!(out, "{name}{{point=\"{point}\"}} {failed}");
     }
     state.inference.render(&mut out);
+    plugin_instances(&state, &mut out);
     cluster(&state, &mut out).await;
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out))
 }
 
 /// The cluster as this replica sees it: the carrier, nodes and replicas by
 /// state (from the database; left out when it does not answer), and the
 /// requests this replica has in flight per replica.
+/// Live plugin instances per runtime: the policies' (warm pools and calls
+/// in flight) and the carriers' (carriers and worker sessions), which have
+/// limits of their own.
+fn plugin_instances(state: &AppState, out: &mut String) {
+    let name = "switchyard_plugin_instances";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Plugin instances alive, by runtime.\n# TYPE {name} gauge"
+    );
+    let policies = state.runtime.live_instances();
+    let _ = writeln!(out, "{name}{{runtime=\"policies\"}} {policies}");
+    if let Some(cluster) = &state.cluster {
+        let carriers = cluster.runtime.live_instances();
+        let _ = writeln!(out, "{name}{{runtime=\"carriers\"}} {carriers}");
+    }
+}
+
 async fn cluster(state: &AppState, out: &mut String) {
     if let Some(cluster) = &state.cluster {
         let name = "switchyard_carrier_connected";

@@ -20,8 +20,9 @@ use serde_json::{Value, json};
 use switchyard_store::models::{ModelFile, ModelRevision};
 
 use super::models::{insert_revision, revision_exists, valid_name, valid_path};
-use crate::auth::Caller;
+use crate::auth::{Authorized, ModelsManage};
 use crate::error::{ApiError, ApiResult};
+use crate::extract::ApiJson;
 use crate::fetch::{self, Limits, Source};
 use crate::library::valid_digest;
 use crate::state::AppState;
@@ -121,7 +122,9 @@ impl ValidFetch {
             with `Accept: application/x-ndjson`, the streamed answer: lines `{received, total}` \
             while the file downloads, then `{status, model}` or `{status, error: {code, message}}`",
             content_type = "application/x-ndjson"),
-        (status = 400, description = "`invalid_request`, `invalid_url`: not an http or https URL"),
+        (status = 400, description = "`invalid_request`, `invalid_url`: not an http or https URL; \
+            `address_not_allowed`: the host, or a redirect's, is or resolves to a loopback, private, \
+            link-local or otherwise non-public address that no `--fetch-allow-host` names"),
         (status = 409, description = "`revision_exists`: the revision names other files"),
         (status = 422, description = "`digest_mismatch`: the bytes hash to something else, nothing kept; \
             `too_large`: more than 256 GiB"),
@@ -130,12 +133,11 @@ impl ValidFetch {
         (status = 504, description = "`source_timeout`: no answer within 60 s, or 60 s without a byte"),
     ))]
 pub async fn fetch(
-    caller: Caller,
+    caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    Json(body): Json<FetchModel>,
+    ApiJson(body): ApiJson<FetchModel>,
 ) -> ApiResult<Response> {
-    caller.require("models:manage")?;
     let request = ValidFetch::parse(body)?;
     let wanted = &request.manifest;
     if let Some(existing) = state
@@ -155,7 +157,7 @@ pub async fn fetch(
             insert_revision(&state, &request.manifest(size), &caller.key_id).await?;
         return Ok((status, Json(manifest)).into_response());
     }
-    let source = fetch::open(&request.url, Limits::default()).await?;
+    let source = fetch::open(&request.url, &state.fetch_allow, Limits::default()).await?;
     tracing::info!(url = %fetch::shown(&request.url), model = %wanted.id, revision = %wanted.revision,
         by = %caller.key_id, "fetching a model file");
     let streamed = headers
@@ -163,7 +165,7 @@ pub async fn fetch(
         .and_then(|a| a.to_str().ok())
         .is_some_and(|a| a.contains(NDJSON));
     if streamed {
-        return Ok(stream(state, caller.key_id, request, source));
+        return Ok(stream(state, caller.0.key_id, request, source));
     }
     let (_, size) = source
         .into_library(&state.library, &request.sha256, |_| {})

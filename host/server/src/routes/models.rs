@@ -5,26 +5,23 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
+use futures::StreamExt;
 use serde_json::{Value, json};
 use switchyard_store::models::{ModelRevision, RevisionInsert};
 
-use crate::auth::Caller;
+use crate::auth::{Authorized, ModelsManage};
 use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, ApiPath};
 use crate::library::{LibraryError, Stored, valid_digest};
 use crate::state::AppState;
 
-/// Longest model id, revision or file path.
-const MAX_NAME: usize = 256;
+use crate::valid::MAX_NAME;
 
-/// A model id or revision: letters, digits, `-_.:`, not starting with a dot.
+/// A model id or revision: the shared rule of [`crate::valid::is_name`].
 pub(crate) fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_NAME
-        && !s.starts_with('.')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+    crate::valid::is_name(s)
 }
 
 /// A file path inside a model: relative, no `..`, no empty parts.
@@ -50,23 +47,51 @@ pub(crate) fn valid_path(s: &str) -> bool {
         (status = 201, description = "stored, `{sha256, size}`"),
         (status = 200, description = "it was there already"),
         (status = 400, description = "`invalid_request`: not a SHA-256"),
+        (status = 408, description = "`body_timeout`: the body sent nothing for the body idle timeout (30 s by default); nothing kept"),
+        (status = 413, description = "`too_large`: more bytes than the library takes (`--max-blob-bytes`, 256 GiB by default); nothing kept"),
         (status = 422, description = "`digest_mismatch`: the bytes hash to something else; nothing kept"),
     ))]
 pub async fn put_blob(
-    caller: Caller,
+    _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-    Path(sha256): Path<String>,
+    ApiPath(sha256): ApiPath<String>,
+    headers: axum::http::HeaderMap,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    caller.require("models:manage")?;
     if !valid_digest(&sha256) {
         return Err(ApiError::invalid_request(
             "a blob is named by its SHA-256 in lowercase hex",
         ));
     }
+    let too_large = |limit: u64| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("the blob holds more than {limit} bytes, the most the library takes"),
+        )
+    };
+    // A declared length over the limit is refused before a byte is read.
+    let limit = state.library.max_bytes();
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large(limit));
+    }
+    // Whether the body stalled (the edge's idle timeout); the library sees
+    // only that the upload failed.
+    let stalled = std::sync::atomic::AtomicBool::new(false);
+    let body = body.into_data_stream().map(|chunk| {
+        chunk.inspect_err(|e| {
+            if crate::edge::BodyStalled::is(e) {
+                stalled.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    });
     let (stored, size) = state
         .library
-        .put(&sha256, body.into_data_stream())
+        .put(&sha256, body)
         .await
         .map_err(|e| match e {
             LibraryError::DigestMismatch { .. } => ApiError::new(
@@ -74,7 +99,11 @@ pub async fn put_blob(
                 "digest_mismatch",
                 e.to_string(),
             ),
+            LibraryError::Upload(_) if stalled.load(std::sync::atomic::Ordering::Relaxed) => {
+                ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", e.to_string())
+            }
             LibraryError::Upload(_) => ApiError::invalid_request(e.to_string()),
+            LibraryError::TooLarge { limit } => too_large(limit),
             LibraryError::Io(e) => ApiError::internal(e),
         })?;
     let status = match stored {
@@ -87,13 +116,26 @@ pub async fn put_blob(
 /// Whether the library holds a blob, and its size.
 #[utoipa::path(get, path = "/api/library/blobs/{sha256}", tag = "models",
     params(("sha256" = String, Path, description = "lowercase hex")),
-    responses((status = 200, description = "`{sha256, size}`"), (status = 404, description = "`not_found`")))]
+    responses(
+        (status = 200, description = "`{sha256, size}`; a blob a manifest names but this replica lacks is fetched from another replica first"),
+        (status = 404, description = "`not_found`"),
+        (status = 503, description = "`blob_unavailable`: a manifest names it, but no replica could provide it now"),
+    ))]
 pub async fn blob(
-    caller: Caller,
+    _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-    Path(sha256): Path<String>,
+    ApiPath(sha256): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
-    caller.require("models:manage")?;
+    // A blob a manifest names is served by every replica: one that lacks it
+    // (the model was imported through another) fetches it from the others.
+    if state.library.size(&sha256).is_none()
+        && valid_digest(&sha256)
+        && let Some(declared) = state.store.manifest_blob_size(&sha256).await?
+    {
+        crate::library::ensure_blob(&state, &sha256, declared.max(0) as u64)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "blob_unavailable", e))?;
+    }
     let size = state
         .library
         .size(&sha256)
@@ -111,11 +153,10 @@ pub async fn blob(
         (status = 422, description = "`blob_missing`: files whose bytes are not in the library (upload them first)"),
     ))]
 pub async fn register(
-    caller: Caller,
+    caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-    Json(mut revision): Json<ModelRevision>,
+    ApiJson(mut revision): ApiJson<ModelRevision>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    caller.require("models:manage")?;
     if !valid_name(&revision.id) || !valid_name(&revision.revision) {
         return Err(ApiError::invalid_request(
             "id and revision are 1 to 256 letters, digits, '-', '_', '.' or ':'",
@@ -190,8 +231,10 @@ pub(crate) async fn insert_revision(
 /// Every revision (without its files).
 #[utoipa::path(get, path = "/api/models", tag = "models",
     responses((status = 200, description = "`{models: [{id, revision, licence, files, size, imported_at}]}`")))]
-pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
-    caller.require("models:manage")?;
+pub async fn list(
+    _caller: Authorized<ModelsManage>,
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<Value>> {
     Ok(Json(
         json!({"models": state.store.model_revisions().await?}),
     ))
@@ -202,11 +245,10 @@ pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResu
     params(("id" = String, Path), ("revision" = String, Path)),
     responses((status = 200, description = "the manifest"), (status = 404, description = "`not_found`")))]
 pub async fn show(
-    caller: Caller,
+    _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-    Path((id, revision)): Path<(String, String)>,
+    ApiPath((id, revision)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    caller.require("models:manage")?;
     let found = state.store.model_revision(&id, &revision).await?;
     let found = found.ok_or_else(|| ApiError::not_found(format!("model {id}@{revision}")))?;
     Ok(Json(json!(found)))
@@ -215,17 +257,26 @@ pub async fn show(
 /// Deletes a revision, and the blobs no other revision uses.
 #[utoipa::path(delete, path = "/api/models/{id}/{revision}", tag = "models",
     params(("id" = String, Path), ("revision" = String, Path)),
-    responses((status = 204, description = "deleted"), (status = 404, description = "`not_found`")))]
+    responses((status = 204, description = "deleted"), (status = 404, description = "`not_found`"),
+        (status = 409, description = "`model_in_use`: a deployment uses this revision")))]
 pub async fn delete(
-    caller: Caller,
+    _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-    Path((id, revision)): Path<(String, String)>,
+    ApiPath((id, revision)): ApiPath<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    caller.require("models:manage")?;
     let unused = state
         .store
         .delete_model_revision(&id, &revision)
-        .await?
+        .await
+        .map_err(|e| match e.sqlstate() {
+            // A deployment's foreign key: its engines run these files.
+            Some("23503") => ApiError::new(
+                StatusCode::CONFLICT,
+                "model_in_use",
+                format!("{id}@{revision} is used by a deployment; delete the deployment first"),
+            ),
+            _ => e.into(),
+        })?
         .ok_or_else(|| ApiError::not_found(format!("model {id}@{revision}")))?;
     for digest in unused {
         if let Err(e) = state.library.remove(&digest).await {

@@ -8,12 +8,12 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use subtle::ConstantTimeEq;
 use switchyard_store::keys::token_digest;
-use switchyard_store::nodes::{HeartbeatReport, Registration};
+use switchyard_store::nodes::{HeartbeatReport, Registration, RegistrationRefused, TokenLimits};
 
 use crate::auth::{Caller, authenticate_node, bearer};
 use crate::error::{ApiError, ApiResult};
+use crate::extract::ApiJson;
 use crate::labels::{self, Labels};
 use crate::library::valid_digest;
 use crate::state::AppState;
@@ -24,21 +24,61 @@ use switchyard_store::nodes::Schedule;
 pub struct NewRegistrationToken {
     /// A label.
     pub name: String,
+    /// Seconds it registers workers for (at most a year); absent: until revoked.
+    #[serde(default)]
+    #[schema(example = 86400)]
+    pub ttl_seconds: Option<i64>,
+    /// How many workers it may register; absent: no limit.
+    #[serde(default)]
+    #[schema(example = 1)]
+    pub max_uses: Option<i32>,
 }
 
-/// Creates a registration token (shown once). It registers workers and nothing else.
-#[utoipa::path(post, path = "/api/nodes/registration-tokens", tag = "nodes", request_body = NewRegistrationToken, responses(
-    (status = 201, description = "`{token: {id, name, created_at}, value}`; the value is shown once"),
-))]
+/// The longest a registration token may live: a token for a fleet's
+/// bootstrap, not a standing secret.
+const MAX_TOKEN_TTL_SECONDS: i64 = 366 * 24 * 3600;
+/// The most registrations one token may be allowed.
+const MAX_TOKEN_USES: i32 = 1_000_000;
+
+/// Creates a registration token (shown once, and never again). It registers
+/// workers and nothing else.
+#[utoipa::path(post, path = "/api/nodes/registration-tokens", tag = "nodes", request_body = NewRegistrationToken,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "`{token: {id, name, created_at, expires_at, max_uses, uses}, value}`; the value is shown once",
+            example = json!({"token": {"id": "reg_0a1b2c3d4e5f6071", "name": "rack-4", "created_at": "2026-01-01T00:00:00Z", "revoked_at": null, "expires_at": "2026-01-02T00:00:00Z", "max_uses": 8, "uses": 0, "last_used_at": null}, "value": "sy_..."})),
+        (status = 400, description = "`invalid_request`: a ttl or a use count out of range"),
+    ))]
 pub async fn create_registration_token(
     caller: Caller,
     State(state): State<Arc<AppState>>,
-    Json(body): Json<NewRegistrationToken>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     caller.require("nodes:manage")?;
+    // Parsed after the scope check: a key without it learns nothing of the schema.
+    let ApiJson(body) = ApiJson::<NewRegistrationToken>::parse(&headers, &body)?;
+    if let Some(ttl) = body.ttl_seconds
+        && !(1..=MAX_TOKEN_TTL_SECONDS).contains(&ttl)
+    {
+        return Err(ApiError::invalid_request(format!(
+            "ttl_seconds must be 1-{MAX_TOKEN_TTL_SECONDS}, got {ttl}"
+        )));
+    }
+    if let Some(uses) = body.max_uses
+        && !(1..=MAX_TOKEN_USES).contains(&uses)
+    {
+        return Err(ApiError::invalid_request(format!(
+            "max_uses must be 1-{MAX_TOKEN_USES}, got {uses}"
+        )));
+    }
+    let limits = TokenLimits {
+        ttl_seconds: body.ttl_seconds,
+        max_uses: body.max_uses,
+    };
     let (record, value) = state
         .store
-        .create_registration_token(&body.name, &caller.key_id)
+        .create_registration_token(&body.name, &caller.key_id, limits)
         .await?;
     tracing::info!(token = %record.id, by = %caller.key_id, "registration token created");
     Ok((
@@ -47,8 +87,46 @@ pub async fn create_registration_token(
     ))
 }
 
+/// Every registration token, with its limits and uses; never a token's value.
+#[utoipa::path(get, path = "/api/nodes/registration-tokens", tag = "nodes",
+    security(("bearer" = [])),
+    responses((status = 200, description = "`{tokens: [{id, name, created_at, revoked_at, expires_at, max_uses, uses, last_used_at}]}`")))]
+pub async fn registration_tokens(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<Value>> {
+    caller.require("nodes:manage")?;
+    Ok(Json(
+        json!({"tokens": state.store.registration_tokens().await?}),
+    ))
+}
+
+/// Revokes a registration token: it registers no more workers (the nodes it
+/// registered keep their own credentials).
+#[utoipa::path(delete, path = "/api/nodes/registration-tokens/{id}", tag = "nodes",
+    params(("id" = String, Path, description = "Token id (`reg_...`)")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "the token, revoked"),
+        (status = 404, description = "`not_found`"),
+    ))]
+pub async fn revoke_registration_token(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    caller.require("nodes:manage")?;
+    let token = state
+        .store
+        .revoke_registration_token(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no registration token '{id}'")))?;
+    tracing::info!(token = %id, by = %caller.key_id, "registration token revoked");
+    Ok(Json(json!(token)))
+}
+
 /// What a worker registers with.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[derive(Deserialize, utoipa::ToSchema)]
 pub struct RegisterNode {
     /// The worker's name, unique in the cluster.
     pub name: String,
@@ -62,10 +140,56 @@ pub struct RegisterNode {
     #[serde(default)]
     #[schema(example = json!({"zone": "eu-west-1a", "gpu": "h100"}))]
     pub labels: BTreeMap<String, String>,
+    /// The node's current credential, when a worker registers a name it
+    /// already holds (e.g. its frontend's URL changed).
+    #[serde(default)]
+    pub credential: Option<String>,
+}
+
+impl std::fmt::Debug for RegisterNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The credential is a secret.
+        f.debug_struct("RegisterNode")
+            .field("name", &self.name)
+            .field("address", &self.address)
+            .field("labels", &self.labels)
+            .field("credential", &self.credential.as_ref().map(|_| "<set>"))
+            .finish_non_exhaustive()
+    }
 }
 
 /// Longest node name.
 const MAX_NODE_NAME: usize = 128;
+/// Longest node address: a DNS name (253) and a port.
+const MAX_ADDRESS: usize = 260;
+
+/// Checks a node's dialable address: `host:port` or `[v6]:port`, a port
+/// that is not 0, and a host of name or IP characters only (no scheme,
+/// path, user info or spaces: frontends connect to it as it is).
+pub fn valid_address(address: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("address `{address:.64}` {why}"));
+    if address.is_empty() || address.len() > MAX_ADDRESS {
+        return bad(&format!("must be 1-{MAX_ADDRESS} characters"));
+    }
+    let Some((host, port)) = address.rsplit_once(':') else {
+        return bad("must be host:port");
+    };
+    if !matches!(port.parse::<u16>(), Ok(1..)) || port.starts_with('+') {
+        return bad("has no valid port");
+    }
+    let host_ok = if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        v6.parse::<std::net::Ipv6Addr>().is_ok()
+    } else {
+        !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+    };
+    if !host_ok {
+        return bad("has no valid host");
+    }
+    Ok(())
+}
 /// Most files a heartbeat may report as held: far more than the models a
 /// node caches (a model is one to a few dozen files), and it keeps a
 /// heartbeat that carries them under 300 KB.
@@ -80,12 +204,14 @@ fn valid_labels(raw: BTreeMap<String, String>) -> ApiResult<Labels> {
     security(("registration_token" = [])),
     responses(
         (status = 201, description = "`{node, credential}`: the node's own credential, shown once; the node is `pending` until approved"),
-        (status = 401, description = "`unauthorized`: no or unknown registration token"),
+        (status = 400, description = "`invalid_request`: a bad name, address or labels"),
+        (status = 401, description = "`unauthorized`: no, unknown, revoked, expired or used-up registration token"),
+        (status = 409, description = "`node_exists`: the name is taken; re-registering needs the node's credential or an admin's release"),
     ))]
 pub async fn register(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    Json(body): Json<RegisterNode>,
+    body: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let unauthorized = || {
         ApiError::new(
@@ -96,10 +222,8 @@ pub async fn register(
     };
     let token = bearer(&headers).ok_or_else(unauthorized)?;
     let digest = token_digest(token);
-    match state.store.registration_token(&digest).await? {
-        Some(stored) if bool::from(stored.as_slice().ct_eq(&digest)) => {}
-        _ => return Err(unauthorized()),
-    }
+    // Parsed once a token is there: an anonymous caller gets 401, not the schema.
+    let ApiJson(body) = ApiJson::<RegisterNode>::parse(&headers, &body)?;
     let name = body.name.trim();
     if name.is_empty() || name.len() > MAX_NODE_NAME || name.chars().any(char::is_whitespace) {
         return Err(ApiError::invalid_request(
@@ -112,16 +236,43 @@ pub async fn register(
         body.inventory
     };
     let labels = valid_labels(body.labels)?;
-    let (node, credential) = state
+    if let Some(address) = &body.address {
+        valid_address(address).map_err(ApiError::invalid_request)?;
+    }
+    let credential_sent = body.credential.is_some();
+    let registered = state
         .store
-        .register_node(Registration {
-            name,
-            address: body.address.as_deref(),
-            inventory: &inventory,
-            labels: &labels,
-            auto_approve: state.auto_approve,
-        })
+        .register_node(
+            &digest,
+            Registration {
+                name,
+                address: body.address.as_deref(),
+                inventory: &inventory,
+                labels: &labels,
+                auto_approve: state.auto_approve,
+                credential: body.credential.as_deref(),
+            },
+        )
         .await?;
+    let (node, credential) = match registered {
+        Ok(registered) => registered,
+        Err(RegistrationRefused::Token) => return Err(unauthorized()),
+        Err(RegistrationRefused::NameTaken) => {
+            tracing::warn!(
+                name,
+                credential_sent,
+                "a registration of a taken name was refused"
+            );
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "node_exists",
+                format!(
+                    "a node named '{name}' exists: registering it again needs its credential, \
+                     or an admin's `switchyard node release` first"
+                ),
+            ));
+        }
+    };
     tracing::info!(node = %node.id, name = %node.name, state = %node.state, "node registered");
     Ok((
         StatusCode::CREATED,
@@ -153,14 +304,14 @@ pub struct Heartbeat {
     params(("id" = String, Path, description = "Node id")),
     security(("node_credential" = [])),
     responses(
-        (status = 200, description = "`{state, carrier}`: the node's state and the cluster's carrier `{carrier, epoch, state}`"),
+        (status = 200, description = "`{state, carrier, engines}`: the node's state, the cluster's carrier `{carrier, epoch, state}` and the ids of the engines the cluster knows on the node (the worker stops the others after a grace)"),
         (status = 401, description = "`unauthorized`"),
     ))]
 pub async fn heartbeat(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     mut headers: HeaderMap,
-    Json(body): Json<Heartbeat>,
+    body: axum::body::Bytes,
 ) -> ApiResult<Json<Value>> {
     // The path names the node; the header, if sent, must agree.
     if headers
@@ -179,6 +330,7 @@ pub async fn heartbeat(
             .map_err(|_| ApiError::invalid_request("bad node id"))?,
     );
     authenticate_node(&state, &headers).await?;
+    let ApiJson(body) = ApiJson::<Heartbeat>::parse(&headers, &body)?;
     let inventory = if body.inventory.is_null() {
         json!({})
     } else {
@@ -210,7 +362,12 @@ pub async fn heartbeat(
         )
         .await?;
     let carrier = state.store.cluster_carrier().await?;
-    Ok(Json(json!({"state": node.state, "carrier": carrier})))
+    // The engines the cluster knows on this node: the worker stops the
+    // others (an engine whose replica was deleted or forgotten).
+    let engines = state.store.replica_ids_on(&id).await?;
+    Ok(Json(
+        json!({"state": node.state, "carrier": carrier, "engines": engines}),
+    ))
 }
 
 /// Every node.
@@ -252,6 +409,27 @@ pub async fn approve(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no node '{id}'")))?;
     tracing::info!(node = %id, by = %caller.key_id, "node approved");
+    Ok(Json(json!(node)))
+}
+
+/// Releases a node's name: its credential is revoked at once, and the next
+/// registration of the name (with a registration token) takes the node
+/// over. For a worker that lost its identity, or one that must be cut off.
+#[utoipa::path(post, path = "/api/nodes/{id}/release", tag = "nodes", params(("id" = String, Path, description = "Node id")),
+    security(("bearer" = [])),
+    responses((status = 200, description = "The node"), (status = 404, description = "`not_found`")))]
+pub async fn release(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    caller.require("nodes:manage")?;
+    let node = state
+        .store
+        .release_node(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no node '{id}'")))?;
+    tracing::info!(node = %id, by = %caller.key_id, "node released for registration");
     Ok(Json(json!(node)))
 }
 

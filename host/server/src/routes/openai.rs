@@ -18,7 +18,9 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use switchyard_carrier::streams::Lane;
 use switchyard_carrier::{Refusal, StreamError, StreamReader};
-use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision, Patch};
+use switchyard_runtime::admission::{
+    AdmissionPoint, AdmissionRequest, Decision, POLICY_ERROR_CODE, Patch,
+};
 
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -101,10 +103,10 @@ async fn proxy(caller: Caller, state: Arc<AppState>, path: &'static str, body: B
         Ok(response) => response,
         Err(response) => response,
     };
-    state.inference.answered(
-        model.as_deref().unwrap_or_default(),
-        response.status().as_u16(),
-    );
+    let label = crate::inference_metrics::model_label(model.as_deref(), |m| {
+        state.routing.models().contains_key(m)
+    });
+    state.inference.answered(label, response.status().as_u16());
     response
 }
 
@@ -176,8 +178,7 @@ async fn forward(
     };
     match verdict.decision {
         Decision::Deny(denial) => {
-            let body = json!({"error": {"code": denial.code, "type": "admission_denied", "message": denial.message}});
-            return Err((StatusCode::FORBIDDEN, Json(body)).into_response());
+            return Err(denied(&denial.code, &denial.message, &caller.key_id));
         }
         Decision::Patch {
             patch: Patch::Inference(patch),
@@ -280,6 +281,25 @@ async fn forward(
     Ok(response)
 }
 
+/// The message a client gets when a policy failed (trapped, ran out of
+/// time or memory) under fail-closed.
+const POLICY_FAILED_MESSAGE: &str = "the request was refused because an admission policy failed; the operator can find why in the server log";
+
+/// 403 for a denial. A policy's own denial is its business answer and goes
+/// to the client as the policy wrote it; a failed policy's details (a trap's
+/// backtrace, the plugin's name and limits) are the operator's, so they go
+/// to the log and the client gets the stable code with a generic message.
+fn denied(code: &str, message: &str, key_id: &str) -> Response {
+    let message = if code == POLICY_ERROR_CODE {
+        tracing::warn!(key = %key_id, detail = %message, "inference refused: an admission policy failed");
+        POLICY_FAILED_MESSAGE
+    } else {
+        message
+    };
+    let body = json!({"error": {"code": code, "type": "admission_denied", "message": message}});
+    (StatusCode::FORBIDDEN, Json(body)).into_response()
+}
+
 /// A stream the carrier could not open: no route to the worker (503,
 /// try again), or the worker's own refusal (at its stream limit: 429; no
 /// such service, or refused: 502).
@@ -373,6 +393,26 @@ mod tests {
             retry,
             body["error"]["code"].as_str().unwrap().into(),
         )
+    }
+
+    #[tokio::test]
+    async fn a_failed_policys_details_stay_in_the_log() {
+        let detail = "policy panic@1 failed: wasm trap: unreachable at 0x1f2e";
+        let response = denied(POLICY_ERROR_CODE, detail, "key_1");
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], POLICY_ERROR_CODE);
+        assert_eq!(body["error"]["message"], POLICY_FAILED_MESSAGE);
+        // A policy's own denial reaches the client as written.
+        let response = denied("max_tokens", "max_tokens must be at most 4096", "key_1");
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["message"], "max_tokens must be at most 4096");
     }
 
     #[tokio::test]

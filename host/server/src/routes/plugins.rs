@@ -4,15 +4,16 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchyard_runtime::policy::verify;
 use switchyard_store::plugins::{Inserted, PluginRecord};
 
-use crate::auth::Caller;
+use crate::auth::{Admin, Authorized};
 use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
 
 /// Where an upload says what it is.
@@ -26,14 +27,27 @@ pub struct UploadParams {
     pub sha256: Option<String>,
 }
 
-/// Longest plugin name or version.
+/// Longest plugin name or version: a chain names them in every listing.
 const MAX_NAME_LEN: usize = 64;
 
+/// A plugin name: a [`crate::valid::is_name`] of lowercase letters, digits,
+/// `-`, `_` and `.`, at most [`MAX_NAME_LEN`].
 fn valid_name(s: &str) -> bool {
-    !s.is_empty()
+    crate::valid::is_name(s)
         && s.len() <= MAX_NAME_LEN
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c))
+}
+
+/// A version (`1.2.0`, `2024-05-01`, `1.0.0-rc.1+build.5`): at most
+/// [`MAX_NAME_LEN`] of what [`crate::valid::is_name`] allows, and `+` for
+/// semver's build metadata.
+fn valid_version(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME_LEN
+        && !s.starts_with('.')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:+".contains(&b))
 }
 
 /// Uploads a component. The digest is checked before anything else is done with the bytes.
@@ -47,25 +61,20 @@ fn valid_name(s: &str) -> bool {
         (status = 422, description = "`digest_mismatch`"),
     ))]
 pub async fn upload(
-    caller: Caller,
+    caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-    Query(params): Query<UploadParams>,
+    ApiQuery(params): ApiQuery<UploadParams>,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    caller.require("admin")?;
     let (Some(name), Some(version), Some(sha256)) = (params.name, params.version, params.sha256)
     else {
         return Err(ApiError::invalid_request(
             "name, version and sha256 are required query parameters",
         ));
     };
-    if !valid_name(&name)
-        || version.is_empty()
-        || version.len() > MAX_NAME_LEN
-        || version.contains(char::is_whitespace)
-    {
+    if !valid_name(&name) || !valid_version(&version) {
         return Err(ApiError::invalid_request(
-            "name must be 1-64 lowercase letters, digits, '-', '_' or '.', and version 1-64 characters without spaces",
+            "name must be 1-64 lowercase letters, digits, '-', '_' or '.', and version 1-64 letters, digits, '-', '_', '.', ':' or '+'",
         ));
     }
     let bytes = body.clone();
@@ -102,8 +111,10 @@ pub async fn upload(
 
 /// Every plugin version.
 #[utoipa::path(get, path = "/api/plugins", tag = "plugins", responses((status = 200, description = "`{plugins: [...]}`")))]
-pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
-    caller.require("admin")?;
+pub async fn list(
+    _caller: Authorized<Admin>,
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<Value>> {
     Ok(Json(json!({"plugins": state.store.plugins(None).await?})))
 }
 
@@ -113,11 +124,10 @@ pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResu
     (status = 404, description = "`not_found`"),
 ))]
 pub async fn show(
-    caller: Caller,
+    _caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
-    caller.require("admin")?;
     let versions = state.store.plugins(Some(&name)).await?;
     if versions.is_empty() {
         return Err(ApiError::not_found(format!("no plugin named '{name}'")));

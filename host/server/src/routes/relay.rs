@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use axum::extract::State;
 use axum::extract::ws::{Message, WebSocketUpgrade};
-use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use futures::SinkExt;
@@ -19,6 +19,7 @@ use switchyard_carrier::tunnel::websocket;
 use crate::cluster::relay::{RELAY_HEADER, verdict};
 use crate::cluster::session::axum_codec;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::ApiQuery;
 use crate::state::AppState;
 
 /// The stream the asking replica wants.
@@ -33,7 +34,7 @@ pub struct RelayParams {
 /// websocket. Only replicas of this cluster (holding its relay secret) may ask.
 pub async fn relay(
     State(state): State<Arc<AppState>>,
-    Query(params): Query<RelayParams>,
+    ApiQuery(params): ApiQuery<RelayParams>,
     headers: HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> ApiResult<Response> {

@@ -7,6 +7,20 @@
 //! control verbs; replicas on nodes silent for longer than the grace are
 //! placed again. Every frontend refreshes its routing table from the same
 //! rows.
+//!
+//! Replica lifecycle. A pass places at most
+//! [`reconcile::MAX_PLACEMENTS_PER_PASS`] replicas; the rest wait for the
+//! next. Transient states hold a lease from the database clock
+//! (`state_until`): `staging` is renewed while its frontend's task lives and
+//! while bytes move, and a replica past it is placed again (its frontend
+//! died); `stopping` is claimed by a pass, drained, and forgotten once the
+//! worker confirms, or stopped once more and forgotten when the claim's
+//! lease runs out. A `failed` replica is tried again after a backoff that
+//! doubles with each failure in a row (`failures`, `retry_at` on the row). A
+//! deleted deployment's replicas go through `stopping` and keep their GPUs
+//! until then. Each heartbeat answer names the engines the cluster knows on
+//! the node; the worker stops the others after a few answers, and until it
+//! does the scheduler counts the GPUs of every engine a node reports running.
 
 pub mod admit;
 pub mod fit;

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::json;
-use switchyard_store::deployments::{Deployment, Replica};
+use switchyard_carrier::ControlError;
+use switchyard_store::deployments::{Deployment, Replica, STAGING_LEASE, StopClaim};
 use switchyard_store::keys::random_id;
 use switchyard_store::nodes::Node;
 use tokio::sync::watch;
@@ -26,6 +27,18 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// A node silent for this fraction of the grace is unhealthy.
 const UNHEALTHY_FRACTION: u32 = 3;
 const CONTROL_DEADLINE: Duration = Duration::from_secs(30);
+/// How long a stopping replica's engine gets to finish its requests.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(30);
+/// A second stop (the first was not confirmed) does not wait for requests.
+const STOP_DEADLINE: Duration = Duration::from_secs(10);
+/// What a control call waits beyond the worker's own deadline.
+const CONTROL_MARGIN: Duration = Duration::from_secs(10);
+/// Replicas placed in one pass, over every deployment; the rest are placed
+/// by the next passes (one a second). A pass holds the scheduler lock and
+/// each placement asks the deploy chain and writes a row: a deployment of
+/// thousands of replicas must not hold the lock for minutes, and a pass
+/// must see the GPUs its own placements took before placing many more.
+pub const MAX_PLACEMENTS_PER_PASS: usize = 16;
 
 /// Runs until `stop`: every frontend refreshes its routing table; the one
 /// holding the scheduler lock reconciles.
@@ -43,18 +56,12 @@ pub async fn run(state: Arc<AppState>, mut stop: watch::Receiver<bool>) {
 
 async fn tick(state: &Arc<AppState>) -> Result<(), String> {
     let store = &state.store;
-    if state.cluster.is_some()
-        && let Some(lock) = store
-            .try_scheduler_lock()
+    if state.cluster.is_some() {
+        store
+            .scheduler_pass(reconcile(state))
             .await
             .map_err(|e| e.to_string())?
-    {
-        let outcome = reconcile(state).await;
-        store
-            .release_scheduler_lock(&lock)
-            .await
-            .map_err(|e| e.to_string())?;
-        outcome?;
+            .transpose()?;
     }
     let deployments = store.deployments().await.map_err(|e| e.to_string())?;
     let replicas = store.replicas().await.map_err(|e| e.to_string())?;
@@ -73,6 +80,23 @@ async fn tick(state: &Arc<AppState>) -> Result<(), String> {
 
 async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
     let store = &state.store;
+    // Replicas whose staging lease ran out (the frontend staging them died
+    // or gave up) and failed replicas whose backoff passed: placed again.
+    let working: Vec<String> = state
+        .scheduler
+        .in_progress
+        .lock()
+        .expect("scheduler lock")
+        .iter()
+        .cloned()
+        .collect();
+    for id in store
+        .recover_replicas(&working)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        tracing::info!(replica = %id, "bringing a replica up again");
+    }
     let deployments = store.deployments().await.map_err(|e| e.to_string())?;
     let mut replicas = store.replicas().await.map_err(|e| e.to_string())?;
     let nodes = store.nodes().await.map_err(|e| e.to_string())?;
@@ -102,22 +126,8 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
 
-    // A drained node's replicas move away: stopped here, placed elsewhere.
-    for replica in replicas.iter().filter(|r| {
-        r.state != "stopping"
-            && nodes_by_id
-                .get(r.node_id.as_str())
-                .is_some_and(|n| n.state == "draining")
-    }) {
-        stop_replica(state, replica.clone());
-    }
-    replicas.retain(|r| {
-        nodes_by_id
-            .get(r.node_id.as_str())
-            .is_none_or(|n| n.state != "draining")
-    });
-
-    // Lost nodes: their replicas are placed again elsewhere.
+    // Lost nodes: their replicas are placed again elsewhere (a worker that
+    // comes back stops the engines no replica names any more).
     for replica in replicas.iter().filter(|r| stale.contains(&r.node_id)) {
         tracing::warn!(replica = %replica.id, node = %replica.node_id, "node lost; replacing its replica");
         store
@@ -127,26 +137,56 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
     }
     replicas.retain(|r| !stale.contains(&r.node_id));
 
+    // Replicas to stop: those of a deleted deployment and those on a
+    // draining node (placed elsewhere). They stay `stopping`, their GPUs
+    // counted, until their worker confirms.
+    for replica in &mut replicas {
+        if replica.state == "stopping" {
+            continue;
+        }
+        let why = if !deployments.iter().any(|d| d.id == replica.deployment_id) {
+            "its deployment was deleted"
+        } else if nodes_by_id
+            .get(replica.node_id.as_str())
+            .is_some_and(|n| n.state == "draining")
+        {
+            "its node is draining"
+        } else {
+            continue;
+        };
+        store
+            .begin_stop(&replica.id, why)
+            .await
+            .map_err(|e| e.to_string())?;
+        replica.state = "stopping".into();
+    }
+
     // What the workers report of the engines.
     for replica in &mut replicas {
         let Some(node) = nodes_by_id.get(replica.node_id.as_str()) else {
             continue;
         };
         let reported = engine_state(node, &replica.id);
+        let lists_engines = node.inventory["engines"].is_array();
         let next = match (replica.state.as_str(), reported.as_deref()) {
             ("starting" | "ready", Some("ready")) => "ready",
             ("ready", Some("starting" | "restarting")) => "starting",
+            // The worker lost a serving engine (it restarted): brought up
+            // again (`engine.start` of the same spec is idempotent there).
+            ("ready", None) if lists_engines => "placed",
             _ => continue,
         };
         if next != replica.state {
+            let detail = (next == "placed").then_some("its worker no longer runs the engine");
             store
-                .set_replica_state(&replica.id, next, None)
+                .set_replica_state(&replica.id, next, detail)
                 .await
                 .map_err(|e| e.to_string())?;
             replica.state = next.to_string();
         }
     }
 
+    let mut budget = MAX_PLACEMENTS_PER_PASS;
     for deployment in &deployments {
         let mine: Vec<&Replica> = replicas
             .iter()
@@ -155,7 +195,13 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
         let wanted = deployment.replicas.max(0) as usize;
         let mut pending = None;
         if mine.len() < wanted {
-            for _ in mine.len()..wanted {
+            let missing = wanted - mine.len();
+            let now = take_budget(missing, &mut budget);
+            if now < missing {
+                // The rest wait for the next pass; the reason shown stays.
+                pending = deployment.pending_reason.clone();
+            }
+            for _ in 0..now {
                 match place_one(state, deployment, &nodes, &stale, &replicas).await? {
                     Ok(replica) => replicas.push(replica),
                     Err(why) => {
@@ -165,11 +211,21 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
                 }
             }
         } else if mine.len() > wanted {
-            let mut extra: Vec<&Replica> = mine.clone();
+            let mut extra: Vec<String> = Vec::new();
+            let mut sorted = mine.clone();
             // Stop those not serving first.
-            extra.sort_by_key(|r| (r.state == "ready", r.id.clone()));
-            for replica in extra.into_iter().take(mine.len() - wanted) {
-                stop_replica(state, replica.clone());
+            sorted.sort_by_key(|r| (r.state == "ready", r.id.clone()));
+            for replica in sorted.into_iter().take(mine.len() - wanted) {
+                extra.push(replica.id.clone());
+            }
+            for id in extra {
+                store
+                    .begin_stop(&id, "scaled down")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if let Some(r) = replicas.iter_mut().find(|r| r.id == id) {
+                    r.state = "stopping".into();
+                }
             }
         }
         // Written only when it changes: every pass sees every deployment.
@@ -185,7 +241,18 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
             bring_up(state, deployment.clone(), replica.clone());
         }
     }
+    for claim in store.claim_stops().await.map_err(|e| e.to_string())? {
+        stop_replica(state, claim);
+    }
     Ok(())
+}
+
+/// How many of a deployment's `missing` replicas this pass places: at most
+/// what is left of the pass's `budget`, which they take.
+fn take_budget(missing: usize, budget: &mut usize) -> usize {
+    let now = missing.min(*budget);
+    *budget -= now;
+    now
 }
 
 /// The state a node's last heartbeat reports for an engine.
@@ -257,6 +324,15 @@ async fn place_one(
     Ok(Ok(replica))
 }
 
+/// A lease renewal that ends with its owner, however it ends.
+struct Renewal(tokio::task::JoinHandle<()>);
+
+impl Drop for Renewal {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Stages the files and starts the engine, on a task of its own.
 fn bring_up(state: &Arc<AppState>, deployment: Deployment, replica: Replica) {
     if !state
@@ -270,22 +346,59 @@ fn bring_up(state: &Arc<AppState>, deployment: Deployment, replica: Replica) {
     }
     let state = state.clone();
     tokio::spawn(async move {
-        let outcome = start(&state, &deployment, &replica).await;
-        let (next, detail) = match outcome {
-            Ok(()) => ("starting", None),
+        // Another frontend's pass may have taken it (passes alternate).
+        let claimed = state
+            .store
+            .claim_staging(&replica.id, "checking the worker's files")
+            .await
+            .unwrap_or(false);
+        let outcome = if claimed {
+            // The lease is renewed while this task lives: a frontend that
+            // dies stops renewing, and the next pass after the lease brings
+            // the replica up again.
+            let _renewal = {
+                let (store, id) = (state.store.clone(), replica.id.clone());
+                Renewal(tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(STAGING_LEASE / 4).await;
+                        let _ = store.renew_staging(&id).await;
+                    }
+                }))
+            };
+            Some(start(&state, &deployment, &replica).await)
+        } else {
+            None
+        };
+        let Some(outcome) = outcome else {
+            state
+                .scheduler
+                .in_progress
+                .lock()
+                .expect("scheduler lock")
+                .remove(&replica.id);
+            return;
+        };
+        let _ = match outcome {
+            Ok(()) => {
+                state
+                    .store
+                    .set_replica_state(&replica.id, "starting", None)
+                    .await
+            }
             // Placed again: the next pass tries once the node is reachable.
             Err(BringUpError::Unreachable(e)) => {
-                ("placed", Some(format!("waiting for the node: {e}")))
+                let detail = format!("waiting for the node: {e}");
+                state
+                    .store
+                    .set_replica_state(&replica.id, "placed", Some(&detail))
+                    .await
             }
+            // Tried again after a backoff that doubles with each failure.
             Err(BringUpError::Failed(e)) => {
                 tracing::warn!(replica = %replica.id, detail = %e, "replica failed to start");
-                ("failed", Some(e))
+                state.store.fail_replica(&replica.id, &e).await
             }
         };
-        let _ = state
-            .store
-            .set_replica_state(&replica.id, next, detail.as_deref())
-            .await;
         state
             .scheduler
             .in_progress
@@ -311,10 +424,11 @@ async fn start(
         .await
         .map_err(|e| failed(e.to_string()))?
         .ok_or_else(|| failed("the model revision is gone".into()))?;
-    let _ = state
-        .store
-        .set_replica_state(&replica.id, "staging", Some("checking the worker's files"))
-        .await;
+    // The model may have been imported through another replica: its blobs
+    // come from there first (a failure is retried with the failed backoff).
+    crate::library::ensure_revision(state, &revision)
+        .await
+        .map_err(failed)?;
     let control = cluster.control.active();
     let streams = cluster.streams.active();
     // Progress is written in order by one task, finished before the state moves on.
@@ -380,30 +494,69 @@ async fn start(
     Ok(())
 }
 
-/// Drains the replica's engine, then forgets the replica.
-fn stop_replica(state: &Arc<AppState>, replica: Replica) {
+/// Stops a claimed replica's engine and forgets the replica once its
+/// worker confirms. The first stop drains; when it is not confirmed the
+/// row stays (its GPUs counted) until the claim's lease runs out, and the
+/// next claim stops the engine once more and forgets the replica whatever
+/// the answer: a worker that never answers stops the engine itself once no
+/// heartbeat answer names it, and until then the scheduler counts the GPUs
+/// the worker reports in use.
+fn stop_replica(state: &Arc<AppState>, claim: StopClaim) {
     let state = state.clone();
     tokio::spawn(async move {
-        let _ = state
-            .store
-            .set_replica_state(&replica.id, "stopping", None)
-            .await;
-        if let Some(cluster) = state.cluster.clone() {
-            let payload = json!({"id": replica.id, "deadline_ms": 30_000}).to_string();
-            let drained = cluster
-                .control
-                .active()
-                .call(
-                    &replica.node_id,
-                    "engine.drain",
-                    Bytes::from(payload),
-                    Duration::from_secs(40),
-                )
-                .await;
-            if let Err(e) = drained {
-                tracing::warn!(replica = %replica.id, error = %e, "the replica's engine did not drain");
+        let confirmed = match state.cluster.clone() {
+            None => false,
+            Some(cluster) => {
+                let (verb, deadline) = if claim.again {
+                    ("engine.stop", STOP_DEADLINE)
+                } else {
+                    ("engine.drain", DRAIN_DEADLINE)
+                };
+                let payload =
+                    json!({"id": claim.id, "deadline_ms": DRAIN_DEADLINE.as_millis() as u64});
+                let answer = cluster
+                    .control
+                    .active()
+                    .call(
+                        &claim.node_id,
+                        verb,
+                        Bytes::from(payload.to_string()),
+                        deadline + CONTROL_MARGIN,
+                    )
+                    .await;
+                match answer {
+                    Ok(_) => true,
+                    // Not there: nothing runs for it.
+                    Err(ControlError::Refused(r)) if r.code == "unknown_engine" => true,
+                    Err(e) => {
+                        tracing::warn!(replica = %claim.id, again = claim.again, error = %e, "the replica's engine did not confirm its stop");
+                        false
+                    }
+                }
             }
+        };
+        if confirmed || claim.again {
+            let _ = state.store.delete_replica(&claim.id).await;
         }
-        let _ = state.store.delete_replica(&replica.id).await;
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_places_at_most_its_budget_over_every_deployment() {
+        let mut budget = MAX_PLACEMENTS_PER_PASS;
+        let missing = [10, MAX_PLACEMENTS_PER_PASS, 3];
+        let now: Vec<usize> = missing
+            .iter()
+            .map(|m| take_budget(*m, &mut budget))
+            .collect();
+        assert_eq!(now, [10, MAX_PLACEMENTS_PER_PASS - 10, 0]);
+        assert_eq!(budget, 0);
+        // The next pass places the rest.
+        let mut next = MAX_PLACEMENTS_PER_PASS;
+        assert_eq!(take_budget(10 + 3, &mut next), 13);
+    }
 }

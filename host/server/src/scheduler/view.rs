@@ -41,6 +41,7 @@ pub fn views(
                 .iter()
                 .filter(|r| r.node_id == node.id)
                 .flat_map(|r| r.gpus.iter().map(|g| *g as u32))
+                .chain(engine_gpus(node))
                 .collect(),
             disk_available_bytes: node.inventory["disk"]["available_bytes"].as_u64(),
             holds_files: holds_files(node, revision),
@@ -51,6 +52,21 @@ pub fn views(
             labels: node.labels.clone(),
         })
         .collect()
+}
+
+/// The GPUs of the engines the node reports running, whether or not a
+/// replica names them (one being stopped, one left by a replica that was
+/// forgotten): busy until the worker says the engine stopped.
+fn engine_gpus(node: &Node) -> impl Iterator<Item = u32> + '_ {
+    node.inventory["engines"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["state"]["state"].as_str() != Some("stopped"))
+        .filter_map(|e| e["gpus"].as_array())
+        .flatten()
+        .filter_map(|g| g.as_u64())
+        .map(|g| g as u32)
 }
 
 /// Whether the node reported every file of the revision as complete in its cache.
@@ -115,6 +131,22 @@ mod tests {
         assert_eq!(seen[0].labels["zone"], "a");
         assert_eq!(seen[0].gpus[0].memory_total_bytes, 1024);
         assert_eq!(seen[0].disk_available_bytes, Some(10));
+    }
+
+    #[test]
+    fn gpus_of_engines_the_node_reports_running_are_busy_without_a_replica() {
+        let mut busy = node("n", &[]);
+        busy.inventory["gpus"] = json!([
+            {"index": 0, "memory_total_bytes": 1024},
+            {"index": 1, "memory_total_bytes": 1024},
+            {"index": 2, "memory_total_bytes": 1024},
+        ]);
+        busy.inventory["engines"] = json!([
+            {"id": "rep_forgotten", "gpus": [1], "state": {"state": "ready", "pid": 7}},
+            {"id": "rep_gone", "gpus": [2], "state": {"state": "stopped", "reason": "x"}},
+        ]);
+        let seen = views(&[busy], &BTreeSet::new(), &[], "d", &revision(&["aa"]));
+        assert_eq!(seen[0].used, BTreeSet::from([1]));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::encode;
 use crate::error::Error;
 use crate::headers::{Headers, parse_headers};
 use crate::info::ServerInfo;
-use crate::parser::{MsgFrame, ServerOp, parse_frame};
+use crate::parser::{MAX_SERVER_LINE, MsgFrame, ServerOp, parse_frame};
 use crate::request::{INBOX_SID, RequestError};
 use crate::server_error::ServerError;
 
@@ -19,6 +19,20 @@ impl Connection {
         let mut batch = Batch::default();
         if !self.has_transport() {
             // Bytes from a transport that is closing or gone mean nothing.
+            return batch.finish();
+        }
+        // A protocol line arriving in pieces: its newline can only be in the
+        // new bytes, so only they are searched. Parsing what is held again on
+        // every read would make a server that sends a 64 KiB line one byte
+        // at a time cost quadratic time (about a second of CPU per line).
+        // nats.go's parser likewise keeps its state between reads and looks
+        // at each byte once.
+        if self.awaiting_newline
+            && !self.read_buf.is_empty()
+            && self.read_buf.len() + data.len() <= MAX_SERVER_LINE
+            && !data.contains(&b'\n')
+        {
+            self.read_buf.extend_from_slice(data);
             return batch.finish();
         }
         let mut held = std::mem::take(&mut self.read_buf);
@@ -47,6 +61,9 @@ impl Connection {
                 } else {
                     held.extend_from_slice(&data[used..]);
                 }
+                // Stops at the first newline, or reads only a partial line
+                // that this read completed or began.
+                self.awaiting_newline = !held.contains(&b'\n');
                 self.read_buf = held;
             }
         }
@@ -232,4 +249,87 @@ impl Connection {
 /// rather than allowed to break the connection.
 fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use crate::parser::PARSES;
+    use crate::{Action, Config, Connection, MAX_SERVER_LINE};
+
+    /// A long line sent a byte at a time is parsed once it is complete, not
+    /// once per byte: each parse rescans everything held.
+    #[test]
+    fn a_line_trickling_in_is_not_parsed_again_on_every_read() {
+        let mut line = b"INFO {\"server_id\":\"".to_vec();
+        line.resize(MAX_SERVER_LINE - 8, b'a');
+        line.extend_from_slice(b"\"}\r\n");
+        let mut conn = Connection::new(Config::default()).unwrap();
+        conn.on_connected(0);
+        let before = PARSES.with(Cell::get);
+        let mut out = Vec::new();
+        for byte in line.chunks(1) {
+            out.extend(conn.on_bytes(byte, 1));
+        }
+        let parses = PARSES.with(Cell::get) - before;
+        // The first byte, then the line and the empty rest after its newline.
+        assert!(parses <= 3, "{parses} parses for {} reads", line.len());
+        assert!(
+            matches!(&out[..], [Action::Write(w)] if w.starts_with(b"CONNECT ")),
+            "{out:?}"
+        );
+        assert_eq!(conn.server_info().unwrap().server_id.len(), line.len() - 23);
+    }
+
+    /// The same bytes in pieces of any size still give one read's result,
+    /// and a line past the limit still fails when its bytes come singly.
+    #[test]
+    fn pieces_around_a_partial_line_read_as_one() {
+        let stream = b"PING\r\nPO\r\nINFO {}\r\n";
+        let whole = {
+            let mut conn = Connection::new(Config::default()).unwrap();
+            conn.on_connected(0);
+            conn.on_bytes(b"INFO {}\r\nPONG\r\n", 1);
+            conn.on_bytes(stream, 1)
+        };
+        for size in 1..stream.len() {
+            let mut conn = Connection::new(Config::default()).unwrap();
+            conn.on_connected(0);
+            conn.on_bytes(b"INFO {}\r\nPONG\r\n", 1);
+            let mut out = Vec::new();
+            for piece in stream.chunks(size) {
+                out.extend(conn.on_bytes(piece, 1));
+            }
+            let writes: Vec<u8> = out
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Write(w) => Some(w.clone()),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            assert_eq!(writes, b"PONG\r\n", "pieces of {size}");
+            let rest: Vec<&Action> = out
+                .iter()
+                .filter(|a| !matches!(a, Action::Write(_)))
+                .collect();
+            let whole_rest: Vec<&Action> = whole
+                .iter()
+                .filter(|a| !matches!(a, Action::Write(_)))
+                .collect();
+            assert_eq!(rest, whole_rest, "pieces of {size}");
+        }
+
+        let mut conn = Connection::new(Config::default()).unwrap();
+        conn.on_connected(0);
+        let mut out = Vec::new();
+        for _ in 0..=MAX_SERVER_LINE {
+            out.extend(conn.on_bytes(b"x", 1));
+        }
+        assert!(
+            out.contains(&Action::Close),
+            "a line past the limit is refused"
+        );
+    }
 }
