@@ -203,8 +203,9 @@ run_fuzzers() {
     return $failed
 }
 
-# The fuzz targets for a few seconds each (15 by default), for the test
-# command: about 2 minutes in all with a warm build.
+# The fuzz targets for a few seconds each (12 by default), for the test
+# command: under 2 minutes in all with a warm build (each run also spends a
+# second or two loading its grown corpus).
 run_fuzzers_briefly() {
-    run_fuzzers "${1:-15}"
+    run_fuzzers "${1:-12}"
 }

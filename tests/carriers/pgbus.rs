@@ -156,6 +156,7 @@ async fn the_replicas_pgbus_login_cannot_read_the_platform_tables() {
         .await;
     assert_eq!(shown["running"], "tunnel", "{shown}");
     assert_eq!(shown["connected"], true, "{shown}");
+    assert_eq!(shown["plugin"]["state"], "running", "{shown}");
 
     // The login the replica made; asking again changes nothing.
     let store = switchyard_store::Store::connect(&db).await.unwrap();
@@ -192,4 +193,42 @@ async fn the_replicas_pgbus_login_cannot_read_the_platform_tables() {
         );
     }
     replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_createrole_the_carrier_login_falls_back_to_the_servers() {
+    // A server whose role owns its database but may not create roles, as on
+    // managed PostgreSQL.
+    let db = fresh_database().await;
+    let (admin, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let database: String = admin
+        .query_one("SELECT current_database()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let owner = format!("{database}_owner");
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {owner} LOGIN NOCREATEROLE; ALTER DATABASE {database} OWNER TO {owner}"
+        ))
+        .await
+        .unwrap();
+    let store = switchyard_store::Store::connect(&format!("{db} user={owner}"))
+        .await
+        .expect("the owner runs the migrations");
+    assert_eq!(store.ensure_carrier_login().await.unwrap(), None);
+    // Nothing was left half made: no role, and the database still serves.
+    let roles: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_roles WHERE rolname = 'switchyard_carrier_' || left(md5($1), 12)",
+            &[&database],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(roles, 0);
+    assert!(store.cluster_carrier().await.is_ok());
 }

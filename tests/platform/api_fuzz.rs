@@ -17,16 +17,16 @@ use switchyard_tests::plugins;
 use switchyard_tests::replica::Replica;
 
 /// The checks every answer must pass.
-const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,error_shape";
+const CHECKS: &str =
+    "not_a_server_error,status_code_conformance,content_type_conformance,error_shape";
 
 /// Routes Schemathesis cannot drive: websocket upgrades (the worker's
 /// session and the replicas' relay) and the raw byte streams to a node.
 const EXCLUDED_PATHS: &str = "^/api/cluster/(connect|relay)$";
 
 async fn fuzz(replica: &Replica, token: &str, label: &str) {
-    let python = std::env::var("SWITCHYARD_PYTHON").expect(
-        "SWITCHYARD_PYTHON names a Python with schemathesis: scripts/test.sh provides it",
-    );
+    let python = std::env::var("SWITCHYARD_PYTHON")
+        .expect("SWITCHYARD_PYTHON names a Python with schemathesis: scripts/test.sh provides it");
     let seconds: u64 = std::env::var("SWITCHYARD_API_FUZZ_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -95,7 +95,10 @@ async fn the_api_answers_generated_requests_as_documented() {
         )
         .await;
     assert!(status.is_success(), "{key}");
-    let narrow = key["token"].as_str().expect("the new key's token").to_string();
+    let narrow = key["token"]
+        .as_str()
+        .expect("the new key's token")
+        .to_string();
 
     fuzz(&replica, switchyard_tests::ADMIN_TOKEN, "the admin token").await;
     fuzz(&replica, &narrow, "an inference key").await;

@@ -339,6 +339,23 @@ async fn rejections_are_json_and_come_after_the_scope_check() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
     assert_eq!(code(&answer), "invalid_request");
 
+    // Registration: a token that is not a live registration token is a 401
+    // before the body is read, whatever the body holds.
+    for body in ["{not json", r#"{"name": 1}"#] {
+        let (status, answer) = replica
+            .call(
+                replica
+                    .http
+                    .post(url("/api/nodes/register"))
+                    .bearer_auth("sy_not_a_registration_token")
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(body),
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}: {answer}");
+        assert_eq!(code(&answer), "unauthorized");
+    }
+
     // The scheme's name in any case (RFC 7235).
     let (status, _) = replica
         .call(

@@ -37,7 +37,10 @@ fn the_document_lists_security_and_every_error_status() {
     for public in ["/healthz", "/readyz"] {
         let op = &doc["paths"][public]["get"];
         assert!(op["security"].is_null(), "{public} needs no credential");
-        assert!(op["responses"].get("401").is_none(), "{public} never answers 401");
+        assert!(
+            op["responses"].get("401").is_none(),
+            "{public} never answers 401"
+        );
     }
     // A secured JSON route lists the statuses a client can meet.
     let keys = &doc["paths"]["/api/keys"]["post"];

@@ -314,7 +314,10 @@ async fn a_sleeping_policy_fails_closed_at_the_deadline_and_healthz_still_answer
     assert_eq!(verdict["code"], "policy_error", "{verdict}");
     assert_eq!(verdict["steps"][0]["error"]["kind"], "timeout", "{verdict}");
     // The fixture sleeps 20 s; the replica's deadline is 100 ms.
-    assert!(elapsed < Duration::from_secs(5), "answered after {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "answered after {elapsed:?}"
+    );
     let status = replica
         .http
         .get(format!("{}/healthz", replica.url))

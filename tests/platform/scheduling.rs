@@ -5,7 +5,8 @@
 //! replicas kept (stopping, their GPUs counted) until their stop is
 //! confirmed, and the scheduler lock ending with its pass even when the pass
 //! is dropped. Then the model library across two replicas: a model imported
-//! through one is served by the other.
+//! through one is served by the other (fetched from the first, or found on
+//! the shared `--library-dir`).
 //!
 //! Time passing is the database clock moving past a lease: the tests move
 //! the lease into the past (`state_until = now() - 1s`) instead of waiting.
@@ -18,6 +19,7 @@ use sha2::{Digest, Sha256};
 use switchyard_store::Store;
 use switchyard_store::deployments::{Deployment, FAILED_BACKOFF_BASE, Replica, STAGING_LEASE};
 use switchyard_tests::db::fresh_database;
+use switchyard_tests::process::ServeProcess;
 use switchyard_tests::replica::Replica as Frontend;
 
 /// A store on a fresh database with one node (`node_a`), a model revision
@@ -357,4 +359,64 @@ async fn a_model_imported_through_one_replica_is_served_by_the_other() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     a.stop().await;
     b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_a_shared_library_dir_serve_each_others_imports() {
+    let db = fresh_database().await;
+    let (dir_a, dir_b, shared) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let env = [("SWITCHYARD_ADMIN_TOKEN", switchyard_tests::ADMIN_TOKEN)];
+    let serve = |dir: &std::path::Path| {
+        ServeProcess::start(
+            &[
+                "--database-url",
+                &db,
+                "--data-dir",
+                dir.to_str().unwrap(),
+                "--library-dir",
+                shared.path().to_str().unwrap(),
+            ],
+            &env,
+        )
+    };
+    let (a, b) = (serve(dir_a.path()), serve(dir_b.path()));
+    let http = reqwest::Client::new();
+    let weights = b"shared weights".to_vec();
+    let digest = hex::encode(Sha256::digest(&weights));
+    let uploaded = http
+        .put(format!("{}/api/library/blobs/{digest}", a.url))
+        .bearer_auth(switchyard_tests::ADMIN_TOKEN)
+        .body(weights.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(uploaded.status(), StatusCode::CREATED);
+    // The other replica holds it already (nothing to fetch), on the shared folder.
+    let shown = http
+        .get(format!("{}/api/library/blobs/{digest}", b.url))
+        .bearer_auth(switchyard_tests::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(shown.status(), StatusCode::OK);
+    let stored = shared.path().join("blobs/sha256").join(&digest);
+    assert_eq!(std::fs::read(stored).unwrap(), weights);
+    assert!(
+        !dir_b
+            .path()
+            .join("library/blobs/sha256")
+            .join(&digest)
+            .exists()
+    );
+    assert!(
+        !dir_a
+            .path()
+            .join("library/blobs/sha256")
+            .join(&digest)
+            .exists()
+    );
 }

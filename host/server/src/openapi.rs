@@ -97,9 +97,7 @@ impl utoipa::Modify for BearerAuth {
         components.add_security_scheme(
             "relay_secret",
             SecurityScheme::ApiKey(utoipa::openapi::security::ApiKey::Header(
-                utoipa::openapi::security::ApiKeyValue::new(
-                    crate::cluster::relay::RELAY_HEADER,
-                ),
+                utoipa::openapi::security::ApiKeyValue::new(crate::cluster::relay::RELAY_HEADER),
             )),
         );
     }
@@ -156,7 +154,11 @@ impl utoipa::Modify for CommonResponses {
                         SecurityRequirement::default(),
                         SecurityRequirement::new("bearer", Vec::<String>::new()),
                     ]);
-                    add(op, "401", "`unauthorized`: `--metrics-auth` is on and no valid key was sent");
+                    add(
+                        op,
+                        "401",
+                        "`unauthorized`: `--metrics-auth` is on and no valid key was sent",
+                    );
                     continue;
                 }
                 if op.security.is_none() {
@@ -165,11 +167,27 @@ impl utoipa::Modify for CommonResponses {
                         Vec::<String>::new(),
                     )]);
                 }
-                add(op, "401", "`unauthorized`: no credential, or one that is not valid");
-                add(op, "403", "`forbidden`: the credential lacks the scope this route needs");
-                add(op, "503", "`database_unavailable`: the database did not answer in time");
+                add(
+                    op,
+                    "401",
+                    "`unauthorized`: no credential, or one that is not valid",
+                );
+                add(
+                    op,
+                    "403",
+                    "`forbidden`: the credential lacks the scope this route needs",
+                );
+                add(
+                    op,
+                    "503",
+                    "`database_unavailable`: the database did not answer in time",
+                );
                 if has_params {
-                    add(op, "400", "`invalid_request`: a path parameter or query is not valid");
+                    add(
+                        op,
+                        "400",
+                        "`invalid_request`: a path parameter or query is not valid",
+                    );
                 }
                 // Statuses a route documents itself carry the same error body.
                 for (status, response) in op.responses.responses.iter_mut() {
@@ -184,11 +202,27 @@ impl utoipa::Modify for CommonResponses {
                 }
                 if let Some(body) = &op.request_body {
                     let json = body.content.contains_key("application/json");
-                    add(op, "400", "`invalid_request` / `invalid_json`: the body is not valid");
-                    add(op, "413", "`payload_too_large`: the body is over this route's limit");
+                    add(
+                        op,
+                        "400",
+                        "`invalid_request` / `invalid_json`: the body is not valid",
+                    );
+                    add(
+                        op,
+                        "413",
+                        "`payload_too_large`: the body is over this route's limit",
+                    );
                     if json {
-                        add(op, "415", "`unsupported_media_type`: the body is not `application/json`");
-                        add(op, "422", "`invalid_request`: the JSON does not match the schema");
+                        add(
+                            op,
+                            "415",
+                            "`unsupported_media_type`: the body is not `application/json`",
+                        );
+                        add(
+                            op,
+                            "422",
+                            "`invalid_request`: the JSON does not match the schema",
+                        );
                     }
                 }
             }
@@ -251,7 +285,10 @@ impl utoipa::Modify for Relay {
             .parameter(param("node", "the node whose session is held here"))
             .parameter(param("lane", "`inference` or `bulk`"))
             .parameter(param("service", "the worker's stream service"))
-            .security(SecurityRequirement::new("relay_secret", Vec::<String>::new()))
+            .security(SecurityRequirement::new(
+                "relay_secret",
+                Vec::<String>::new(),
+            ))
             .response(
                 "101",
                 ResponseBuilder::new().description("switching to the websocket"),

@@ -91,10 +91,7 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/api/nodes/{id}/heartbeat", post(nodes::heartbeat))
         .route("/api/cluster/connect", get(cluster::connect))
         .route("/api/cluster/relay", get(relay::relay))
-        .route(
-            "/api/cluster/library/blobs/{sha256}",
-            get(peer_blobs::blob),
-        )
+        .route("/api/cluster/library/blobs/{sha256}", get(peer_blobs::blob))
         .route("/api/cluster/carrier", get(cluster::carrier))
         .route(
             "/api/cluster/probe",

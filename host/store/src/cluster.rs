@@ -137,7 +137,9 @@ impl CarrierLogin {
             // The authority ends at the first '/' or '?'; credentials end at its last '@'.
             let end = rest.find(['/', '?']).unwrap_or(rest.len());
             let (authority, tail) = rest.split_at(end);
-            let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
             format!("{scheme}://{}:{}@{host}{tail}", self.user, self.password)
         } else {
             // In a key=value string a later key overrides an earlier one.
@@ -199,26 +201,26 @@ impl Store {
             .is_some();
         // DDL takes no parameters: `user` is `switchyard_carrier_` and hex,
         // `password` is hex (both made above), so quoting them is safe.
+        // A new role has no attributes beyond LOGIN (no superuser, no
+        // CREATEDB, no CREATEROLE: PostgreSQL's defaults); only its password
+        // is kept in step, since changing attributes needs more than CREATEROLE.
         let role = match exists {
-            true => format!(
-                "ALTER ROLE {user} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '{password}'"
-            ),
-            false => format!(
-                "CREATE ROLE {user} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '{password}'"
-            ),
+            true => format!("ALTER ROLE {user} WITH LOGIN PASSWORD '{password}'"),
+            false => format!("CREATE ROLE {user} WITH LOGIN PASSWORD '{password}'"),
         };
-        if let Err(e) = tx.batch_execute(&role).await {
-            let e = StoreError::from(e);
-            if e.sqlstate() == Some("42501") {
-                // insufficient_privilege: the caller warns and falls back.
-                return Ok(None);
+        // A role that may not create roles, or (PostgreSQL 16+) may create
+        // one but not act as it to own its schema, answers
+        // insufficient_privilege: the caller warns and falls back.
+        let schema = format!("CREATE SCHEMA IF NOT EXISTS {user} AUTHORIZATION {user}");
+        for statement in [role, schema] {
+            if let Err(e) = tx.batch_execute(&statement).await {
+                let e = StoreError::from(e);
+                if e.sqlstate() == Some("42501") {
+                    return Ok(None);
+                }
+                return Err(e);
             }
-            return Err(e);
         }
-        tx.batch_execute(&format!(
-            "CREATE SCHEMA IF NOT EXISTS {user} AUTHORIZATION {user}"
-        ))
-        .await?;
         tx.commit().await?;
         Ok(Some(CarrierLogin { user, password }))
     }

@@ -233,6 +233,23 @@ impl Store {
         Ok(row.as_ref().map(registration_token))
     }
 
+    /// Whether a registration token may register now (live, not expired,
+    /// uses left). Read only: [`Store::register_node`] counts the use.
+    pub async fn registration_token_usable(&self, token_sha256: &[u8]) -> Result<bool, StoreError> {
+        let row = self
+            .conn()
+            .await?
+            .query_opt(
+                "SELECT 1 FROM registration_tokens
+                 WHERE token_sha256 = $1 AND revoked_at IS NULL
+                   AND (expires_at IS NULL OR expires_at > now())
+                   AND (max_uses IS NULL OR uses < max_uses)",
+                &[&token_sha256],
+            )
+            .await?;
+        Ok(row.is_some())
+    }
+
     /// Registers (or re-registers) a worker by name with a fresh credential,
     /// returned once, if the registration token with digest `token_sha256`
     /// is live (not revoked, not expired, not used up; this use is counted).

@@ -222,7 +222,11 @@ pub async fn register(
     };
     let token = bearer(&headers).ok_or_else(unauthorized)?;
     let digest = token_digest(token);
-    // Parsed once a token is there: an anonymous caller gets 401, not the schema.
+    // Parsed once a usable token is there: a caller without one gets 401,
+    // not the schema. The use itself is counted with the registration.
+    if !state.store.registration_token_usable(&digest).await? {
+        return Err(unauthorized());
+    }
     let ApiJson(body) = ApiJson::<RegisterNode>::parse(&headers, &body)?;
     let name = body.name.trim();
     if name.is_empty() || name.len() > MAX_NODE_NAME || name.chars().any(char::is_whitespace) {
