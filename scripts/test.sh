@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test. Installs what is missing (PostgreSQL, nats-server, the
-# wasm32-wasip2 target, a Python venv with the openai and gguf packages,
-# llama.cpp's llama-server built once from source), builds the guest
-# components and the binary, starts a private PostgreSQL for the suites
-# (stopped on exit), then: rustfmt, clippy, and
-# every test of the workspace (unit, SDK and policy cases, end-to-end suites).
+# wasm32-wasip2 target, a Python venv with the openai, gguf and schemathesis
+# packages, cargo-fuzz, llama.cpp's llama-server built once from source),
+# builds the guest components and the binary, starts a private PostgreSQL
+# for the suites (stopped on exit), then: rustfmt, clippy, every test of the workspace (unit,
+# SDK and policy cases, end-to-end suites, Schemathesis against the API), and
+# every fuzz target for a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -19,6 +20,7 @@ build_guests
 
 say "checking formatting"
 cargo fmt --all --check
+(cd fuzz && cargo fmt --check) # a workspace of its own
 
 say "building the host"
 cargo build -p switchyard
@@ -48,5 +50,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 say "running the tests"
 # The benchmark is checked by clippy above and run by scripts/bench.sh.
+# The API fuzzer (tests/platform/api_fuzz.rs) runs Schemathesis 45 s per key.
 cargo test --workspace --exclude switchyard-bench
+
+say "fuzzing every network parser briefly (scripts/fuzz.sh runs them long)"
+run_fuzzers_briefly
 say "all tests passed"

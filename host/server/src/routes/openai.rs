@@ -251,10 +251,7 @@ async fn forward(
     let head: Value = serde_json::from_slice(&head)
         .map_err(|e| broken(format!("the worker's answer head: {e}")))?;
     state.inference.head_after(started.elapsed());
-    let status = head["status"]
-        .as_u64()
-        .and_then(|s| StatusCode::from_u16(s as u16).ok())
-        .unwrap_or(StatusCode::BAD_GATEWAY);
+    let status = head_status(&head);
     let replica = HeaderValue::from_str(&lease.replica).ok();
     let keepalive = is_event_stream(&head).then_some(state.sse_keepalive);
     let body = answer_body(reader, lease, first, keepalive);
@@ -279,6 +276,16 @@ async fn forward(
         }
     }
     Ok(response)
+}
+
+/// The status a worker's answer head names; 502 for one that is missing or
+/// not an HTTP status (a truncating cast would read 65736 as 200).
+fn head_status(head: &Value) -> StatusCode {
+    head["status"]
+        .as_u64()
+        .and_then(|s| u16::try_from(s).ok())
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .unwrap_or(StatusCode::BAD_GATEWAY)
 }
 
 /// The message a client gets when a policy failed (trapped, ran out of
@@ -380,6 +387,22 @@ fn answer_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_head_status_that_is_not_an_http_status_is_a_bad_gateway() {
+        assert_eq!(head_status(&json!({"status": 201})), StatusCode::CREATED);
+        // 65736 truncated to 16 bits is 200: the worker's garbage must not read as success.
+        assert_eq!(
+            head_status(&json!({"status": 65736})),
+            StatusCode::BAD_GATEWAY
+        );
+        assert_eq!(head_status(&json!({"status": 42})), StatusCode::BAD_GATEWAY);
+        assert_eq!(
+            head_status(&json!({"status": "200"})),
+            StatusCode::BAD_GATEWAY
+        );
+        assert_eq!(head_status(&json!({})), StatusCode::BAD_GATEWAY);
+    }
 
     async fn code(response: Response) -> (StatusCode, bool, String) {
         let status = response.status();
