@@ -160,6 +160,29 @@ for name, text in [
 ]:
     add("worker_head", name, text)
 
+# direct_hello: a connection's bytes; the line is up to the first newline,
+# read as a challenge, a hello and an answer (and the whole input as a
+# refusal message).
+NONCE_HEX = "a5" * 32
+for name, text in [
+    ("challenge", "SWY2 " + NONCE_HEX + "\n"),
+    ("challenge_upper", "SWY2 " + NONCE_HEX.upper() + "\n"),
+    ("challenge_short", "SWY2 " + NONCE_HEX[2:] + "\n"),
+    ("hello", "SWY2 inference " + "07" * 32 + "\nrequest bytes"),
+    ("hello_empty_service", "SWY2  " + "07" * 32 + "\n"),
+    ("hello_crlf", "SWY2 echo " + "07" * 32 + "\r\n"),
+    ("hello_v1", "SWY1 echo " + "07" * 32 + "\n"),
+    ("ok", "OK\n"),
+    ("unknown", "UNKNOWN \r\n"),
+    ("overloaded", "OVERLOADED\n"),
+    ("refused", "REFUSED too busy \u00e9\n"),
+    ("refused_empty", "REFUSED \n"),
+    ("refused_long", "REFUSED " + "x" * 1100 + "\n"),
+    ("no_newline", "OK"),
+]:
+    add("direct_hello", name, text)
+add("direct_hello", "not_utf8", b"REFUSED \xff\xfe\n")
+
 for target, files in seeds.items():
     folder = os.path.join(ROOT, target)
     os.makedirs(folder, exist_ok=True)

@@ -35,19 +35,17 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
+use self::hello::{Answer, Hello, MAX_HELLO, NONCE_BYTES};
 use crate::stream::{
     Refusal, Stream, StreamError, StreamReader, TransportEnds, WriteOp, channel_stream,
 };
 use crate::streams::{Acceptor, Lane, StreamsSeam};
 
+mod hello;
+
 /// How much a reader may have read ahead of its consumer.
 const READ_AHEAD: usize = 4 * 1024 * 1024;
 const CHUNK: usize = 64 * 1024;
-/// The longest handshake line either side reads: a service name, 64 hex
-/// digits and a refusal's message fit many times over.
-const MAX_HELLO: usize = 1024;
-/// The longest refusal message sent in the answer line.
-const MAX_REFUSAL: usize = 512;
 /// How long a dial may take to connect: a node that does not answer SYNs
 /// must fail the request, not hold it for the kernel's minutes.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -112,8 +110,9 @@ fn proof(key: &[u8; 32], nonce: &[u8], service: &str) -> [u8; 32] {
     hmac_sha256(key, &[PROOF_CONTEXT, nonce, b"\n", service.as_bytes()])
 }
 
-/// One handshake line, at most [`MAX_HELLO`] bytes and [`HANDSHAKE_TIMEOUT`].
-async fn read_hello<R>(socket: &mut R) -> std::io::Result<String>
+/// One handshake line as read, its newline included, at most [`MAX_HELLO`]
+/// bytes and [`HANDSHAKE_TIMEOUT`]; the `hello` parsers check the rest.
+async fn read_hello<R>(socket: &mut R) -> std::io::Result<Vec<u8>>
 where
     R: tokio::io::AsyncBufRead + Unpin,
 {
@@ -128,11 +127,7 @@ where
     .map_err(|_| {
         std::io::Error::new(std::io::ErrorKind::TimedOut, "no handshake line in time")
     })??;
-    if line.last() != Some(&b'\n') {
-        return Err(std::io::Error::other("handshake line too long or cut"));
-    }
-    line.pop();
-    String::from_utf8(line).map_err(|_| std::io::Error::other("handshake line not UTF-8"))
+    Ok(line)
 }
 
 /// Finds a node's address.
@@ -260,15 +255,13 @@ async fn handshake(
     tune(&socket);
     let mut socket = BufReader::new(socket);
     let challenge = read_hello(&mut socket).await.map_err(not_delivered)?;
-    let nonce = challenge
-        .strip_prefix("SWY2 ")
-        .and_then(|n| hex::decode(n).ok())
-        .filter(|n| n.len() == NONCE_BYTES)
-        .ok_or_else(|| {
-            Refusal::NotDelivered(format!("{}: not a stream challenge", target.address))
-        })?;
-    let proof = hex::encode(proof(&target.key, &nonce, service));
-    let mut hello = BytesMut::from(format!("SWY2 {service} {proof}\n").as_bytes());
+    let nonce = hello::parse_challenge(&challenge)
+        .map_err(|e| Refusal::NotDelivered(format!("{}: {e}", target.address)))?;
+    let line = hello::format_hello(&Hello {
+        service,
+        proof: proof(&target.key, &nonce, service),
+    });
+    let mut hello = BytesMut::from(line.as_bytes());
     if let Some(request) = &request {
         hello.extend_from_slice(request);
     }
@@ -283,23 +276,16 @@ async fn handshake(
     let line = read_hello(&mut socket)
         .await
         .map_err(|e| Refusal::NotDelivered(e.to_string()))?;
-    match line.trim_end() {
-        "OK" => Ok(wrap(socket)),
-        "UNKNOWN" => Err(Refusal::UnknownService),
-        "OVERLOADED" => Err(Refusal::Overloaded),
-        other => match other.strip_prefix("REFUSED ") {
-            Some(message) => Err(Refusal::ServiceRefused(message.to_string())),
-            // Closed before answering: the worker may have seen the line,
-            // but it started nothing.
-            None => Err(Refusal::NotDelivered(format!(
-                "the worker answered `{other}`"
-            ))),
-        },
+    match hello::parse_answer(&line) {
+        Ok(Answer::Ok) => Ok(wrap(socket)),
+        Ok(Answer::Unknown) => Err(Refusal::UnknownService),
+        Ok(Answer::Overloaded) => Err(Refusal::Overloaded),
+        Ok(Answer::Refused(message)) => Err(Refusal::ServiceRefused(message.to_string())),
+        // Closed before answering, or answered nonsense: the worker may have
+        // seen the line, but it started nothing.
+        Err(e) => Err(Refusal::NotDelivered(e.to_string())),
     }
 }
-
-/// The size of a handshake's nonce.
-const NONCE_BYTES: usize = 32;
 
 /// Serves streams dialled to `listener`, for the node whose proofs are made
 /// with `key` (its [`stream_key`]), until the listener fails.
@@ -323,51 +309,44 @@ async fn answer(socket: TcpStream, key: &[u8; 32], acceptor: &Acceptor) -> std::
     let nonce: [u8; NONCE_BYTES] = rand::random();
     socket
         .get_mut()
-        .write_all(format!("SWY2 {}\n", hex::encode(nonce)).as_bytes())
+        .write_all(hello::format_challenge(&nonce).as_bytes())
         .await?;
     let line = read_hello(&mut socket).await?;
-    let mut words = line.split(' ');
-    let (Some("SWY2"), Some(service), Some(given), None) =
-        (words.next(), words.next(), words.next(), words.next())
-    else {
-        return Err(std::io::Error::other("not a stream hello"));
-    };
-    let expected = hex::encode(proof(key, &nonce, service));
-    if !bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
+    let Hello {
+        service,
+        proof: given,
+    } = hello::parse_hello(&line).map_err(std::io::Error::other)?;
+    let expected = proof(key, &nonce, service);
+    if !bool::from(given.ct_eq(&expected)) {
         return Err(std::io::Error::other("wrong proof"));
     }
     let (stream, start) = pending(socket);
     let verdict = match acceptor(service, stream) {
-        Ok(()) => "OK".to_string(),
-        Err(Refusal::UnknownService) => "UNKNOWN".into(),
-        Err(Refusal::Overloaded) => "OVERLOADED".into(),
+        Ok(()) => hello::format_answer(&Answer::Ok),
+        Err(Refusal::UnknownService) => hello::format_answer(&Answer::Unknown),
+        Err(Refusal::Overloaded) => hello::format_answer(&Answer::Overloaded),
         Err(Refusal::ServiceRefused(m) | Refusal::NotDelivered(m)) => {
             // One line the dialler reads whole: well under MAX_HELLO.
-            let mut message = m.replace(['\n', '\r'], " ");
-            let mut cut = message.len().min(MAX_REFUSAL);
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            format!("REFUSED {message}")
+            hello::format_answer(&Answer::Refused(&hello::refusal_message(&m)))
         }
     };
     let _ = start.send(verdict);
     Ok(())
 }
 
-/// A stream over a connection whose answer line is written, then its pumps
-/// start, once the acceptor decided (so the answer precedes any data).
+/// A stream over a connection whose answer line (newline included) is
+/// written, then its pumps start, once the acceptor decided (so the answer
+/// precedes any data).
 fn pending(socket: BufReader<TcpStream>) -> (Stream, oneshot::Sender<String>) {
     let (start, verdict) = oneshot::channel::<String>();
     let (stream, pumps) = parts();
     tokio::spawn(async move {
         let Ok(verdict) = verdict.await else { return };
         let mut socket = socket;
-        let accepted = verdict == "OK";
+        let accepted = hello::parse_answer(verdict.as_bytes()) == Ok(Answer::Ok);
         if socket
             .get_mut()
-            .write_all(format!("{verdict}\n").as_bytes())
+            .write_all(verdict.as_bytes())
             .await
             .is_err()
         {
@@ -554,7 +533,7 @@ mod tests {
     async fn raw_hello(address: &str, line: impl FnOnce(&[u8]) -> String) -> bool {
         let mut socket = BufReader::new(TcpStream::connect(address).await.unwrap());
         let challenge = read_hello(&mut socket).await.unwrap();
-        let nonce = hex::decode(challenge.strip_prefix("SWY2 ").unwrap()).unwrap();
+        let nonce = hello::parse_challenge(&challenge).unwrap();
         let hello = line(&nonce);
         socket.get_mut().write_all(hello.as_bytes()).await.unwrap();
         let mut answer = String::new();

@@ -286,10 +286,7 @@ mod tests {
     #[test]
     fn answers_ignore_trailing_whitespace_and_name_what_they_do_not_know() {
         assert_eq!(parse_answer(b"OK \r\n"), Ok(Answer::Ok));
-        assert_eq!(
-            parse_answer(b"REFUSED  no \n"),
-            Ok(Answer::Refused(" no"))
-        );
+        assert_eq!(parse_answer(b"REFUSED  no \n"), Ok(Answer::Refused(" no")));
         assert_eq!(
             parse_answer(b"REFUSED \n"),
             Err(HelloError::NotAnswer("REFUSED".into()))
