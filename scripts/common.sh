@@ -38,6 +38,31 @@ pg_bin_dir() {
     if [[ -n "$dir" && -x "$dir/initdb" ]]; then echo "$dir"; else dirname "$(command -v initdb)"; fi
 }
 
+# A private PostgreSQL for the suites, on a Unix socket only, in a fresh
+# folder; exports SWITCHYARD_TEST_DATABASE_URL. Pair with
+# `trap stop_private_postgres EXIT`.
+start_private_postgres() {
+    PG_ROOT=$(mktemp -d /tmp/switchyard-test-pg.XXXXXX)
+    chmod 711 "$PG_ROOT"
+    AS_PG=()
+    if [[ $(id -u) -eq 0 ]]; then
+        chown postgres: "$PG_ROOT"
+        AS_PG=(runuser -u postgres --)
+    fi
+    PG_BIN=$(pg_bin_dir)
+    say "starting a private PostgreSQL in $PG_ROOT"
+    "${AS_PG[@]}" "$PG_BIN/initdb" -D "$PG_ROOT/data" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
+    "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PG_ROOT/data" -l "$PG_ROOT/server.log" -w -o \
+        "-c listen_addresses='' -c unix_socket_directories='$PG_ROOT' -c max_connections=300 -c fsync=off" start >/dev/null
+    export SWITCHYARD_TEST_DATABASE_URL="host=$PG_ROOT port=5432 user=postgres dbname=postgres"
+}
+
+stop_private_postgres() {
+    [[ -n "${PG_ROOT:-}" ]] || return 0
+    "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PG_ROOT/data" -m immediate -w stop >/dev/null 2>&1 || true
+    rm -rf "$PG_ROOT"
+}
+
 # A reused target folder outside the clone makes a fresh clone build fast.
 default_target_dir() {
     if [[ -n "${CARGO_TARGET_DIR:-}" ]]; then echo "$CARGO_TARGET_DIR"

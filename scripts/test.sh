@@ -25,25 +25,8 @@ cargo fmt --all --check
 say "building the host"
 cargo build -p switchyard
 
-# A private PostgreSQL for the suites, on a Unix socket only.
-pg_root=$(mktemp -d /tmp/switchyard-test-pg.XXXXXX)
-chmod 711 "$pg_root"
-as_pg=()
-if [[ $(id -u) -eq 0 ]]; then
-    chown postgres: "$pg_root"
-    as_pg=(runuser -u postgres --)
-fi
-bin=$(pg_bin_dir)
-stop_pg() {
-    "${as_pg[@]}" "$bin/pg_ctl" -D "$pg_root/data" -m immediate -w stop >/dev/null 2>&1 || true
-    rm -rf "$pg_root"
-}
-trap stop_pg EXIT
-say "starting a private PostgreSQL in $pg_root"
-"${as_pg[@]}" "$bin/initdb" -D "$pg_root/data" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
-"${as_pg[@]}" "$bin/pg_ctl" -D "$pg_root/data" -l "$pg_root/server.log" -w -o \
-    "-c listen_addresses='' -c unix_socket_directories='$pg_root' -c max_connections=300 -c fsync=off" start >/dev/null
-export SWITCHYARD_TEST_DATABASE_URL="host=$pg_root port=5432 user=postgres dbname=postgres"
+start_private_postgres
+trap stop_private_postgres EXIT
 
 say "clippy"
 cargo clippy --workspace --all-targets -- -D warnings

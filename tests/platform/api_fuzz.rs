@@ -62,7 +62,11 @@ async fn fuzz(replica: &Replica, token: &str, label: &str) {
         "schemathesis with {label} found failures:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    if let Some(line) = stdout.lines().find(|l| l.contains(" generated")) {
+    // The summary's count line: "2170 generated, 2170 passed".
+    let counts = |l: &&str| {
+        l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && l.contains(" generated")
+    };
+    if let Some(line) = stdout.lines().find(counts) {
         println!("schemathesis with {label}: {}", line.trim());
     }
     // It really ran cases, not an empty selection.

@@ -103,8 +103,6 @@ const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a blob's bytes from another replica may stall before that
 /// replica is given up on (the next one is tried; a stall is not a size limit).
 const PEER_STALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// The header carrying the relay secret between replicas.
-pub const PEER_SECRET_HEADER: &str = crate::cluster::relay::RELAY_HEADER;
 
 /// A lowercase hex SHA-256.
 pub fn valid_digest(s: &str) -> bool {
@@ -239,7 +237,7 @@ impl Library {
             );
             let answer = http
                 .get(&url)
-                .header(PEER_SECRET_HEADER, secret)
+                .header(crate::cluster::relay::RELAY_HEADER, secret)
                 .send()
                 .await
                 .and_then(|r| r.error_for_status());

@@ -23,6 +23,30 @@ use switchyard_carrier::tunnel::websocket;
 /// The header carrying the relay secret.
 pub const RELAY_HEADER: &str = "x-switchyard-relay";
 
+/// Lets through only a replica of this cluster: one that sends the
+/// cluster's relay secret (compared in constant time). `refused` says what
+/// the route serves, for the 401.
+pub async fn require_replica(
+    store: &Store,
+    headers: &axum::http::HeaderMap,
+    refused: &'static str,
+) -> Result<(), crate::error::ApiError> {
+    use subtle::ConstantTimeEq;
+    let secret = store.relay_secret().await?;
+    let given = headers
+        .get(RELAY_HEADER)
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    if bool::from(given.ct_eq(secret.as_bytes())) {
+        return Ok(());
+    }
+    Err(crate::error::ApiError::new(
+        axum::http::StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        refused,
+    ))
+}
+
 /// The relay this replica uses for nodes it does not hold.
 pub async fn relay(store: Store, instance_id: String) -> anyhow::Result<Relay> {
     let secret: Arc<str> = store.relay_secret().await?.into();

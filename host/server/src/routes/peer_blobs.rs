@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::Response;
-use subtle::ConstantTimeEq;
 
+use crate::cluster::relay::require_replica;
 use crate::error::{ApiError, ApiResult};
-use crate::library::{PEER_SECRET_HEADER, valid_digest};
+use crate::library::valid_digest;
 use crate::state::AppState;
 
 /// A blob's bytes, for another replica.
@@ -29,18 +29,12 @@ pub async fn blob(
     Path(sha256): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let secret = state.store.relay_secret().await?;
-    let given = headers
-        .get(PEER_SECRET_HEADER)
-        .map(|v| v.as_bytes())
-        .unwrap_or_default();
-    if !bool::from(given.ct_eq(secret.as_bytes())) {
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "library blobs are served to replicas of this cluster",
-        ));
-    }
+    require_replica(
+        &state.store,
+        &headers,
+        "library blobs are served to replicas of this cluster",
+    )
+    .await?;
     if !valid_digest(&sha256) {
         return Err(ApiError::invalid_request(
             "a blob is named by its SHA-256 in lowercase hex",

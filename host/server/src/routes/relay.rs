@@ -5,18 +5,17 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocketUpgrade};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use futures::SinkExt;
 use serde::Deserialize;
-use subtle::ConstantTimeEq;
 use switchyard_carrier::Refusal;
 use switchyard_carrier::framed;
 use switchyard_carrier::streams::Lane;
 use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
 use switchyard_carrier::tunnel::websocket;
 
-use crate::cluster::relay::{RELAY_HEADER, verdict};
+use crate::cluster::relay::{require_replica, verdict};
 use crate::cluster::session::axum_codec;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiQuery;
@@ -38,18 +37,12 @@ pub async fn relay(
     headers: HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> ApiResult<Response> {
-    let secret = state.store.relay_secret().await?;
-    let given = headers
-        .get(RELAY_HEADER)
-        .map(|v| v.as_bytes())
-        .unwrap_or_default();
-    if !bool::from(given.ct_eq(secret.as_bytes())) {
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "relay requests come from replicas of this cluster",
-        ));
-    }
+    require_replica(
+        &state.store,
+        &headers,
+        "relay requests come from replicas of this cluster",
+    )
+    .await?;
     let lane = Lane::parse(&params.lane)
         .ok_or_else(|| ApiError::invalid_request("lane must be 'inference' or 'bulk'"))?;
     let registry = state
