@@ -22,13 +22,23 @@ async fn registration_token(replica: &Replica) -> String {
 }
 
 async fn register(replica: &Replica, token: &str, name: &str) -> (StatusCode, Value) {
+    register_body(
+        replica,
+        token,
+        json!({"name": name, "inventory": {"cpus": 2}}),
+    )
+    .await
+}
+
+/// Registers with any body (a credential, an address, labels).
+async fn register_body(replica: &Replica, token: &str, body: Value) -> (StatusCode, Value) {
     replica
         .call(
             replica
                 .http
                 .post(format!("{}/api/nodes/register", replica.url))
                 .bearer_auth(token)
-                .json(&json!({"name": name, "inventory": {"cpus": 2}})),
+                .json(&body),
         )
         .await
 }
@@ -151,15 +161,12 @@ async fn registration_approval_and_the_connect_endpoints_answers() {
         StatusCode::OK,
         "the real worker keeps its credential"
     );
-    let (status, _) = replica
-        .call(
-            replica
-                .http
-                .post(format!("{}/api/nodes/register", replica.url))
-                .bearer_auth(&token)
-                .json(&json!({"name": "gpu-1", "credential": "sy_guessed"})),
-        )
-        .await;
+    let (status, _) = register_body(
+        &replica,
+        &token,
+        json!({"name": "gpu-1", "credential": "sy_guessed"}),
+    )
+    .await;
     assert_eq!(
         status,
         StatusCode::CONFLICT,
@@ -168,15 +175,12 @@ async fn registration_approval_and_the_connect_endpoints_answers() {
 
     // Re-registering with the node's credential mints a new one: the old one
     // is refused, and the node waits again.
-    let (status, again) = replica
-        .call(
-            replica
-                .http
-                .post(format!("{}/api/nodes/register", replica.url))
-                .bearer_auth(&token)
-                .json(&json!({"name": "gpu-1", "credential": credential})),
-        )
-        .await;
+    let (status, again) = register_body(
+        &replica,
+        &token,
+        json!({"name": "gpu-1", "credential": credential}),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED, "{again}");
     assert_eq!(again["node"]["id"], node.as_str());
     assert_eq!(again["node"]["state"], "pending");
@@ -616,27 +620,21 @@ async fn registration_tokens_expire_run_out_are_listed_and_revoked_and_names_are
         "u@h:80",
         "",
     ] {
-        let (status, body) = replica
-            .call(
-                replica
-                    .http
-                    .post(format!("{}/api/nodes/register", replica.url))
-                    .bearer_auth(&fleet_value)
-                    .json(&json!({"name": "gpu-f", "address": address})),
-            )
-            .await;
+        let (status, body) = register_body(
+            &replica,
+            &fleet_value,
+            json!({"name": "gpu-f", "address": address}),
+        )
+        .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{address}: {body}");
     }
     for address in ["10.0.0.7:7070", "gpu-f.example:7070", "[::1]:7070"] {
-        let (status, body) = replica
-            .call(
-                replica
-                    .http
-                    .post(format!("{}/api/nodes/register", replica.url))
-                    .bearer_auth(&fleet_value)
-                    .json(&json!({"name": format!("gpu-{}", address.len()), "address": address})),
-            )
-            .await;
+        let (status, body) = register_body(
+            &replica,
+            &fleet_value,
+            json!({"name": format!("gpu-{}", address.len()), "address": address}),
+        )
+        .await;
         assert_eq!(status, StatusCode::CREATED, "{address}: {body}");
     }
     replica.stop().await;
