@@ -178,10 +178,32 @@ for name, text in [
     ("refused", "REFUSED too busy \u00e9\n"),
     ("refused_empty", "REFUSED \n"),
     ("refused_long", "REFUSED " + "x" * 1100 + "\n"),
+    ("undelivered", "UNDELIVERED the session ended\n"),
     ("no_newline", "OK"),
 ]:
     add("direct_hello", name, text)
 add("direct_hello", "not_utf8", b"REFUSED \xff\xfe\n")
+
+# v1_body: a /v1 request body, read for the model, the limits, `stream`
+# and the prompt's text; the near-valid ones are refused as a tree refuses.
+for name, text in [
+    ("chat", '{"model":"demo","max_tokens":16,"stream":true,'
+             '"messages":[{"role":"user","content":"hello there"}]}'),
+    ("parts", '{"model":"m","messages":[{"content":[{"type":"text","text":"abc"},'
+              '{"type":"image_url","image_url":{"url":"x"}},"loose",{"text":5}]},'
+              '{"content":null},"no message",{"content":"a","content":"bb"}]}'),
+    ("completion", '{"model":"m","prompt":"line\\nbreak \\u00e9","max_completion_tokens":9}'),
+    ("embeddings", '{"model":"m","input":"a sentence","encoding_format":"float"}'),
+    ("odd_types", '{"model":5,"max_tokens":-1,"max_completion_tokens":8.0,"stream":"yes"}'),
+    ("duplicates", '{"model":"a","model":"b","stream":true,"stream":false}'),
+    ("escaped_keys", '{"mo\\u0064el":"m","max\\u005ftokens":4294967296}'),
+    ("lone_surrogate", '{"model":"m","x":"\\ud800"}'),
+    ("not_an_object", '["model","demo"]'),
+    ("cut", '{"model":"m","messages":[{"content":"ab'),
+    ("trailing", '{"model":"m"} x'),
+    ("deep", '{"model":"m","x":' + "[" * 130 + "]" * 130 + "}"),
+]:
+    add("v1_body", name, text)
 
 for target, files in seeds.items():
     folder = os.path.join(ROOT, target)

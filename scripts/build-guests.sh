@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds every guest component (policies, the example, the test fixtures) in
-# release for wasm32-wasip2 and copies them, with readable names, into one
-# folder that the host's tests and first-run script read.
+# Builds every guest component (policies, carriers, the example, the test
+# fixtures) with the workspace's `guest` profile for wasm32-wasip2 and copies
+# them, with readable names, into one folder that the host's tests read (and
+# that `SWITCHYARD_PREBUILT_GUESTS` hands to host/artifacts, which embeds the
+# shipped ones in the `switchyard` binary).
 #
 # Usage: scripts/build-guests.sh
 #
@@ -9,7 +11,7 @@
 #   CARGO_TARGET_DIR        cargo's target folder (default: ./target)
 #   SWITCHYARD_PLUGINS_DIR  where the components go (default: $CARGO_TARGET_DIR/plugins)
 #   CARGO_BUILD_JOBS        parallel jobs, as cargo reads it
-#   CARGO_PROFILE_RELEASE_* override the size options set below
+#   CARGO_PROFILE_GUEST_*   override the size options of [profile.guest] (Cargo.toml)
 set -euo pipefail
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
@@ -30,7 +32,7 @@ fi
 export CARGO_TARGET_DIR="$TARGET"
 PLUGINS="${SWITCHYARD_PLUGINS_DIR:-$TARGET/plugins}"
 WASM_TARGET=wasm32-wasip2
-OUT_DIR="$TARGET/$WASM_TARGET/release"
+OUT_DIR="$TARGET/$WASM_TARGET/guest"
 
 say() { echo "build-guests: $*"; }
 
@@ -39,18 +41,9 @@ if ! rustup target list --installed | grep -qx "$WASM_TARGET"; then
     rustup target add "$WASM_TARGET"
 fi
 
-# Size options for the components only, through cargo's environment rather
-# than the workspace's [profile.release], which the host shares: a policy
-# is ~150 KB this way instead of ~200 KB.
-export CARGO_PROFILE_RELEASE_OPT_LEVEL="${CARGO_PROFILE_RELEASE_OPT_LEVEL:-s}"
-export CARGO_PROFILE_RELEASE_LTO="${CARGO_PROFILE_RELEASE_LTO:-true}"
-export CARGO_PROFILE_RELEASE_CODEGEN_UNITS="${CARGO_PROFILE_RELEASE_CODEGEN_UNITS:-1}"
-export CARGO_PROFILE_RELEASE_STRIP="${CARGO_PROFILE_RELEASE_STRIP:-true}"
-export CARGO_PROFILE_RELEASE_PANIC="${CARGO_PROFILE_RELEASE_PANIC:-abort}"
-
 build() {
-    say "cargo build --release --target $WASM_TARGET $*"
-    cargo build --release --target "$WASM_TARGET" "$@"
+    say "cargo build --profile guest --target $WASM_TARGET $*"
+    cargo build --profile guest --target "$WASM_TARGET" "$@"
 }
 
 mkdir -p "$PLUGINS"
@@ -69,6 +62,7 @@ GUESTS=(
     "policy-gpu-memory-guard policy_gpu_memory_guard gpu-memory-guard"
     "example-deny-weekends example_deny_weekends deny-weekends"
     "fixture-other-world fixture_other_world other-world"
+    "fixture-grant-evaluator fixture_grant_evaluator grant-evaluator"
     "switchyard-plugin-nats switchyard_plugin_nats nats"
     "switchyard-plugin-pgbus switchyard_plugin_pgbus pgbus"
     "switchyard-plugin-tunnel switchyard_plugin_tunnel tunnel"

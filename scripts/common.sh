@@ -150,9 +150,13 @@ use_target_dir() {
     export SWITCHYARD_PLUGINS_DIR="$CARGO_TARGET_DIR/plugins"
 }
 
+# Builds every guest into $SWITCHYARD_PLUGINS_DIR; the `switchyard` binary
+# built after this embeds the shipped ones from there instead of building
+# them a second time (host/artifacts/build.rs).
 build_guests() {
     say "building the guest components (wasm32-wasip2)"
     scripts/build-guests.sh >/dev/null
+    export SWITCHYARD_PREBUILT_GUESTS="$SWITCHYARD_PLUGINS_DIR"
 }
 
 # cargo-fuzz (from crates.io) builds the fuzz targets in fuzz/ with

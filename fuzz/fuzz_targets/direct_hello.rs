@@ -1,11 +1,13 @@
-//! The direct streams' handshake lines (`host/carrier/src/direct/hello.rs`,
-//! protocol `SWY2`): the worker's challenge `SWY2 <nonce>`, which a
-//! frontend reads from whatever answers at a node's address; the dialler's
-//! hello `SWY2 <service> <proof>`, which a worker reads from anyone who
-//! connects; and the worker's answer line.
+//! The stream handshake lines (`host/carrier/src/handshake.rs`, protocol
+//! `SWY2`): the worker's challenge `SWY2 <nonce>`, which a frontend reads
+//! from whatever answers at a node's address; the dialler's hello
+//! `SWY2 <service> <proof>`, which a worker reads from anyone who
+//! connects; and the answer line, which a dialler reads from the worker and
+//! a replica from the replica it relays through.
 //!
-//! The module is compiled here from its source file, not through the
-//! `switchyard-carrier` crate, which links wasmtime; it needs only std.
+//! The module is compiled here from its source file (with `refusal.rs`,
+//! the one type it uses), not through the `switchyard-carrier` crate, which
+//! links wasmtime; it needs only std.
 //!
 //! Input: the bytes of a connection; the line is what comes up to and with
 //! the first newline (as `read_until(b'\n')` cuts it, here without the
@@ -18,16 +20,24 @@
 //! same bytes but for the hex digits' case); an accepted service has no space; the
 //! challenge and hello parsers allocate nothing, the answer parser at most
 //! the line; a refusal message is at most `MAX_REFUSAL` bytes with no line
-//! break, and its answer line fits in `MAX_HELLO` and parses back to it.
+//! break, and its answer line fits in `MAX_HELLO` and parses back to it;
+//! the outcome any line stands for (`read_answer`: a `Refusal`, or none) is
+//! written by `answer_line` in at most `MAX_HELLO` bytes and reads back as
+//! the same outcome when its message fits (at most `MAX_REFUSAL` bytes, no
+//! carriage return), otherwise as the message made to fit, a fixed point.
 
 #![no_main]
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../../host/carrier/src/direct/hello.rs"]
+#[path = "../../host/carrier/src/handshake.rs"]
 mod hello;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../host/carrier/src/refusal.rs"]
+mod refusal;
 
 use hello::{Answer, HelloError, MAX_HELLO, MAX_REFUSAL};
 use libfuzzer_sys::fuzz_target;
+use refusal::Refusal;
 use switchyard_fuzz::peak_during;
 
 /// What formatting an error's text or a line may allocate beyond its bytes.
@@ -36,6 +46,30 @@ const SLACK: usize = 64;
 fn accepted(line: &[u8]) {
     assert!(line.len() <= MAX_HELLO, "{} bytes accepted", line.len());
     assert_eq!(line.last(), Some(&b'\n'));
+}
+
+/// The outcome a line stands for is written as a line of at most
+/// `MAX_HELLO` bytes that reads back as the same outcome when its message
+/// fits the line (at most `MAX_REFUSAL` bytes, no carriage return), and
+/// otherwise as the message made to fit, which then round-trips.
+fn outcome_round_trips(line: &[u8]) {
+    let outcome = hello::read_answer(line);
+    let written = hello::answer_line(outcome.as_ref().map(|_| ()));
+    assert!(
+        written.len() <= MAX_HELLO,
+        "{} bytes written",
+        written.len()
+    );
+    let read = hello::read_answer(written.as_bytes());
+    match &outcome {
+        Err(Refusal::ServiceRefused(m) | Refusal::NotDelivered(m))
+            if m.len() > MAX_REFUSAL || m.contains('\r') =>
+        {
+            let again = hello::answer_line(read.as_ref().map(|_| ()));
+            assert_eq!(again, written);
+        }
+        _ => assert_eq!(read, outcome),
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -68,7 +102,7 @@ fuzz_target!(|data: &[u8]| {
     match answer {
         Ok(answer) => {
             accepted(line);
-            if let Answer::Refused(message) = answer {
+            if let Answer::Refused(message) | Answer::Undelivered(message) = answer {
                 assert!(!message.is_empty() && message.trim_end() == message);
             }
             let again = hello::format_answer(&answer);
@@ -81,6 +115,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(_) => {}
     }
+    outcome_round_trips(line);
 
     let text = String::from_utf8_lossy(data);
     let (message, peak) = peak_during(|| hello::refusal_message(&text));

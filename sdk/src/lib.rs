@@ -86,8 +86,8 @@
 //!    `cargo build --release --target wasm32-wasip2`
 //!    (`rustup target add wasm32-wasip2` once). The component is
 //!    `target/wasm32-wasip2/release/<crate>.wasm`, about 150 KB with
-//!    `opt-level = "s"`, LTO and `strip` (`scripts/build-guests.sh` sets
-//!    them), most of it std's formatting and serde_json.
+//!    `opt-level = "s"`, LTO and `strip` (this workspace's `guest` profile,
+//!    `--profile guest`, sets them), most of it std's formatting and serde_json.
 //!
 //! 6. **Push and bind it:**
 //!    `switchyard plugin push max_tokens.wasm --name max-tokens --version 0.1.0`,

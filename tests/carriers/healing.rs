@@ -58,6 +58,27 @@ async fn ready(http: &reqwest::Client, base: &str, id: &str, count: usize) -> Ve
     }
 }
 
+/// Waits until `count` nodes are healthy, so that a spread placement sees
+/// them all (a deployment made before the second worker registers would
+/// place both replicas on the first).
+async fn healthy_nodes(http: &reqwest::Client, base: &str, count: usize) {
+    let started = Instant::now();
+    loop {
+        let (_, shown) = call(http, Method::GET, format!("{base}/api/nodes"), None).await;
+        let healthy = shown["nodes"].as_array().map_or(0, |nodes| {
+            nodes.iter().filter(|n| n["state"] == "healthy").count()
+        });
+        if healthy == count {
+            return;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "not {count} healthy nodes: {shown}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The pid of the engine a worker whose data is under `dir` runs, if any.
 fn engine_pid(dir: &std::path::Path) -> Option<u32> {
     let output = std::process::Command::new("pgrep")
@@ -95,19 +116,12 @@ async fn heals(nats: Option<&NatsServer>) {
     let database_url = fresh_database().await;
     let data_dir = tempfile::tempdir().unwrap();
     let nats_url = nats.map(NatsServer::address);
-    let mut serve_args = vec![
-        "--database-url",
+    let serve = ServeProcess::on_set(
         &database_url,
-        "--auto-approve",
-        "--node-grace-ms",
-        "2000",
-        "--data-dir",
-        data_dir.path().to_str().unwrap(),
-    ];
-    if let Some(url) = &nats_url {
-        serve_args.extend(["--nats-url", url.as_str()]);
-    }
-    let serve = ServeProcess::start(&serve_args, &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)]);
+        data_dir.path(),
+        nats_url.as_deref(),
+        &["--node-grace-ms", "2000"],
+    );
     let base = serve.url.clone();
     let http = reqwest::Client::new();
     let (_, token) = call(
@@ -149,6 +163,7 @@ async fn heals(nats: Option<&NatsServer>) {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED);
+    healthy_nodes(&http, &base, 2).await;
     let (status, created) = call(
         &http,
         Method::POST,

@@ -53,17 +53,7 @@ async fn serves_through_the_chain(nats: Option<&NatsServer>) {
     let database_url = fresh_database().await;
     let data_dir = tempfile::tempdir().unwrap();
     let nats_url = nats.map(NatsServer::address);
-    let mut serve_args = vec![
-        "--database-url",
-        &database_url,
-        "--auto-approve",
-        "--data-dir",
-        data_dir.path().to_str().unwrap(),
-    ];
-    if let Some(url) = &nats_url {
-        serve_args.extend(["--nats-url", url.as_str()]);
-    }
-    let serve = ServeProcess::start(&serve_args, &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)]);
+    let serve = ServeProcess::on_set(&database_url, data_dir.path(), nats_url.as_deref(), &[]);
     let api = Api {
         url: serve.url.clone(),
         http: reqwest::Client::new(),

@@ -1,5 +1,10 @@
-//! Carriers against real servers, through the host's reactor and the
-//! fan-out holder: nats on a real nats-server, pgbus on a real PostgreSQL.
+//! The carrier sets and the cluster that runs on them, against real
+//! servers. First the carriers alone, through the host's reactor and the
+//! fan-out holder (`nats` on a real nats-server, `pgbus` on a real
+//! PostgreSQL, `tunnel` sessions, two sets side by side in `sets`); then
+//! whole clusters of real `serve`, `worker` and engine processes on each
+//! set (`cluster`, `placement`, `lifecycle`, `healing`, `inference`,
+//! `cancel`, `keepalive`, `unhealthy`, `watch`, `up`).
 
 mod cancel;
 mod cluster;
@@ -11,6 +16,7 @@ mod nats;
 mod pgbus;
 mod placement;
 mod session_runtime;
+mod sets;
 mod tunnel;
 mod unhealthy;
 mod up;

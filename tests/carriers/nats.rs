@@ -6,23 +6,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use switchyard_carrier::conformance::Passed;
 use switchyard_carrier::{
-    Carrier, CarrierSpec, Endpoint, FanOut, Message, SendError, endpoints_named_by,
+    Carrier, CarrierSetup, ComponentSpec, Endpoint, FanOut, Message, SendError, endpoints_named_by,
 };
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use switchyard_tests::nats::NatsServer;
-use switchyard_tests::plugins::{component, sha256};
+use switchyard_tests::plugins::component;
 use tokio::sync::mpsc;
 
 const WAIT: Duration = Duration::from_secs(10);
 
 fn start(runtime: &Arc<Runtime>, name: &str, config: serde_json::Value) -> Arc<Carrier> {
-    let bytes = component("nats");
     Carrier::start(
-        CarrierSpec {
-            name: name.into(),
-            version: "test".into(),
-            sha256: sha256(&bytes),
-            bytes: bytes.into(),
+        ComponentSpec::new(name, "test", component("nats")),
+        CarrierSetup {
             allowed_endpoints: endpoints_named_by(&config.to_string(), None),
             config: config.to_string(),
             database_url: None,
@@ -60,19 +56,15 @@ async fn next(messages: &mut mpsc::Receiver<Message>) -> Message {
 async fn the_conformance_suite_passes() {
     let server = NatsServer::start(&[]);
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let bytes = component("nats");
-    let spec = CarrierSpec {
-        name: "nats".into(),
-        version: "test".into(),
-        sha256: sha256(&bytes),
-        bytes: bytes.into(),
+    let nats = ComponentSpec::new("nats", "test", component("nats"));
+    let setup = CarrierSetup {
         config:
             serde_json::json!({"servers": [server.address()], "roots": ["jobs", "cache", "work"]})
                 .to_string(),
         database_url: None,
         allowed_endpoints: vec![Endpoint::Tcp(server.address())],
     };
-    let results = switchyard_carrier::conformance::run(spec, runtime)
+    let results = switchyard_carrier::conformance::run(nats, setup, runtime)
         .await
         .unwrap();
     let failed = switchyard_carrier::conformance::failures(&results);
@@ -99,15 +91,11 @@ async fn a_plugin_cannot_dial_an_endpoint_the_operator_did_not_allow() {
     elsewhere.set_nonblocking(true).unwrap();
     let elsewhere_address = elsewhere.local_addr().unwrap().to_string();
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let bytes = component("nats");
     // The plugin is told to dial `elsewhere` first (and lists it among its
     // endpoints); the operator allowed only the server.
     let carrier = Carrier::start(
-        CarrierSpec {
-            name: "nats".into(),
-            version: "test".into(),
-            sha256: sha256(&bytes),
-            bytes: bytes.into(),
+        ComponentSpec::new("nats", "test", component("nats")),
+        CarrierSetup {
             config: serde_json::json!({
                 "servers": [elsewhere_address, server.address()],
                 "roots": ["jobs"],

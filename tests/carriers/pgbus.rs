@@ -5,21 +5,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use switchyard_carrier::conformance::Passed;
-use switchyard_carrier::{Carrier, CarrierSpec, Endpoint};
+use switchyard_carrier::{Carrier, CarrierSetup, ComponentSpec, Endpoint};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use switchyard_store::embedded::EmbeddedPostgres;
 use switchyard_tests::db::fresh_database;
-use switchyard_tests::plugins::{component, sha256};
+use switchyard_tests::plugins::component;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-fn spec(database_url: &str, config: serde_json::Value) -> CarrierSpec {
-    let bytes = component("pgbus");
-    CarrierSpec {
-        name: "pgbus".into(),
-        version: "test".into(),
-        sha256: sha256(&bytes),
-        bytes: bytes.into(),
+fn pgbus() -> ComponentSpec {
+    ComponentSpec::new("pgbus", "test", component("pgbus"))
+}
+
+fn setup(database_url: &str, config: serde_json::Value) -> CarrierSetup {
+    CarrierSetup {
         config: config.to_string(),
         database_url: Some(database_url.into()),
         allowed_endpoints: vec![Endpoint::Database],
@@ -31,7 +30,8 @@ async fn the_conformance_suite_passes() {
     let db = fresh_database().await;
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     let results = switchyard_carrier::conformance::run(
-        spec(&db, serde_json::json!({"roots": ["jobs", "cache"]})),
+        pgbus(),
+        setup(&db, serde_json::json!({"roots": ["jobs", "cache"]})),
         runtime,
     )
     .await
@@ -62,8 +62,8 @@ async fn the_conformance_suite_passes() {
 async fn large_messages_spill_and_the_spill_table_is_used() {
     let db = fresh_database().await;
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let a = Carrier::start(spec(&db, serde_json::json!({})), runtime.clone()).unwrap();
-    let b = Carrier::start(spec(&db, serde_json::json!({})), runtime).unwrap();
+    let a = Carrier::start(pgbus(), setup(&db, serde_json::json!({})), runtime.clone()).unwrap();
+    let b = Carrier::start(pgbus(), setup(&db, serde_json::json!({})), runtime).unwrap();
     assert!(a.wait_ready(WAIT).await && b.wait_ready(WAIT).await);
     let (_s, mut on_b) = b.subscribe("jobs.big", None).await.unwrap();
     let payloads: Vec<Bytes> = (0..20)
@@ -107,8 +107,8 @@ async fn a_restarted_postgres_is_survived_by_reconnecting_and_listening_again() 
     let url = pg.url();
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     let (a, b): (Arc<Carrier>, Arc<Carrier>) = (
-        Carrier::start(spec(&url, serde_json::json!({})), runtime.clone()).unwrap(),
-        Carrier::start(spec(&url, serde_json::json!({})), runtime).unwrap(),
+        Carrier::start(pgbus(), setup(&url, serde_json::json!({})), runtime.clone()).unwrap(),
+        Carrier::start(pgbus(), setup(&url, serde_json::json!({})), runtime).unwrap(),
     );
     assert!(a.wait_ready(WAIT).await && b.wait_ready(WAIT).await);
     let (_s, mut on_b) = b.subscribe("cache.after", None).await.unwrap();

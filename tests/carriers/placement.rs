@@ -44,18 +44,7 @@ impl Cluster {
     pub(crate) async fn start_with(nats_url: Option<&str>, serve_extra: &[&str]) -> Self {
         let database_url = fresh_database().await;
         let data = tempfile::tempdir().unwrap();
-        let mut args = vec![
-            "--database-url",
-            &database_url,
-            "--auto-approve",
-            "--data-dir",
-            data.path().to_str().unwrap(),
-        ];
-        if let Some(url) = nats_url {
-            args.extend(["--nats-url", url]);
-        }
-        args.extend(serve_extra);
-        let serve = ServeProcess::start(&args, &[("SWITCHYARD_ADMIN_TOKEN", ADMIN_TOKEN)]);
+        let serve = ServeProcess::on_set(&database_url, data.path(), nats_url, serve_extra);
         let mut cluster = Self {
             serve,
             http: reqwest::Client::new(),

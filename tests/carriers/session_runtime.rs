@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
 use serde_json::{Value, json};
 use switchyard_tests::db::fresh_database;
 use switchyard_tests::plugins;
@@ -42,26 +42,7 @@ async fn a_worker_session_runs_on_the_carriers_runtime() {
         config.auto_approve = true;
     })
     .await;
-    let (status, token) = replica
-        .call(
-            replica
-                .admin(Method::POST, "/api/nodes/registration-tokens")
-                .json(&json!({"name": "test"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{token}");
-    let (status, registered) = replica
-        .call(
-            replica
-                .http
-                .post(format!("{}/api/nodes/register", replica.url))
-                .bearer_auth(token["value"].as_str().unwrap())
-                .json(&json!({"name": "gpu-1", "inventory": {"cpus": 2}})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{registered}");
-    let node = registered["node"]["id"].as_str().unwrap().to_string();
-    let credential = registered["credential"].as_str().unwrap().to_string();
+    let (node, credential) = replica.register_node("gpu-1").await;
 
     let policies_before = live_instances(&replica, "policies").await;
     let carriers_before = live_instances(&replica, "carriers").await;

@@ -5,12 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use switchyard_carrier::ComponentSpec;
 use switchyard_carrier::control::{ControlSeam, StreamControl};
-use switchyard_carrier::streams::{Acceptor, Lane as SeamLane, StreamsSeam, TunnelRegistry};
+use switchyard_carrier::stream_seam::{Acceptor, Lane as SeamLane, StreamsSeam};
 use switchyard_carrier::tunnel::Lane;
+use switchyard_carrier::tunnel::TunnelRegistry;
 use switchyard_carrier::{ControlError, Refusal, Stream, StreamError};
 use switchyard_runtime::{Runtime, RuntimeConfig};
-use switchyard_tests::tunnel::pair;
+use switchyard_tests::tunnel::{pair, pair_of, spec, spec_v0_1};
 use switchyard_worker::services;
 
 fn runtime() -> Arc<Runtime> {
@@ -88,13 +90,59 @@ async fn half_close_passes_one_end_while_the_other_direction_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_keep_their_kinds() {
+    refusals_keep_their_kinds_with(&spec()).await;
+}
+
+/// The tunnel world's 0.1.0 components still load, and their answers mean
+/// what 0.2.0's do (its `open` refused with a string the host reads once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnel_0_1_0_components_still_load_and_keep_refusal_kinds() {
+    let runtime = runtime();
+    let (frontend, _worker) = pair_of(&runtime, &spec_v0_1(), Lane::Bulk, worker_services()).await;
+    let stream = frontend.open("echo").await.expect("echo accepted");
+    let echoed = send_all(stream, pattern(1024 * 1024 + 1))
+        .await
+        .expect("echo");
+    assert_eq!(echoed, pattern(1024 * 1024 + 1));
+    refusals_keep_their_kinds_with(&spec_v0_1()).await;
+}
+
+/// A side at its stream limit refuses to open more as overloaded: 0.2.0's
+/// `open` says so as a variant, 0.1.0's in words the host maps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_past_the_stream_limit_is_overloaded_in_both_versions() {
+    let runtime = runtime();
+    for spec in [spec(), spec_v0_1()] {
+        let (frontend, _worker) =
+            pair_of(&runtime, &spec, Lane::Inference, worker_services()).await;
+        // Streams stay open while held; the plugin's limit is a few hundred.
+        let mut held = Vec::new();
+        let refusal = loop {
+            match frontend.open("echo").await {
+                Ok(stream) => held.push(stream),
+                Err(refusal) => break refusal,
+            }
+            assert!(held.len() < 10_000, "no stream limit");
+        };
+        assert_eq!(
+            refusal,
+            Refusal::Overloaded,
+            "{}@{}",
+            spec.name,
+            spec.version
+        );
+        assert!(!held.is_empty());
+    }
+}
+
+async fn refusals_keep_their_kinds_with(spec: &ComponentSpec) {
     let runtime = runtime();
     let picky: Acceptor = Arc::new(|service: &str, _stream: Stream| match service {
         "busy" => Err(Refusal::ServiceRefused("draining".into())),
         "full" => Err(Refusal::Overloaded),
         _ => Err(Refusal::UnknownService),
     });
-    let (frontend, worker) = pair(&runtime, Lane::Inference, picky).await;
+    let (frontend, worker) = pair_of(&runtime, spec, Lane::Inference, picky).await;
     assert_eq!(
         frontend.open("nothing").await.err(),
         Some(Refusal::UnknownService)

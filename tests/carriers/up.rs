@@ -1,7 +1,10 @@
 //! `switchyard up` from nothing: the embedded PostgreSQL, a frontend, a
 //! worker and the reference engine serving the demo model; the printed key
 //! answers a chat completion; SIGINT stops all of it, PostgreSQL included.
-//! On each carrier set (`up --nats-url` for `nats`).
+//! On each carrier set (`up --nats-url` for `nats`): `tunnel` from the
+//! components built into the binary (no `--carrier-plugins`, whose shipped
+//! policies then bind by name), `nats` from a folder given with
+//! `--carrier-plugins`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -14,17 +17,18 @@ use switchyard_tests::plugins;
 use switchyard_tests::process::binary;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn up_runs_a_whole_cluster_that_answers_and_stops_on_ctrl_c() {
+async fn up_runs_a_whole_cluster_from_its_built_in_components_and_stops_on_ctrl_c() {
     up_answers_and_stops(None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn up_on_the_nats_set_answers_and_stops_on_ctrl_c() {
+async fn up_on_the_nats_set_with_a_components_folder_answers_and_stops_on_ctrl_c() {
     let nats = NatsServer::start(&[]);
     up_answers_and_stops(Some(&nats)).await;
 }
 
-/// `up` on the `nats` set when a server is given, else `tunnel`.
+/// `up` on the `nats` set with `--carrier-plugins` when a server is given,
+/// else on `tunnel` with the built-in components.
 async fn up_answers_and_stops(nats: Option<&NatsServer>) {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
@@ -44,14 +48,15 @@ async fn up_answers_and_stops(nats: Option<&NatsServer>) {
         ])
         .arg("--data-dir")
         .arg(&data_dir)
-        .arg("--carrier-plugins")
-        .arg(plugins::dir())
         .env("RUST_LOG", "warn")
         .env_remove("DATABASE_URL")
         .env_remove("SWITCHYARD_NATS_URL")
+        // The suites export it for their own use; `up` would read it.
+        .env_remove("SWITCHYARD_PLUGINS_DIR")
         .stdout(Stdio::piped());
     if let Some(nats) = nats {
         command.args(["--nats-url", &nats.address()]);
+        command.arg("--carrier-plugins").arg(plugins::dir());
     }
     let mut up = command.spawn().unwrap();
     let stdout = up.stdout.take().unwrap();
@@ -103,6 +108,9 @@ async fn up_answers_and_stops(nats: Option<&NatsServer>) {
         .unwrap();
     let expected = if nats.is_some() { "nats" } else { "tunnel" };
     assert_eq!(carrier["running"], expected, "{carrier}");
+    if nats.is_none() {
+        shipped_policies_bind_by_name(port, &admin).await;
+    }
 
     let interrupted = Command::new("kill")
         .args(["-INT", &up.id().to_string()])
@@ -120,4 +128,54 @@ async fn up_answers_and_stops(nats: Option<&NatsServer>) {
         .status()
         .unwrap();
     assert!(!engines.success(), "no engine left running");
+}
+
+/// The binary put its policies in the registry, not bound: one binds by
+/// name and version with its shipped settings and judges the next request.
+async fn shipped_policies_bind_by_name(port: u16, admin: &str) {
+    let admin_call = |method: reqwest::Method, path: &str| {
+        reqwest::Client::new()
+            .request(
+                method,
+                format!("http://127.0.0.1:{port}/api/admission/{path}"),
+            )
+            .bearer_auth(admin)
+    };
+    let shown: Value = admin_call(reqwest::Method::GET, "inference")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["generation"], 0, "nothing is bound: {shown}");
+
+    let chain = json!({"policies": [{"plugin": "max-tokens", "version": env!("CARGO_PKG_VERSION"),
+                                     "settings": plugins::shipped_settings("max-tokens")}]});
+    let bound = admin_call(reqwest::Method::PUT, "inference")
+        .json(&chain)
+        .send()
+        .await
+        .unwrap();
+    let status = bound.status();
+    assert!(
+        status.is_success(),
+        "{status}: {}",
+        bound.text().await.unwrap()
+    );
+    let request = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../policies/max-tokens/test_data/inference-8192.json"
+    ))
+    .unwrap();
+    let verdict: Value = admin_call(reqwest::Method::POST, "inference/evaluate")
+        .header("content-type", "application/json")
+        .body(request)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(verdict["decision"], "deny", "{verdict}");
 }

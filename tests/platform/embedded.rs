@@ -1,7 +1,10 @@
 //! The embedded default: `serve` without a database URL starts a private
-//! PostgreSQL under the data directory, stops it on exit, reuses it next time.
+//! PostgreSQL under the data directory, stops it on exit, reuses it next time;
+//! without `--carrier-plugins` it runs the carrier components built into the
+//! binary and has put them, and the shipped policies, in its registry.
 
 use reqwest::StatusCode;
+use serde_json::Value;
 use switchyard_tests::process::ServeProcess;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -9,7 +12,12 @@ async fn serve_without_a_url_runs_a_private_postgres_and_keeps_its_state() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
     let args = ["--data-dir", data_dir.to_str().unwrap()];
-    let env = [("DATABASE_URL", ""), ("SWITCHYARD_ADMIN_TOKEN", "")];
+    // Unset (empty removes it): the suites export a components folder for themselves.
+    let env = [
+        ("DATABASE_URL", ""),
+        ("SWITCHYARD_ADMIN_TOKEN", ""),
+        ("SWITCHYARD_PLUGINS_DIR", ""),
+    ];
 
     let mut first = ServeProcess::start(&args, &env);
     let token = first
@@ -19,14 +27,42 @@ async fn serve_without_a_url_runs_a_private_postgres_and_keeps_its_state() {
         .expect("the admin token is printed at first start")
         .to_string();
     let http = reqwest::Client::new();
-    let status = http
+    let response = http
         .get(format!("{}/api/plugins", first.url))
         .bearer_auth(&token)
         .send()
         .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let listed: Value = response.json().await.unwrap();
+    let built_in = [
+        ("nats", "carrier"),
+        ("pgbus", "carrier"),
+        ("tunnel", "tunnel"),
+        ("model-allowlist", "policy"),
+        ("max-tokens", "policy"),
+        ("gpu-memory-guard", "policy"),
+    ];
+    for (name, kind) in built_in {
+        assert!(
+            listed["plugins"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == name && p["kind"] == kind),
+            "{name} ({kind}) is in the registry: {listed}"
+        );
+    }
+    let carrier: Value = http
+        .get(format!("{}/api/cluster/carrier", first.url))
+        .bearer_auth(&token)
+        .send()
+        .await
         .unwrap()
-        .status();
-    assert_eq!(status, StatusCode::OK);
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(carrier["running"], "tunnel", "{carrier}");
     assert!(data_dir.join("postgres/PG_VERSION").is_file());
     assert!(first.terminate(), "serve exits cleanly on SIGTERM");
     assert!(

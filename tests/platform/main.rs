@@ -4,12 +4,14 @@
 mod api_fuzz;
 mod api_input;
 mod auth;
+mod carrier_components;
 mod chains;
 mod cli;
 mod edge;
 mod embedded;
 mod engines;
 mod fetch;
+mod grants;
 mod llama_cpp;
 mod models;
 mod nodes;

@@ -287,7 +287,7 @@ async fn a_worker_process_registers_heartbeats_and_keeps_its_identity() {
 async fn a_connection_claim_is_released_only_by_its_owner_and_epoch() {
     let db = fresh_database().await;
     let store = switchyard_store::Store::connect(&db).await.unwrap();
-    let inventory = json!({});
+    let inventory = switchyard_protocol::node::Inventory::default();
     let (_, token) = store
         .create_registration_token("t", "test", Default::default())
         .await

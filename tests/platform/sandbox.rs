@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::json;
 use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision};
+use switchyard_runtime::loader::ComponentSource;
 use switchyard_runtime::policy::{PolicyPlugin, PolicySource};
 use switchyard_runtime::{CallError, LoadError, Runtime, RuntimeConfig};
 use switchyard_tests::db::fresh_database;
@@ -36,10 +37,12 @@ fn load(runtime: &Arc<Runtime>, name: &str) -> Result<Arc<PolicyPlugin>, LoadErr
     PolicyPlugin::load(
         runtime,
         PolicySource {
-            name,
-            version: "test",
-            bytes: &bytes,
-            sha256: &sha256(&bytes),
+            component: ComponentSource {
+                name,
+                version: "test",
+                bytes: &bytes,
+                sha256: &sha256(&bytes),
+            },
             settings: "{}",
         },
     )
@@ -201,10 +204,12 @@ fn components_of_another_world_or_digest_are_refused_before_compiling() {
     let wrong = PolicyPlugin::load(
         &runtime,
         PolicySource {
-            name: "m",
-            version: "1",
-            bytes: &bytes,
-            sha256: &sha256(b"x"),
+            component: ComponentSource {
+                name: "m",
+                version: "1",
+                bytes: &bytes,
+                sha256: &sha256(b"x"),
+            },
             settings: "{}",
         },
     );

@@ -16,6 +16,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use switchyard_protocol::state::ReplicaState;
 use switchyard_store::Store;
 use switchyard_store::deployments::{Deployment, FAILED_BACKOFF_BASE, Replica, STAGING_LEASE};
 use switchyard_tests::db::fresh_database;
@@ -66,7 +67,7 @@ async fn place(store: &Store, id: &str) {
             deployment_id: "dep_a".into(),
             node_id: "node_a".into(),
             gpus: vec![0],
-            state: "placed".into(),
+            state: ReplicaState::Placed,
             detail: None,
             staged_bytes: None,
             staging_total_bytes: None,
@@ -82,7 +83,7 @@ async fn state_of(store: &Store, id: &str) -> Option<String> {
         .unwrap()
         .into_iter()
         .find(|r| r.id == id)
-        .map(|r| r.state)
+        .map(|r| r.state.to_string())
 }
 
 /// Seconds from the database's now to a replica's timestamp column.
@@ -117,7 +118,7 @@ async fn a_staging_replica_whose_lease_ran_out_is_brought_up_again() {
     let (store, client) = store().await;
     place(&store, "rep_1").await;
     store
-        .set_replica_state("rep_1", "staging", Some("checking"))
+        .set_replica_state("rep_1", ReplicaState::Staging, Some("checking"))
         .await
         .unwrap();
     // The lease comes from the database clock.
@@ -190,7 +191,7 @@ async fn a_failed_replica_is_tried_again_after_a_doubling_backoff() {
     expire(&client, "rep_1").await;
     store.recover_replicas(&[]).await.unwrap();
     store
-        .set_replica_state("rep_1", "ready", None)
+        .set_replica_state("rep_1", ReplicaState::Ready, None)
         .await
         .unwrap();
     store.fail_replica("rep_1", "crashed").await.unwrap();
@@ -203,7 +204,7 @@ async fn a_deleted_deployments_replicas_stop_and_keep_their_gpus_until_confirmed
     let (store, client) = store().await;
     place(&store, "rep_1").await;
     store
-        .set_replica_state("rep_1", "staging", None)
+        .set_replica_state("rep_1", ReplicaState::Staging, None)
         .await
         .unwrap();
     assert!(store.delete_deployment("dep_a").await.unwrap());
@@ -211,11 +212,11 @@ async fn a_deleted_deployments_replicas_stop_and_keep_their_gpus_until_confirmed
     // The replica stays, stopping, with its GPU, until its stop is confirmed.
     let replicas = store.replicas().await.unwrap();
     assert_eq!(replicas.len(), 1);
-    assert_eq!(replicas[0].state, "stopping");
+    assert_eq!(replicas[0].state, ReplicaState::Stopping);
     assert_eq!(replicas[0].gpus, [0]);
     // A bring-up finishing late does not bring it back.
     store
-        .set_replica_state("rep_1", "starting", None)
+        .set_replica_state("rep_1", ReplicaState::Starting, None)
         .await
         .unwrap();
     store.fail_replica("rep_1", "late").await.unwrap();

@@ -36,7 +36,33 @@ pub struct ServeProcess {
 }
 
 impl ServeProcess {
-    /// Starts `switchyard serve` with `args` and `env`, and waits for "listening on".
+    /// Starts the frontend of a test cluster: `database_url`, workers
+    /// approved at once, its state under `data_dir`, on the `nats` set when a
+    /// NATS URL is given (else `tunnel`), the test admin token, and `extra`
+    /// flags.
+    pub fn on_set(
+        database_url: &str,
+        data_dir: &std::path::Path,
+        nats_url: Option<&str>,
+        extra: &[&str],
+    ) -> Self {
+        let data_dir = data_dir.to_str().expect("a UTF-8 data folder");
+        let mut args = vec![
+            "--database-url",
+            database_url,
+            "--auto-approve",
+            "--data-dir",
+            data_dir,
+        ];
+        if let Some(url) = nats_url {
+            args.extend(["--nats-url", url]);
+        }
+        args.extend(extra);
+        Self::start(&args, &[("SWITCHYARD_ADMIN_TOKEN", crate::ADMIN_TOKEN)])
+    }
+
+    /// Starts `switchyard serve` with `args` and `env` (an empty value
+    /// removes the variable), and waits for "listening on".
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(binary());
         command
@@ -47,7 +73,10 @@ impl ServeProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         for (k, v) in env {
-            command.env(k, v);
+            match v.is_empty() {
+                true => command.env_remove(k),
+                false => command.env(k, v),
+            };
         }
         let mut child = command.spawn().expect("spawning switchyard serve");
         let stdout = child.stdout.take().expect("piped stdout");

@@ -151,6 +151,32 @@ impl Replica {
         .await
     }
 
+    /// Registers a node `name` with a fresh registration token; returns its
+    /// id and its own credential.
+    pub async fn register_node(&self, name: &str) -> (String, String) {
+        let (status, token) = self
+            .call(
+                self.admin(Method::POST, "/api/nodes/registration-tokens")
+                    .json(&serde_json::json!({"name": "test"})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{token}");
+        let (status, registered) = self
+            .call(
+                self.http
+                    .post(format!("{}/api/nodes/register", self.url))
+                    .bearer_auth(token["value"].as_str().expect("a token"))
+                    .json(&serde_json::json!({"name": name, "inventory": {"cpus": 2}})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{registered}");
+        let field = |v: &Value| v.as_str().expect("registered").to_string();
+        (
+            field(&registered["node"]["id"]),
+            field(&registered["credential"]),
+        )
+    }
+
     /// Sets a point's chain.
     pub async fn set_chain(&self, point: &str, policies: Value) -> (StatusCode, Value) {
         self.call(

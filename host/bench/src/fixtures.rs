@@ -6,6 +6,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use switchyard_runtime::Runtime;
 use switchyard_runtime::admission::{Chain, ChainEntry};
+use switchyard_runtime::loader::ComponentSource;
 use switchyard_runtime::policy::{PolicyPlugin, PolicySource};
 
 /// `SWITCHYARD_PLUGINS_DIR`, or `$CARGO_TARGET_DIR/plugins`, or `./target/plugins`.
@@ -48,10 +49,12 @@ pub fn load(runtime: &Arc<Runtime>, name: &str, settings: &str) -> Arc<PolicyPlu
     PolicyPlugin::load(
         runtime,
         PolicySource {
-            name,
-            version: "bench",
-            bytes: &bytes,
-            sha256: &sha256,
+            component: ComponentSource {
+                name,
+                version: "bench",
+                bytes: &bytes,
+                sha256: &sha256,
+            },
             settings,
         },
     )

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use switchyard_carrier::Stream;
-use switchyard_carrier::streams::Acceptor;
+use switchyard_carrier::stream_seam::Acceptor;
 use switchyard_carrier::tunnel::{Lane, TunnelSession, loopback};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

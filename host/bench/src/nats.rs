@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use switchyard_carrier::{Carrier, CarrierSpec};
+use switchyard_carrier::{Carrier, CarrierSetup, ComponentSpec};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 
 use crate::fixtures::component;
@@ -109,11 +109,13 @@ fn stamped(start: Instant) -> Bytes {
 async fn plugin(address: &str) -> (f64, Vec<Duration>) {
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
     let (bytes, sha256) = component("nats");
-    let spec = CarrierSpec {
+    let spec = ComponentSpec {
         name: "nats".into(),
         version: "bench".into(),
         bytes: bytes.into(),
         sha256,
+    };
+    let setup = CarrierSetup {
         config: serde_json::json!({"servers": [address]}).to_string(),
         database_url: None,
         allowed_endpoints: vec![switchyard_carrier::Endpoint::Tcp(address.to_string())],
@@ -121,7 +123,7 @@ async fn plugin(address: &str) -> (f64, Vec<Duration>) {
     let start = |n: &str| {
         let mut spec = spec.clone();
         spec.name = n.into();
-        Carrier::start(spec, runtime.clone()).expect("carrier")
+        Carrier::start(spec, setup.clone(), runtime.clone()).expect("carrier")
     };
     let (publisher, subscriber): (Arc<Carrier>, Arc<Carrier>) = (start("pub"), start("sub"));
     assert!(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use switchyard_carrier::{Carrier, CarrierSpec};
+use switchyard_carrier::{Carrier, CarrierSetup, ComponentSpec};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use switchyard_store::embedded::EmbeddedPostgres;
 
@@ -62,21 +62,25 @@ pub fn run() {
     println!();
 }
 
-fn spec(url: &str, config: serde_json::Value) -> CarrierSpec {
+fn spec(url: &str, config: serde_json::Value) -> (ComponentSpec, CarrierSetup) {
     let (bytes, sha256) = component("pgbus");
-    CarrierSpec {
+    let component = ComponentSpec {
         name: "pgbus".into(),
         version: "bench".into(),
         bytes: bytes.into(),
         sha256,
+    };
+    let setup = CarrierSetup {
         config: config.to_string(),
         database_url: Some(url.into()),
         allowed_endpoints: vec![switchyard_carrier::Endpoint::Database],
-    }
+    };
+    (component, setup)
 }
 
 async fn start(runtime: &Arc<Runtime>, url: &str, config: serde_json::Value) -> Arc<Carrier> {
-    let carrier = Carrier::start(spec(url, config), runtime.clone()).expect("pgbus starts");
+    let (component, setup) = spec(url, config);
+    let carrier = Carrier::start(component, setup, runtime.clone()).expect("pgbus starts");
     assert!(carrier.wait_ready(WAIT).await, "pgbus connected");
     carrier
 }

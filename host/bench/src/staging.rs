@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use switchyard_carrier::control::StreamControl;
-use switchyard_carrier::streams::{Lane as SeamLane, StreamsSeam, TunnelRegistry};
+use switchyard_carrier::stream_seam::{Lane as SeamLane, StreamsSeam};
+use switchyard_carrier::tunnel::TunnelRegistry;
 use switchyard_carrier::tunnel::{Lane, loopback};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use switchyard_server::library::Library;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use switchyard_carrier::Stream;
-use switchyard_carrier::tunnel::{Lane, TunnelSession, TunnelSpec, loopback};
+use switchyard_carrier::tunnel::{Lane, TunnelSession, loopback};
+use switchyard_carrier::{ComponentSpec, Stream};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -22,9 +22,9 @@ const RUNS: usize = 5;
 /// What the application hands the stream per write.
 const WRITE: usize = 1024 * 1024;
 
-pub fn spec() -> TunnelSpec {
+pub fn spec() -> ComponentSpec {
     let (bytes, sha256) = component("tunnel");
-    TunnelSpec {
+    ComponentSpec {
         name: "tunnel".into(),
         version: "bench".into(),
         bytes: bytes.into(),

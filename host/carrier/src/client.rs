@@ -10,25 +10,19 @@ use switchyard_runtime::Runtime;
 use switchyard_runtime::carrier::Endpoint;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::engine::{self, Counters, Event, PluginState};
+use crate::component::ComponentSpec;
 use crate::message::{CarrierStats, Message, SendError};
+use crate::reactor::{self, Counters, Event, PluginState};
 
 /// Messages a subscription's handler may have waiting; beyond that new ones
 /// are dropped and counted (fan-out is at most once; a slow handler must
 /// not stall the carrier).
 pub const SUBSCRIPTION_QUEUE: usize = 65_536;
 
-/// Which component runs a carrier, and with what configuration.
+/// What a carrier runs with besides its component: its configuration and
+/// where it may connect.
 #[derive(Clone)]
-pub struct CarrierSpec {
-    /// Plugin name (also the carrier's name in logs).
-    pub name: String,
-    /// Plugin version.
-    pub version: String,
-    /// The component bytes.
-    pub bytes: Arc<[u8]>,
-    /// Their pinned SHA-256.
-    pub sha256: String,
+pub struct CarrierSetup {
     /// The carrier's configuration (JSON; may hold credentials, never logged).
     pub config: String,
     /// The database the host dials for the plugin's `database` endpoint
@@ -41,12 +35,9 @@ pub struct CarrierSpec {
     pub allowed_endpoints: Vec<Endpoint>,
 }
 
-impl std::fmt::Debug for CarrierSpec {
+impl std::fmt::Debug for CarrierSetup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CarrierSpec")
-            .field("name", &self.name)
-            .field("version", &self.version)
-            .field("sha256", &self.sha256)
+        f.debug_struct("CarrierSetup")
             .field("allowed_endpoints", &self.allowed_endpoints)
             .finish_non_exhaustive()
     }
@@ -72,7 +63,7 @@ pub fn endpoints_named_by(config: &str, database_url: Option<&str>) -> Vec<Endpo
     endpoints
 }
 
-/// A running carrier: a plugin on its engine thread with its connections.
+/// A running carrier: a plugin on its reactor thread with its connections.
 /// Dropping the last handle stops it.
 #[derive(Debug)]
 pub struct Carrier {
@@ -97,15 +88,19 @@ impl Drop for Subscription {
 }
 
 impl Carrier {
-    /// Loads the plugin and starts its engine thread; I/O runs on the current tokio runtime.
-    pub fn start(spec: CarrierSpec, runtime: Arc<Runtime>) -> Result<Arc<Self>, SendError> {
+    /// Loads the plugin and starts its reactor thread; I/O runs on the current tokio runtime.
+    pub fn start(
+        component: ComponentSpec,
+        setup: CarrierSetup,
+        runtime: Arc<Runtime>,
+    ) -> Result<Arc<Self>, SendError> {
         let io = tokio::runtime::Handle::try_current().map_err(|_| {
             SendError::Unavailable("a carrier needs a tokio runtime for its I/O".into())
         })?;
         let (ready_tx, ready) = watch::channel(false);
         let counters = Arc::new(Counters::default());
-        let name = spec.name.clone();
-        let events = engine::spawn(spec, runtime, io, ready_tx, counters.clone())?;
+        let name = component.name.clone();
+        let events = reactor::spawn(component, setup, runtime, io, ready_tx, counters.clone())?;
         Ok(Arc::new(Self {
             name,
             events,

@@ -15,7 +15,8 @@ use bytes::Bytes;
 use switchyard_runtime::Runtime;
 use tokio::sync::mpsc;
 
-use crate::client::{Carrier, CarrierSpec};
+use crate::client::{Carrier, CarrierSetup};
+use crate::component::ComponentSpec;
 use crate::message::{Message, SendError};
 use crate::queue::WorkQueue;
 
@@ -82,11 +83,15 @@ const CHECKS: &[(&str, Check)] = &[
 ];
 
 /// Starts two instances of the carrier (two ends) and runs every check.
-pub async fn run(spec: CarrierSpec, runtime: Arc<Runtime>) -> Result<Vec<CheckResult>, String> {
+pub async fn run(
+    component: ComponentSpec,
+    setup: CarrierSetup,
+    runtime: Arc<Runtime>,
+) -> Result<Vec<CheckResult>, String> {
     let start = |name: &str| {
-        let mut spec = spec.clone();
-        spec.name = format!("{}-{name}", spec.name);
-        Carrier::start(spec, runtime.clone())
+        let mut component = component.clone();
+        component.name = format!("{}-{name}", component.name);
+        Carrier::start(component, setup.clone(), runtime.clone())
             .map_err(|e| format!("the carrier does not start: {e}"))
     };
     let (a, b) = (start("a")?, start("b")?);

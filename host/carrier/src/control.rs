@@ -15,10 +15,11 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 
+use crate::Refusal;
 use crate::client::Carrier;
 use crate::message::SendError;
-use crate::stream::{Refusal, Stream};
-use crate::streams::{Lane, StreamsSeam};
+use crate::stream::Stream;
+use crate::stream_seam::{Lane, StreamsSeam};
 
 /// The worker service control calls open on the streams seam.
 pub const CONTROL_SERVICE: &str = "control";

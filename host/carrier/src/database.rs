@@ -13,9 +13,9 @@ use switchyard_runtime::carrier::{Notification, Param, Query};
 use tokio::sync::mpsc;
 use tokio_postgres::types::{ToSql, Type};
 
-use crate::engine::Event;
+use crate::reactor::Event;
 
-/// Notifications waiting for the engine thread; more are dropped and counted.
+/// Notifications waiting for the reactor thread; more are dropped and counted.
 pub const NOTIFICATION_QUEUE: usize = 65_536;
 
 /// Notifications handed to the plugin in one call at most.
@@ -44,7 +44,7 @@ impl DbConnection {
         let (heard, mut queue) = mpsc::channel::<Notification>(NOTIFICATION_QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
 
-        // Hands queued notifications to the engine thread in batches.
+        // Hands queued notifications to the reactor thread in batches.
         let batcher = {
             let (events, dropped) = (events.clone(), dropped.clone());
             io.spawn(async move {

@@ -35,13 +35,10 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
-use self::hello::{Answer, Hello, MAX_HELLO, NONCE_BYTES};
-use crate::stream::{
-    Refusal, Stream, StreamError, StreamReader, TransportEnds, WriteOp, channel_stream,
-};
-use crate::streams::{Acceptor, Lane, StreamsSeam};
-
-mod hello;
+use crate::Refusal;
+use crate::handshake::{self as hello, Hello, MAX_HELLO, NONCE_BYTES};
+use crate::stream::{Stream, StreamError, StreamReader, TransportEnds, WriteOp, channel_stream};
+use crate::stream_seam::{Acceptor, Lane, StreamsSeam};
 
 /// How much a reader may have read ahead of its consumer.
 const READ_AHEAD: usize = 4 * 1024 * 1024;
@@ -276,15 +273,7 @@ async fn handshake(
     let line = read_hello(&mut socket)
         .await
         .map_err(|e| Refusal::NotDelivered(e.to_string()))?;
-    match hello::parse_answer(&line) {
-        Ok(Answer::Ok) => Ok(wrap(socket)),
-        Ok(Answer::Unknown) => Err(Refusal::UnknownService),
-        Ok(Answer::Overloaded) => Err(Refusal::Overloaded),
-        Ok(Answer::Refused(message)) => Err(Refusal::ServiceRefused(message.to_string())),
-        // Closed before answering, or answered nonsense: the worker may have
-        // seen the line, but it started nothing.
-        Err(e) => Err(Refusal::NotDelivered(e.to_string())),
-    }
+    hello::read_answer(&line).map(|()| wrap(socket))
 }
 
 /// Serves streams dialled to `listener`, for the node whose proofs are made
@@ -321,15 +310,8 @@ async fn answer(socket: TcpStream, key: &[u8; 32], acceptor: &Acceptor) -> std::
         return Err(std::io::Error::other("wrong proof"));
     }
     let (stream, start) = pending(socket);
-    let verdict = match acceptor(service, stream) {
-        Ok(()) => hello::format_answer(&Answer::Ok),
-        Err(Refusal::UnknownService) => hello::format_answer(&Answer::Unknown),
-        Err(Refusal::Overloaded) => hello::format_answer(&Answer::Overloaded),
-        Err(Refusal::ServiceRefused(m) | Refusal::NotDelivered(m)) => {
-            // One line the dialler reads whole: well under MAX_HELLO.
-            hello::format_answer(&Answer::Refused(&hello::refusal_message(&m)))
-        }
-    };
+    // One line the dialler reads whole: well under MAX_HELLO.
+    let verdict = hello::answer_line(acceptor(service, stream).as_ref().map(|_| ()));
     let _ = start.send(verdict);
     Ok(())
 }
@@ -343,7 +325,7 @@ fn pending(socket: BufReader<TcpStream>) -> (Stream, oneshot::Sender<String>) {
     tokio::spawn(async move {
         let Ok(verdict) = verdict.await else { return };
         let mut socket = socket;
-        let accepted = hello::parse_answer(verdict.as_bytes()) == Ok(Answer::Ok);
+        let accepted = hello::read_answer(verdict.as_bytes()).is_ok();
         if socket
             .get_mut()
             .write_all(verdict.as_bytes())

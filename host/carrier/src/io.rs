@@ -1,5 +1,5 @@
 //! Connection tasks and the timer, on tokio; they only move bytes and tell
-//! the engine thread what happened.
+//! the reactor thread what happened.
 
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::engine::Event;
+use crate::reactor::Event;
 
 /// Bytes read per `received` call at most: a whole read, many frames.
 const READ_BUFFER: usize = 64 * 1024;

@@ -1,53 +1,66 @@
 //! The host side of carriers.
 //!
 //! A carrier plugin is a sans-IO protocol engine; this crate gives it I/O.
-//! The plugin lives on an engine thread of its own (its calls are
+//! The plugin lives on a reactor thread of its own (its calls are
 //! synchronous, and WASI's synchronous host calls must not run on an async
 //! worker); tokio tasks own the sockets and timers and hand events to that
-//! thread, which performs the actions the plugin answers with.
+//! thread, which performs the actions the plugin answers with. ("Engine"
+//! in Switchyard means an inference engine on a worker, nothing else here.)
 //!
 //! # Layout
 //! - [`message`]: messages, errors and the public types of a carrier.
-//! - [`engine`]: the engine thread: events in, plugin calls, actions out.
+//! - `reactor`: the plugin's thread: events in, plugin calls, actions out.
 //! - [`io`]: connection tasks (dial, read, write) and the timer.
 //! - `database`: database connections (LISTEN, queries) for carriers on PostgreSQL.
 //! - [`client`]: [`Carrier`], the handle host code uses (publish, subscribe, request).
+//! - [`component`]: [`ComponentSpec`], a carrier or tunnel component pinned by its SHA-256.
+//! - [`set`]: carrier sets as values (`nats`, `tunnel`): which component serves
+//!   which seam, and one [`set::start`] for frontends and workers.
 //! - [`conformance`]: the suite every carrier passes, also a CLI command.
 //! - [`fanout`]: the fan-out holder: an atomic pointer to the active carrier and
 //!   a registry of subscriptions that can listen on two carriers at once.
 //! - [`queue`]: the work-queue holder (requests and queue groups on a carrier).
 //! - [`control`]: the control seam (over streams, or over carrier requests).
-//! - [`stream`], [`streams`]: a byte stream to a worker's service, the streams
-//!   seam, and the tunnel sessions a replica holds.
-//! - [`tunnel`]: a websocket session driven by the tunnel plugin.
+//! - [`stream`], [`stream_seam`]: a byte stream to a worker's service and the streams seam.
+//! - [`tunnel`]: a websocket session driven by the tunnel plugin, and the
+//!   [`TunnelRegistry`] of the sessions a replica holds.
 //! - [`direct`]: streams over TCP dialled to a worker's address.
 //! - [`framed`]: a stream over any message transport (the relay's websocket).
+//! - [`handshake`]: the answer line of a stream open (direct dials and the
+//!   relay) and the direct streams' challenge and hello; `refusal.rs`: [`Refusal`].
 //! - [`holder`]: the atomic pointer the control and streams seams sit behind.
 
 pub mod client;
+pub mod component;
 pub mod conformance;
 pub mod control;
 mod database;
 pub mod direct;
-mod engine;
 pub mod fanout;
 pub mod framed;
+pub mod handshake;
 pub mod holder;
 mod io;
 pub mod message;
 pub mod queue;
+mod reactor;
+mod refusal;
+pub mod set;
 pub mod stream;
-pub mod streams;
+pub mod stream_seam;
 pub mod tunnel;
 
-pub use client::{Carrier, CarrierSpec, Subscription, endpoints_named_by};
+pub use client::{Carrier, CarrierSetup, Subscription, endpoints_named_by};
+pub use component::{ComponentSpec, DigestMismatch};
 pub use control::{ControlError, ControlRefusal, ControlSeam};
-pub use engine::PluginState;
 pub use fanout::FanOut;
 pub use holder::Holder;
 pub use message::{CarrierStats, Message, SendError};
 pub use queue::WorkQueue;
-pub use stream::{Refusal, Stream, StreamError, StreamReader, StreamWriter};
-pub use streams::{Lane, StreamsSeam, TunnelRegistry};
+pub use reactor::PluginState;
+pub use refusal::Refusal;
+pub use set::{Seams, SetName};
+pub use stream::{Stream, StreamError, StreamReader, StreamWriter};
+pub use stream_seam::{Lane, StreamsSeam};
 pub use switchyard_runtime::carrier::Endpoint;
-pub use tunnel::{TunnelSession, TunnelSpec};
+pub use tunnel::{TunnelRegistry, TunnelSession};

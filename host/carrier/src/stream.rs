@@ -8,28 +8,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-/// Why a stream could not be opened. The kinds stay apart: only
-/// [`Refusal::NotDelivered`] says the worker never answered, so only then
-/// may the call go elsewhere (after a plain open the worker learned
-/// nothing; after a [`call`](crate::streams::StreamsSeam::call), whose
-/// request rides with the open, it may have seen the request, so only
-/// idempotent calls go again).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    /// The worker has no such service.
-    #[error("unknown service")]
-    UnknownService,
-    /// The service refused, with its reason.
-    #[error("service refused: {0}")]
-    ServiceRefused(String),
-    /// The worker has too many streams open.
-    #[error("worker overloaded")]
-    Overloaded,
-    /// No answer from the worker (no session, session lost, dial failed).
-    #[error("not delivered: {0}")]
-    NotDelivered(String),
-}
-
 /// Why a read or write failed after the stream was open.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StreamError {

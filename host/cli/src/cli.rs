@@ -83,7 +83,8 @@ pub struct ServeArgs {
     /// The NATS server of the `nats` carrier set; a new cluster given one uses `nats`, else `tunnel`.
     #[arg(long, env = "SWITCHYARD_NATS_URL", hide_env_values = true)]
     pub nats_url: Option<String>,
-    /// The folder holding the carrier components (nats.wasm, pgbus.wasm, tunnel.wasm).
+    /// A folder of carrier components (nats.wasm, pgbus.wasm, tunnel.wasm)
+    /// to run instead of the ones built into this binary.
     #[arg(long, env = "SWITCHYARD_PLUGINS_DIR")]
     pub carrier_plugins: Option<PathBuf>,
     /// The URL other replicas reach this one at [default: http://<listen>].
@@ -132,9 +133,10 @@ pub struct UpArgs {
     /// The cluster's state (PostgreSQL, library, worker).
     #[arg(long, env = "SWITCHYARD_DATA_DIR", default_value = "./switchyard-data")]
     pub data_dir: PathBuf,
-    /// The folder holding the carrier components (nats.wasm, pgbus.wasm, tunnel.wasm).
+    /// A folder of carrier components (nats.wasm, pgbus.wasm, tunnel.wasm)
+    /// to run instead of the ones built into this binary.
     #[arg(long, env = "SWITCHYARD_PLUGINS_DIR")]
-    pub carrier_plugins: PathBuf,
+    pub carrier_plugins: Option<PathBuf>,
     /// The local worker's GPUs (declared; this machine may have none).
     #[arg(long = "gpu", default_value = "name=Demo GPU,memory=24GiB")]
     pub gpus: Vec<switchyard_gpu::GpuSpec>,
@@ -172,7 +174,9 @@ pub struct WorkerArgs {
     /// Heartbeat interval in ms.
     #[arg(long, default_value_t = 3000)]
     pub heartbeat_ms: u64,
-    /// The folder holding the carrier components (tunnel.wasm, nats.wasm).
+    /// A folder of carrier components (tunnel.wasm, nats.wasm), used only
+    /// with a frontend that names none; a current frontend names the
+    /// components and the worker fetches them from it, checking their SHA-256.
     #[arg(long, env = "SWITCHYARD_PLUGINS_DIR")]
     pub carrier_plugins: Option<PathBuf>,
     /// The NATS server, for a cluster whose carrier is nats.

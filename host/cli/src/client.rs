@@ -55,8 +55,8 @@ impl Client {
         &self,
         method: Method,
         path: &str,
-        body: Value,
+        body: &impl serde::Serialize,
     ) -> anyhow::Result<Value> {
-        self.send(self.request(method, path).json(&body)).await
+        self.send(self.request(method, path).json(body)).await
     }
 }

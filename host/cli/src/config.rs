@@ -57,6 +57,7 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     }
     config.auto_approve = args.auto_approve;
     config.nats_url = args.nats_url.filter(|u| !u.is_empty());
+    config.seed_components = crate::built_in::seeds(args.carrier_plugins.is_some());
     config.carrier_plugins = args.carrier_plugins;
     config.advertise = args.advertise;
     config.library_dir = args.library_dir;

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod built_in;
 mod cli;
 mod client;
 mod commands;

@@ -20,14 +20,14 @@
 //! - [`generator`]: the deterministic words and embeddings.
 //! - [`decode`]: one completion: pacing, `max_tokens`, stop words.
 //! - [`openai`]: the wire format (requests, their validation, responses, errors).
-//! - [`admission`]: the concurrency limit and per-request accounting.
+//! - [`concurrency`]: the concurrency limit and per-request accounting.
 //! - [`stats`]: the counters behind `GET /stats`.
 //! - [`state`]: what handlers share.
 //! - [`stream`]: server-sent events.
 //! - [`routes`]: one file per endpoint; [`router`] builds them.
 //! - [`error`]: [`EngineError`], why the engine could not start or serve.
 
-pub mod admission;
+pub mod concurrency;
 pub mod config;
 pub mod decode;
 pub mod error;

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::admission::{InFlight, Limiter};
+use crate::concurrency::{InFlight, Limiter};
 use crate::config::ReferenceConfig;
 use crate::decode::Pace;
 use crate::error::EngineError;

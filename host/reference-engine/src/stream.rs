@@ -10,7 +10,7 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::admission::InFlight;
+use crate::concurrency::InFlight;
 use crate::decode::{Decoder, FinishReason};
 use crate::openai::response::Usage;
 

@@ -223,27 +223,9 @@ decision_from!(
     FederationDecision => Federation
 );
 
-/// Whether a policy's answer is enforced or only recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// The answer counts.
-    #[default]
-    Enforce,
-    /// The answer is logged and counted, never enforced.
-    Monitor,
-}
-
-/// What an error in a policy means for the request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailMode {
-    /// An error denies (the default).
-    #[default]
-    Closed,
-    /// An error lets the request through.
-    Open,
-}
+/// How a chain binds a policy: defined with the admin API's bodies, which
+/// the CLI sends and the store keeps.
+pub use switchyard_protocol::plugin::{FailMode, Mode};
 
 /// One link of a chain.
 #[derive(Debug, Clone)]

@@ -40,8 +40,22 @@ pub mod carrier {
 pub use policy::switchyard::plugin::types::{Denial, LogLevel};
 pub use policy::switchyard::policy::types as policy_types;
 
-/// The `switchyard:carrier/tunnel@0.1.0` world: one websocket session.
+/// The `switchyard:carrier/tunnel@0.2.0` world: one websocket session.
 pub mod tunnel {
+    wasmtime::component::bindgen!({
+        world: "switchyard:carrier/tunnel@0.2.0",
+        path: "../../wit",
+        additional_derives: [PartialEq],
+        with: {
+            "switchyard:plugin/types@0.1.0": crate::bindings::policy::switchyard::plugin::types,
+            "switchyard:plugin/log@0.1.0": crate::bindings::policy::switchyard::plugin::log,
+        },
+    });
+}
+
+/// The `switchyard:carrier/tunnel@0.1.0` world, still loaded: its types are
+/// turned into 0.2.0's in one place, `tunnel::v0_1`.
+pub mod tunnel_v0_1 {
     wasmtime::component::bindgen!({
         world: "switchyard:carrier/tunnel@0.1.0",
         path: "../../wit",

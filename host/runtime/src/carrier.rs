@@ -7,14 +7,13 @@ use std::sync::Arc;
 
 use wasmtime::Store;
 
-use crate::bindings::carrier::switchyard::carrier::types;
-use crate::bindings::carrier::{Carrier, CarrierPre};
+use crate::bindings::carrier::Carrier;
+use crate::bindings::carrier::switchyard::carrier0_1_0::types;
 use crate::engine::Runtime;
 use crate::error::{CallError, LoadError};
-use crate::inspect::PluginKind;
-use crate::policy::compile;
-use crate::sandbox::{SandboxState, carrier_linker};
-use crate::stateful::Stateful;
+use crate::instance::Instance;
+use crate::loader::{CarrierWorld, ComponentSource, Prepared};
+use crate::sandbox::SandboxState;
 
 pub use types::{
     Action, CarrierError, Delivery, Endpoint, Header, Notification, Outgoing, Param, Query, Reply,
@@ -27,14 +26,8 @@ pub type BatchAnswer = (Vec<Result<(), CarrierError>>, Vec<Action>);
 /// What is needed to load one carrier.
 #[derive(Debug, Clone)]
 pub struct CarrierSource<'a> {
-    /// Plugin name.
-    pub name: &'a str,
-    /// Plugin version.
-    pub version: &'a str,
-    /// The component bytes.
-    pub bytes: &'a [u8],
-    /// The SHA-256 the bytes must have (hex).
-    pub sha256: &'a str,
+    /// The component.
+    pub component: ComponentSource<'a>,
     /// The carrier's configuration, a JSON document.
     pub config: &'a str,
     /// Seed of the plugin's randomness.
@@ -42,18 +35,11 @@ pub struct CarrierSource<'a> {
 }
 
 /// A loaded, configured carrier instance.
+#[derive(Debug)]
 pub struct CarrierPlugin {
-    instance: Stateful<Carrier>,
+    instance: Instance<Carrier>,
     endpoints: Vec<Endpoint>,
     max_payload: u64,
-}
-
-impl std::fmt::Debug for CarrierPlugin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CarrierPlugin")
-            .field("plugin", self.instance.label())
-            .finish()
-    }
 }
 
 impl CarrierPlugin {
@@ -64,31 +50,16 @@ impl CarrierPlugin {
         source: CarrierSource<'_>,
         now_ms: u64,
     ) -> Result<(Self, Vec<Action>), LoadError> {
-        let (component, _) = compile(
-            runtime,
-            source.name,
-            source.version,
-            source.bytes,
-            source.sha256,
-            PluginKind::Carrier,
-            "a carrier",
-        )?;
-        let linker =
-            carrier_linker(&runtime.engine).map_err(|e| LoadError::Compile(e.to_string()))?;
-        let pre = linker
-            .instantiate_pre(&component)
-            .and_then(CarrierPre::new)
-            .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-        let label: Arc<str> = format!("{}@{}", source.name, source.version).into();
-        let instance = Stateful::new(runtime, label, |store| pre.instantiate(store))?;
+        let instance =
+            Prepared::<CarrierWorld>::load(runtime, source.component, false)?.instance()?;
         let mut plugin = Self {
             instance,
             endpoints: Vec::new(),
             max_payload: 0,
         };
         let actions = plugin
-            .call(|b, s| {
-                b.switchyard_carrier_protocol().call_configure(
+            .call("configure", |b, s| {
+                b.switchyard_carrier0_1_0_protocol().call_configure(
                     s,
                     source.config,
                     source.seed,
@@ -96,9 +67,12 @@ impl CarrierPlugin {
                 )
             })?
             .map_err(LoadError::InvalidSettings)?;
-        plugin.endpoints = plugin.call(|b, s| b.switchyard_carrier_protocol().call_endpoints(s))?;
-        plugin.max_payload =
-            plugin.call(|b, s| b.switchyard_carrier_protocol().call_max_payload(s))?;
+        plugin.endpoints = plugin.call("endpoints", |b, s| {
+            b.switchyard_carrier0_1_0_protocol().call_endpoints(s)
+        })?;
+        plugin.max_payload = plugin.call("max-payload", |b, s| {
+            b.switchyard_carrier0_1_0_protocol().call_max_payload(s)
+        })?;
         Ok((plugin, actions))
     }
 
@@ -120,7 +94,9 @@ impl CarrierPlugin {
 
     /// The largest payload a message may carry (the server's, once connected).
     pub fn max_payload(&mut self) -> Result<u64, CallError> {
-        self.max_payload = self.call(|b, s| b.switchyard_carrier_protocol().call_max_payload(s))?;
+        self.max_payload = self.call("max-payload", |b, s| {
+            b.switchyard_carrier0_1_0_protocol().call_max_payload(s)
+        })?;
         Ok(self.max_payload)
     }
 
@@ -131,8 +107,8 @@ impl CarrierPlugin {
 
     /// A connection opened.
     pub fn opened(&mut self, handle: u64, now_ms: u64) -> Result<Vec<Action>, CallError> {
-        self.call(|b, s| {
-            b.switchyard_carrier_protocol()
+        self.call("opened", |b, s| {
+            b.switchyard_carrier0_1_0_protocol()
                 .call_opened(s, handle, now_ms)
         })
     }
@@ -144,8 +120,8 @@ impl CarrierPlugin {
         reason: &str,
         now_ms: u64,
     ) -> Result<Vec<Action>, CallError> {
-        self.call(|b, s| {
-            b.switchyard_carrier_protocol()
+        self.call("closed", |b, s| {
+            b.switchyard_carrier0_1_0_protocol()
                 .call_closed(s, handle, reason, now_ms)
         })
     }
@@ -157,15 +133,17 @@ impl CarrierPlugin {
         data: &[u8],
         now_ms: u64,
     ) -> Result<Vec<Action>, CallError> {
-        self.call(|b, s| {
-            b.switchyard_carrier_protocol()
+        self.call("received", |b, s| {
+            b.switchyard_carrier0_1_0_protocol()
                 .call_received(s, handle, data, now_ms)
         })
     }
 
     /// The timer fired.
     pub fn timer(&mut self, now_ms: u64) -> Result<Vec<Action>, CallError> {
-        self.call(|b, s| b.switchyard_carrier_protocol().call_timer(s, now_ms))
+        self.call("timer", |b, s| {
+            b.switchyard_carrier0_1_0_protocol().call_timer(s, now_ms)
+        })
     }
 
     /// Notifications heard on a database connection, in arrival order.
@@ -176,9 +154,14 @@ impl CarrierPlugin {
         dropped: u64,
         now_ms: u64,
     ) -> Result<Vec<Action>, CallError> {
-        self.call(|b, s| {
-            b.switchyard_carrier_protocol()
-                .call_notified(s, handle, notifications, dropped, now_ms)
+        self.call("notified", |b, s| {
+            b.switchyard_carrier0_1_0_protocol().call_notified(
+                s,
+                handle,
+                notifications,
+                dropped,
+                now_ms,
+            )
         })
     }
 
@@ -190,8 +173,8 @@ impl CarrierPlugin {
         now_ms: u64,
     ) -> Result<Vec<Action>, CallError> {
         let outcome = outcome.as_ref().map(Vec::as_slice).map_err(String::as_str);
-        self.call(|b, s| {
-            b.switchyard_carrier_protocol()
+        self.call("answered", |b, s| {
+            b.switchyard_carrier0_1_0_protocol()
                 .call_answered(s, query, outcome, now_ms)
         })
     }
@@ -205,8 +188,8 @@ impl CarrierPlugin {
         payload: &[u8],
         now_ms: u64,
     ) -> Result<Result<Vec<Action>, CarrierError>, CallError> {
-        self.call(|b, s| {
-            b.switchyard_carrier_protocol()
+        self.call("publish", |b, s| {
+            b.switchyard_carrier0_1_0_protocol()
                 .call_publish(s, subject, reply_to, headers, payload, now_ms)
         })
     }
@@ -217,8 +200,8 @@ impl CarrierPlugin {
         messages: &[Outgoing],
         now_ms: u64,
     ) -> Result<BatchAnswer, CallError> {
-        self.call(|b, s| {
-            b.switchyard_carrier_protocol()
+        self.call("publish-batch", |b, s| {
+            b.switchyard_carrier0_1_0_protocol()
                 .call_publish_batch(s, messages, now_ms)
         })
     }
@@ -231,16 +214,16 @@ impl CarrierPlugin {
         queue_group: Option<&str>,
         now_ms: u64,
     ) -> Result<Result<Vec<Action>, CarrierError>, CallError> {
-        self.call(|b, s| {
-            b.switchyard_carrier_protocol()
+        self.call("subscribe", |b, s| {
+            b.switchyard_carrier0_1_0_protocol()
                 .call_subscribe(s, id, subject, queue_group, now_ms)
         })
     }
 
     /// Removes a subscription.
     pub fn unsubscribe(&mut self, id: u64, now_ms: u64) -> Result<Vec<Action>, CallError> {
-        self.call(|b, s| {
-            b.switchyard_carrier_protocol()
+        self.call("unsubscribe", |b, s| {
+            b.switchyard_carrier0_1_0_protocol()
                 .call_unsubscribe(s, id, now_ms)
         })
     }
@@ -255,16 +238,17 @@ impl CarrierPlugin {
         timeout_ms: u64,
         now_ms: u64,
     ) -> Result<Result<Vec<Action>, CarrierError>, CallError> {
-        self.call(|b, s| {
-            b.switchyard_carrier_protocol()
+        self.call("request", |b, s| {
+            b.switchyard_carrier0_1_0_protocol()
                 .call_request(s, id, subject, headers, payload, timeout_ms, now_ms)
         })
     }
 
     fn call<T>(
         &mut self,
+        function: &'static str,
         f: impl FnOnce(&Carrier, &mut Store<SandboxState>) -> wasmtime::Result<T>,
     ) -> Result<T, CallError> {
-        self.instance.call(f)
+        self.instance.call(function, f)
     }
 }

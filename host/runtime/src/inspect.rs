@@ -5,19 +5,9 @@ use serde::Serialize;
 
 use crate::error::LoadError;
 
-/// The plugin kinds; each has one world the host serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PluginKind {
-    /// An admission policy (`switchyard:policy/admission-policy`).
-    Policy,
-    /// A grant evaluator (`switchyard:grant/grant-evaluator`).
-    Grant,
-    /// A carrier (`switchyard:carrier/carrier`).
-    Carrier,
-    /// The tunnel carrier's stream multiplexer (`switchyard:carrier/tunnel`).
-    Tunnel,
-}
+/// The plugin kinds, defined with the registry's records and the API's
+/// bodies.
+pub use switchyard_protocol::plugin::PluginKind;
 
 /// One world this host serves: the interface a component must export to target it.
 struct ServedWorld {
@@ -43,45 +33,23 @@ const SERVED: &[ServedWorld] = &[
         world: "switchyard:carrier/carrier@0.1.0",
         export: "switchyard:carrier/protocol@0.1.0",
     },
+    // The newest version first.
     ServedWorld {
         kind: PluginKind::Tunnel,
-        world: "switchyard:carrier/tunnel@0.1.0",
+        world: TUNNEL_WORLD,
+        export: "switchyard:carrier/session@0.2.0",
+    },
+    ServedWorld {
+        kind: PluginKind::Tunnel,
+        world: TUNNEL_WORLD_V0_1,
         export: "switchyard:carrier/session@0.1.0",
     },
 ];
 
-impl PluginKind {
-    /// The stable name used in the API and the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PluginKind::Policy => "policy",
-            PluginKind::Grant => "grant",
-            PluginKind::Carrier => "carrier",
-            PluginKind::Tunnel => "tunnel",
-        }
-    }
-
-    /// Parses [`PluginKind::as_str`]'s output.
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            PluginKind::Policy,
-            PluginKind::Grant,
-            PluginKind::Carrier,
-            PluginKind::Tunnel,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == s)
-    }
-
-    /// The world a component of this kind targets.
-    pub fn world(self) -> &'static str {
-        SERVED
-            .iter()
-            .find(|w| w.kind == self)
-            .map(|w| w.world)
-            .unwrap_or_default()
-    }
-}
+/// The tunnel world this build's tunnel plugin targets.
+pub(crate) const TUNNEL_WORLD: &str = "switchyard:carrier/tunnel@0.2.0";
+/// The tunnel world's first version, still loaded (its `open` answers a string).
+pub(crate) const TUNNEL_WORLD_V0_1: &str = "switchyard:carrier/tunnel@0.1.0";
 
 /// What [`inspect`] found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -189,18 +157,6 @@ mod tests {
                 assert!(served.contains("switchyard:policy/admission-policy@0.1.0"));
             }
             other => panic!("unexpected {other}"),
-        }
-    }
-
-    #[test]
-    fn kinds_round_trip() {
-        for kind in [
-            PluginKind::Policy,
-            PluginKind::Grant,
-            PluginKind::Carrier,
-            PluginKind::Tunnel,
-        ] {
-            assert_eq!(PluginKind::parse(kind.as_str()), Some(kind));
         }
     }
 }

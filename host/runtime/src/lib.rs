@@ -7,9 +7,14 @@
 //! - [`inspect`]: what a component is (kind, world, version) without compiling it.
 //! - [`engine`]: the wasmtime engine, its configuration and the epoch ticker.
 //! - [`cache`]: compiled components cached on disk per (SHA-256, engine configuration).
+//! - [`loader`]: the one way every kind is loaded: digest, world, compile through the
+//!   cache, `InstancePre`; `instance.rs` holds one instance and its traced, timed calls,
+//!   `pool.rs` the warm instances of policies and grant evaluators.
 //! - [`sandbox`]: per-store state: the memory limiter, WASI with an empty context, host imports.
 //! - [`policy`]: an admission policy ready to call, with its pool of warm instances.
+//! - [`grant`]: a grant evaluator ready to call, pooled like a policy.
 //! - [`carrier`]: a carrier plugin, one stateful protocol engine driven by the host's reactor.
+//! - [`tunnel`]: a tunnel session plugin (`tunnel@0.2.0`, and 0.1.0 turned into it).
 //! - [`admission`]: admission points, requests, decisions and the ordered chain.
 //! - [`metrics`]: per-plugin counters and latency histograms.
 //! - [`error`]: what a load or a call can fail with.
@@ -20,13 +25,17 @@ pub mod cache;
 pub mod carrier;
 pub mod engine;
 pub mod error;
+pub mod grant;
 pub mod inspect;
+mod instance;
+pub mod loader;
 pub mod metrics;
 pub mod policy;
+mod pool;
 pub mod sandbox;
-mod stateful;
 pub mod tunnel;
 
 pub use engine::{Runtime, RuntimeConfig};
 pub use error::{CallError, LoadError};
 pub use inspect::{ComponentInfo, PluginKind};
+pub use loader::verify;

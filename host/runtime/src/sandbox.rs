@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use wasmtime::ResourceLimiter;
-use wasmtime::component::{HasData, HasSelf, Linker, Resource, ResourceTable};
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use wasmtime_wasi::p2::DynPollable;
 use wasmtime_wasi::p2::bindings::io::poll as async_poll;
 use wasmtime_wasi::p2::bindings::sync::io::poll as sync_poll;
@@ -111,7 +111,9 @@ impl types::Host for SandboxState {}
 
 impl crate::bindings::policy_types::Host for SandboxState {}
 
-impl crate::bindings::carrier::switchyard::carrier::types::Host for SandboxState {}
+impl crate::bindings::grant::switchyard::grant::types::Host for SandboxState {}
+
+impl crate::bindings::carrier::switchyard::carrier0_1_0::types::Host for SandboxState {}
 
 impl log::Host for SandboxState {
     fn log(&mut self, level: LogLevel, message: String) {
@@ -232,27 +234,6 @@ pub(crate) fn base_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<
         deadline: s.deadline,
     })?;
     linker.allow_shadowing(false);
-    Ok(linker)
-}
-
-/// The linker of admission policies.
-pub(crate) fn policy_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<SandboxState>> {
-    let mut linker = base_linker(engine)?;
-    crate::bindings::policy::AdmissionPolicy::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
-    Ok(linker)
-}
-
-/// The linker of carriers.
-pub(crate) fn carrier_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<SandboxState>> {
-    let mut linker = base_linker(engine)?;
-    crate::bindings::carrier::Carrier::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
-    Ok(linker)
-}
-
-/// The linker of tunnel sessions.
-pub(crate) fn tunnel_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<SandboxState>> {
-    let mut linker = base_linker(engine)?;
-    crate::bindings::tunnel::Tunnel::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
     Ok(linker)
 }
 

@@ -9,16 +9,117 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use axum::http::StatusCode;
 use switchyard_runtime::admission::{AdmissionPoint, Chain, ChainEntry, FailMode, Mode};
+use switchyard_runtime::loader::ComponentSource;
 use switchyard_runtime::policy::{PolicyPlugin, PolicySource};
-use switchyard_runtime::{LoadError, Runtime};
-use switchyard_store::Store;
-use switchyard_store::admission::{Generation, StoredPolicy};
-
-use crate::error::ApiError;
+use switchyard_runtime::{LoadError, PluginKind, Runtime};
+use switchyard_store::admission::{Generation, StoredPolicy, rollback_note, rolled_back_to};
+use switchyard_store::{Store, StoreError};
 
 pub use follower::follow;
+
+/// Why a chain was not built, bound or committed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    /// A point name that is none of [`AdmissionPoint::ALL`].
+    #[error("no admission point '{0}'; points: inference, deploy, transfer, federation")]
+    UnknownPoint(String),
+    /// A binding names a plugin version the registry does not hold.
+    #[error("no plugin {plugin}@{version}")]
+    PluginNotFound {
+        /// The plugin's name.
+        plugin: String,
+        /// Its version.
+        version: String,
+    },
+    /// A binding names a plugin that is not an admission policy.
+    #[error("{plugin}@{version} is a {kind} plugin, not an admission policy")]
+    WrongKind {
+        /// The plugin's name.
+        plugin: String,
+        /// Its version.
+        version: String,
+        /// What it is.
+        kind: PluginKind,
+    },
+    /// A policy did not load (or refused its settings: that message is the
+    /// plugin's own and is passed on as it is).
+    #[error("{}", load_message(plugin, version, source))]
+    Load {
+        /// The plugin's name.
+        plugin: String,
+        /// Its version.
+        version: String,
+        /// Why.
+        source: LoadError,
+    },
+    /// A policy bound to a point it does not judge.
+    #[error("{policy} judges {judges} and cannot be bound to the {point} point")]
+    PointNotSupported {
+        /// The policy's label.
+        policy: String,
+        /// The points it judges.
+        judges: String,
+        /// The point asked for.
+        point: AdmissionPoint,
+    },
+    /// A rollback with no generation to leave.
+    #[error("the {0} point has no generation yet")]
+    NoGeneration(AdmissionPoint),
+    /// A rollback past the empty chain.
+    #[error("the {0} point runs the empty chain of generation 0 already")]
+    EmptyChainActive(AdmissionPoint),
+    /// A rollback to a generation that is not older than the newest.
+    #[error("a rollback restores an older generation: 0 to {}, got {target}", .newest - 1)]
+    NotOlder {
+        /// The newest generation.
+        newest: i64,
+        /// The one asked for.
+        target: i64,
+    },
+    /// A rollback to a generation that was never stored.
+    #[error("generation {generation} of {point} not found")]
+    UnknownGeneration {
+        /// The point.
+        point: AdmissionPoint,
+        /// The generation asked for.
+        generation: i64,
+    },
+    /// The database.
+    #[error("the database: {0}")]
+    Store(#[from] StoreError),
+    /// A policy's load task panicked or was cancelled.
+    #[error("loading a policy: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+fn load_message(plugin: &str, version: &str, source: &LoadError) -> String {
+    match source {
+        // The plugin's own words, addressed to whoever wrote the settings.
+        LoadError::InvalidSettings(_) => source.to_string(),
+        _ => format!("{plugin}@{version}: {source}"),
+    }
+}
+
+/// Parses a point's name.
+pub fn point(name: &str) -> Result<AdmissionPoint, AdmissionError> {
+    AdmissionPoint::parse(name).ok_or_else(|| AdmissionError::UnknownPoint(name.into()))
+}
+
+/// One policy of a chain as a client binds it: the modes parsed already.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Binding {
+    /// Plugin name.
+    pub plugin: String,
+    /// Plugin version.
+    pub version: String,
+    /// Settings, checked by the plugin's own `validate-settings`.
+    pub settings: serde_json::Value,
+    /// Whether its deny counts.
+    pub mode: Mode,
+    /// What its error means.
+    pub fail: FailMode,
+}
 
 /// The chains of every point, and where they came from.
 pub struct Admission {
@@ -74,13 +175,48 @@ impl Admission {
             .cloned()
     }
 
+    /// Pins each binding to its registered component: the plugin must
+    /// exist and be an admission policy.
+    pub async fn resolve(
+        &self,
+        bindings: Vec<Binding>,
+    ) -> Result<Vec<StoredPolicy>, AdmissionError> {
+        let mut policies = Vec::with_capacity(bindings.len());
+        for binding in bindings {
+            let record = self
+                .store
+                .plugin(&binding.plugin, &binding.version)
+                .await?
+                .ok_or_else(|| AdmissionError::PluginNotFound {
+                    plugin: binding.plugin.clone(),
+                    version: binding.version.clone(),
+                })?;
+            if record.kind != PluginKind::Policy {
+                return Err(AdmissionError::WrongKind {
+                    plugin: record.name,
+                    version: record.version,
+                    kind: record.kind,
+                });
+            }
+            policies.push(StoredPolicy {
+                plugin: record.name,
+                version: record.version,
+                sha256: record.sha256,
+                settings: binding.settings,
+                mode: binding.mode,
+                fail: binding.fail,
+            });
+        }
+        Ok(policies)
+    }
+
     /// Builds a stored generation into a callable chain. Loading runs on the
     /// blocking pool: compiling a large component takes seconds.
     pub async fn build(
         &self,
         point: AdmissionPoint,
         generation: &Generation,
-    ) -> Result<Chain, ApiError> {
+    ) -> Result<Chain, AdmissionError> {
         let mut entries = Vec::with_capacity(generation.policies.len());
         for stored in &generation.policies {
             let bytes = self.component_bytes(&stored.sha256).await?;
@@ -90,32 +226,33 @@ impl Admission {
                 PolicyPlugin::load(
                     &runtime,
                     PolicySource {
-                        name: &stored_owned.plugin,
-                        version: &stored_owned.version,
-                        bytes: &bytes,
-                        sha256: &stored_owned.sha256,
+                        component: ComponentSource {
+                            name: &stored_owned.plugin,
+                            version: &stored_owned.version,
+                            bytes: &bytes,
+                            sha256: &stored_owned.sha256,
+                        },
                         settings: &stored_owned.settings.to_string(),
                     },
                 )
             })
-            .await
-            .map_err(ApiError::internal)?
-            .map_err(|e| describe(stored, e))?;
+            .await?
+            .map_err(|source| AdmissionError::Load {
+                plugin: stored.plugin.clone(),
+                version: stored.version.clone(),
+                source,
+            })?;
             if !policy.points().contains(&point) {
-                return Err(ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "point_not_supported",
-                    format!(
-                        "{} judges {} and cannot be bound to the {point} point",
-                        policy.label(),
-                        list(policy.points())
-                    ),
-                ));
+                return Err(AdmissionError::PointNotSupported {
+                    policy: policy.label().to_string(),
+                    judges: list(policy.points()),
+                    point,
+                });
             }
             entries.push(ChainEntry {
                 policy,
-                mode: parse_mode(&stored.mode)?,
-                fail: parse_fail(&stored.fail)?,
+                mode: stored.mode,
+                fail: stored.fail,
             });
         }
         Ok(Chain {
@@ -134,7 +271,7 @@ impl Admission {
         policies: &[StoredPolicy],
         note: &str,
         by: &str,
-    ) -> Result<Generation, ApiError> {
+    ) -> Result<Generation, AdmissionError> {
         let candidate = Generation {
             point: point.as_str().into(),
             generation: 0,
@@ -151,6 +288,52 @@ impl Admission {
         chain.generation = generation.generation;
         self.activate(chain).await;
         Ok(generation)
+    }
+
+    /// A new generation with an older chain: generation `to`, or the one
+    /// before the generation whose chain is active. Returns the new
+    /// generation and the one whose chain it restored.
+    ///
+    /// A rollback walks back: after `1, 2, 3`, the first rollback restores 2's
+    /// chain and the second 1's, not 3's again. (Undoing the last change, as
+    /// `kubectl rollout undo` does, flaps between two chains when repeated;
+    /// an operator who rolls back twice means two steps back.)
+    pub async fn roll_back(
+        &self,
+        point: AdmissionPoint,
+        to: Option<i64>,
+        by: &str,
+    ) -> Result<(Generation, i64), AdmissionError> {
+        let latest = self.store.latest_generation(point.as_str()).await?;
+        if latest.generation == 0 {
+            return Err(AdmissionError::NoGeneration(point));
+        }
+        let target = match to {
+            Some(target) if !(0..latest.generation).contains(&target) => {
+                return Err(AdmissionError::NotOlder {
+                    newest: latest.generation,
+                    target,
+                });
+            }
+            Some(target) => target,
+            None => {
+                // The generation whose chain runs now: the newest, or the one it restored.
+                let active = rolled_back_to(&latest.note).unwrap_or(latest.generation);
+                if active == 0 {
+                    return Err(AdmissionError::EmptyChainActive(point));
+                }
+                active - 1
+            }
+        };
+        let previous = self.store.generation(point.as_str(), target).await?.ok_or(
+            AdmissionError::UnknownGeneration {
+                point,
+                generation: target,
+            },
+        )?;
+        let note = rollback_note(previous.generation);
+        let generation = self.commit(point, &previous.policies, &note, by).await?;
+        Ok((generation, previous.generation))
     }
 
     /// Swaps a built chain in and records it; an older chain never replaces a newer one.
@@ -172,7 +355,7 @@ impl Admission {
     }
 
     /// Builds and activates the newest generation of every point this replica is behind on.
-    pub async fn sync(&self) -> Result<(), ApiError> {
+    pub async fn sync(&self) -> Result<(), AdmissionError> {
         let latest: HashMap<String, i64> =
             self.store.latest_generations().await?.into_iter().collect();
         for point in AdmissionPoint::ALL {
@@ -191,12 +374,13 @@ impl Admission {
                         activation_ms = started.elapsed().as_secs_f64() * 1e3, "admission generation active");
                 }
                 Err(e) => {
-                    tracing::warn!(%point, generation = generation.generation, error = %e.message,
+                    let message = e.to_string();
+                    tracing::warn!(%point, generation = generation.generation, error = %message,
                         "admission generation failed here; still serving the previous one");
                     self.failed
                         .lock()
                         .expect("failed lock")
-                        .insert(point, (generation.generation, e.message));
+                        .insert(point, (generation.generation, message));
                     self.report(point).await;
                 }
             }
@@ -221,7 +405,7 @@ impl Admission {
         }
     }
 
-    async fn component_bytes(&self, sha256: &str) -> Result<Arc<Vec<u8>>, ApiError> {
+    async fn component_bytes(&self, sha256: &str) -> Result<Arc<Vec<u8>>, AdmissionError> {
         if let Some(bytes) = self.bytes.lock().expect("bytes lock").get(sha256) {
             return Ok(bytes.clone());
         }
@@ -234,41 +418,11 @@ impl Admission {
     }
 }
 
-fn describe(stored: &StoredPolicy, e: LoadError) -> ApiError {
-    let mut error = ApiError::from(e);
-    if error.code != "invalid_settings" {
-        error.message = format!("{}@{}: {}", stored.plugin, stored.version, error.message);
-    }
-    error
-}
-
 fn list(points: &[AdmissionPoint]) -> String {
     let names: Vec<&str> = points.iter().map(|p| p.as_str()).collect();
     if names.is_empty() {
         "no point".into()
     } else {
         names.join(", ")
-    }
-}
-
-/// Parses a binding's `mode`.
-pub fn parse_mode(s: &str) -> Result<Mode, ApiError> {
-    match s {
-        "enforce" => Ok(Mode::Enforce),
-        "monitor" => Ok(Mode::Monitor),
-        other => Err(ApiError::invalid_request(format!(
-            "mode must be 'enforce' or 'monitor', got '{other}'"
-        ))),
-    }
-}
-
-/// Parses a binding's `fail`.
-pub fn parse_fail(s: &str) -> Result<FailMode, ApiError> {
-    match s {
-        "closed" => Ok(FailMode::Closed),
-        "open" => Ok(FailMode::Open),
-        other => Err(ApiError::invalid_request(format!(
-            "fail must be 'closed' or 'open', got '{other}'"
-        ))),
     }
 }

@@ -2,16 +2,40 @@
 //! a key without the scope is 403. The `admin` scope implies every other.
 //! A route states its scope in its signature (`Authorized<ModelsManage>`).
 
-use std::sync::Arc;
-
-use axum::extract::FromRequestParts;
-use axum::http::StatusCode;
-use axum::http::request::Parts;
 use subtle::ConstantTimeEq;
+use switchyard_store::StoreError;
 use switchyard_store::keys::token_digest;
 
-use crate::error::ApiError;
 use crate::state::AppState;
+
+/// Why a caller was not let in. Every credential failure of one kind says
+/// the same thing, so a caller cannot tell an unknown key from a revoked
+/// one, or an unknown node from a wrong credential.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// No bearer token.
+    #[error("an API key is required (Authorization: Bearer <token>)")]
+    MissingKey,
+    /// A token no live key has.
+    #[error("unknown or revoked API key")]
+    UnknownKey,
+    /// The key lacks the scope (and `admin`).
+    #[error("this key lacks the '{0}' scope")]
+    MissingScope(String),
+    /// No node id, or not that node's credential.
+    #[error("a node id and its credential are required")]
+    NodeUnauthorized,
+    /// A request only the cluster's replicas may make, without the
+    /// cluster's relay secret; says what the route serves.
+    #[error("{0}")]
+    NotAReplica(&'static str),
+    /// The key or the relay secret could not be looked up.
+    #[error("looking the credential up: {0}")]
+    Lookup(#[from] StoreError),
+    /// The node's credential could not be looked up.
+    #[error("looking the node's credential up: {0}")]
+    NodeLookup(#[source] StoreError),
+}
 
 /// Every scope a key can hold.
 pub const SCOPES: [&str; 7] = [
@@ -57,28 +81,16 @@ scopes! {
 
 /// A caller holding the scope `S` (or `admin`). As the first extractor of a
 /// handler it answers 401/403 before the path, query or body is looked at,
-/// so a key without the scope learns nothing of the route's schema.
+/// so a key without the scope learns nothing of the route's schema (the
+/// extractor is in [`crate::extract`]).
 #[derive(Debug, Clone)]
-pub struct Authorized<S>(pub Caller, std::marker::PhantomData<S>);
+pub struct Authorized<S>(pub Caller, pub(crate) std::marker::PhantomData<S>);
 
 impl<S> std::ops::Deref for Authorized<S> {
     type Target = Caller;
 
     fn deref(&self) -> &Caller {
         &self.0
-    }
-}
-
-impl<S: Scope + Send + Sync> FromRequestParts<Arc<AppState>> for Authorized<S> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<AppState>,
-    ) -> Result<Self, ApiError> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        caller.require(S::NAME)?;
-        Ok(Self(caller, std::marker::PhantomData))
     }
 }
 
@@ -92,18 +104,33 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// 403 unless the caller holds `scope` (or `admin`).
-    pub fn require(&self, scope: &str) -> Result<(), ApiError> {
+    /// [`AuthError::MissingScope`] unless the caller holds `scope` (or `admin`).
+    pub fn require(&self, scope: &str) -> Result<(), AuthError> {
         if self.scopes.iter().any(|s| s == scope || s == "admin") {
             Ok(())
         } else {
-            Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                format!("this key lacks the '{scope}' scope"),
-            ))
+            Err(AuthError::MissingScope(scope.into()))
         }
     }
+}
+
+/// Lets through only a replica of this cluster: one that sends the
+/// cluster's relay secret (compared in constant time). `refused` says what
+/// the route serves, for [`AuthError::NotAReplica`].
+pub async fn require_replica(
+    store: &switchyard_store::Store,
+    headers: &axum::http::HeaderMap,
+    refused: &'static str,
+) -> Result<(), AuthError> {
+    let secret = store.relay_secret().await?;
+    let given = headers
+        .get(crate::carriers::relay::RELAY_HEADER)
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    if bool::from(given.ct_eq(secret.as_bytes())) {
+        return Ok(());
+    }
+    Err(AuthError::NotAReplica(refused))
 }
 
 /// The header that names the node presenting its credential.
@@ -124,61 +151,39 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-/// Authenticates a node by `X-Switchyard-Node` and its own credential.
-/// Every failure is 401 with one message, so a caller cannot tell an unknown
-/// node from a wrong credential; a failed lookup is 500.
+/// Authenticates a node by `X-Switchyard-Node` and its own credential:
+/// [`AuthError::NodeUnauthorized`] for every failure of the credential.
 pub async fn authenticate_node(
     state: &AppState,
     headers: &axum::http::HeaderMap,
-) -> Result<(String, switchyard_store::nodes::NodeCredential), ApiError> {
-    let unauthorized = || {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "a node id and its credential are required",
-        )
-    };
-    let token = bearer(headers).ok_or_else(unauthorized)?;
+) -> Result<(String, switchyard_store::nodes::NodeCredential), AuthError> {
+    let token = bearer(headers).ok_or(AuthError::NodeUnauthorized)?;
     let node_id = headers
         .get(NODE_HEADER)
         .and_then(|v| v.to_str().ok())
-        .ok_or_else(unauthorized)?;
+        .ok_or(AuthError::NodeUnauthorized)?;
     let digest = token_digest(token);
     let credential = state
         .store
         .node_credential(node_id)
         .await
-        .map_err(ApiError::internal)?;
+        .map_err(AuthError::NodeLookup)?;
     match credential {
         Some(c) if bool::from(c.credential_sha256.as_slice().ct_eq(&digest)) => {
             Ok((node_id.to_string(), c))
         }
-        _ => Err(unauthorized()),
-    }
-}
-
-impl FromRequestParts<Arc<AppState>> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<AppState>,
-    ) -> Result<Self, ApiError> {
-        Caller::authenticate(state, &parts.headers).await
+        _ => Err(AuthError::NodeUnauthorized),
     }
 }
 
 impl Caller {
-    /// The caller whose API key the headers carry: 401 without one, or with
-    /// an unknown or revoked one.
+    /// The caller whose API key the headers carry: [`AuthError::MissingKey`]
+    /// without one, [`AuthError::UnknownKey`] with an unknown or revoked one.
     pub async fn authenticate(
         state: &AppState,
         headers: &axum::http::HeaderMap,
-    ) -> Result<Self, ApiError> {
-        let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", m);
-        let token = bearer(headers).ok_or_else(|| {
-            unauthorized("an API key is required (Authorization: Bearer <token>)")
-        })?;
+    ) -> Result<Self, AuthError> {
+        let token = bearer(headers).ok_or(AuthError::MissingKey)?;
         let digest = token_digest(token);
         if let Some(caller) = state.keys.get(&digest) {
             return Ok(caller);
@@ -193,7 +198,7 @@ impl Caller {
                 state.keys.put(digest, caller.clone());
                 Ok(caller)
             }
-            _ => Err(unauthorized("unknown or revoked API key")),
+            _ => Err(AuthError::UnknownKey),
         }
     }
 }

@@ -26,9 +26,14 @@ pub struct ServeConfig {
     /// The NATS server of the `nats` carrier set (seeds `nats` on a new
     /// cluster; may hold credentials, never shown).
     pub nats_url: Option<String>,
-    /// The folder holding the carrier components (`nats.wasm`,
-    /// `pgbus.wasm`, `tunnel.wasm`); without it the replica runs no carrier set.
+    /// A folder of carrier components (`nats.wasm`, `pgbus.wasm`,
+    /// `tunnel.wasm`) seeded into the plugin registry at start
+    /// (`--carrier-plugins`); the set then runs from the registry.
     pub carrier_plugins: Option<PathBuf>,
+    /// Carrier components seeded into the plugin registry at start beside
+    /// the folder's (the ones built into the binary); with neither, the
+    /// replica runs what the registry already holds, if anything.
+    pub seed_components: Vec<crate::carriers::seed::SeedComponent>,
     /// Where other replicas reach this one (default `http://<listen>`).
     pub advertise: Option<String>,
     /// How long a node may be silent before it is offline and its replicas
@@ -67,6 +72,7 @@ impl Default for ServeConfig {
             auto_approve: false,
             nats_url: None,
             carrier_plugins: None,
+            seed_components: Vec::new(),
             advertise: None,
             node_grace: crate::scheduler::reconcile::DEFAULT_GRACE,
             sse_keepalive: Duration::from_secs(15),
@@ -98,6 +104,7 @@ impl std::fmt::Debug for ServeConfig {
                 &self.nats_url.as_ref().map(|u| mask_password(u)),
             )
             .field("carrier_plugins", &self.carrier_plugins)
+            .field("seed_components", &self.seed_components)
             .field("advertise", &self.advertise)
             .field("node_grace", &self.node_grace)
             .field("fetch_allow", &self.fetch_allow)

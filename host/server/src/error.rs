@@ -184,6 +184,35 @@ impl From<LoadError> for ApiError {
     }
 }
 
+/// A blob upload's failure (a fetch's has its own mapping: there the bytes
+/// come from the source, not the client).
+impl From<crate::library::LibraryError> for ApiError {
+    fn from(e: crate::library::LibraryError) -> Self {
+        use crate::library::LibraryError;
+        let message = e.to_string();
+        let (status, code) = match e {
+            LibraryError::DigestMismatch { .. } => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "digest_mismatch")
+            }
+            LibraryError::Upload(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            LibraryError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            LibraryError::Io(e) => return Self::internal(e),
+        };
+        Self::new(status, code, message)
+    }
+}
+
+/// A blob no replica could provide now: the client may try again.
+impl From<crate::library::PeerFetchError> for ApiError {
+    fn from(e: crate::library::PeerFetchError) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "blob_unavailable",
+            e.to_string(),
+        )
+    }
+}
+
 impl From<crate::fetch::FetchError> for ApiError {
     fn from(e: crate::fetch::FetchError) -> Self {
         use crate::fetch::FetchError;
@@ -210,6 +239,78 @@ impl From<crate::fetch::FetchError> for ApiError {
     }
 }
 
+impl From<crate::valid::ValidError> for ApiError {
+    fn from(e: crate::valid::ValidError) -> Self {
+        Self::invalid_request(e.to_string())
+    }
+}
+
+impl From<crate::auth::AuthError> for ApiError {
+    fn from(e: crate::auth::AuthError) -> Self {
+        use crate::auth::AuthError;
+        let message = e.to_string();
+        let (status, code) = match e {
+            AuthError::MissingKey
+            | AuthError::UnknownKey
+            | AuthError::NodeUnauthorized
+            | AuthError::NotAReplica(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            AuthError::MissingScope(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            AuthError::Lookup(e) => return e.into(),
+            // As before this type: a failed node lookup is a 500, its cause logged.
+            AuthError::NodeLookup(e) => return Self::internal_error(&e),
+        };
+        Self::new(status, code, message)
+    }
+}
+
+impl From<crate::admission::AdmissionError> for ApiError {
+    fn from(e: crate::admission::AdmissionError) -> Self {
+        use crate::admission::AdmissionError;
+        let message = e.to_string();
+        let (status, code) = match e {
+            AdmissionError::UnknownPoint(_) => (StatusCode::NOT_FOUND, "unknown_point"),
+            AdmissionError::PluginNotFound { .. } => (StatusCode::NOT_FOUND, "plugin_not_found"),
+            AdmissionError::WrongKind { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "wrong_kind"),
+            AdmissionError::PointNotSupported { .. } => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "point_not_supported")
+            }
+            AdmissionError::NoGeneration(_) | AdmissionError::EmptyChainActive(_) => {
+                (StatusCode::CONFLICT, "nothing_to_rollback")
+            }
+            AdmissionError::NotOlder { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
+            AdmissionError::UnknownGeneration { .. } => (StatusCode::NOT_FOUND, "not_found"),
+            // The load error's own status and code, with the plugin named.
+            AdmissionError::Load { source, .. } => {
+                return Self {
+                    message,
+                    ..source.into()
+                };
+            }
+            AdmissionError::Store(e) => return e.into(),
+            AdmissionError::Task(_) => return Self::internal(message),
+        };
+        Self::new(status, code, message)
+    }
+}
+
+/// A domain error answered as the [`ApiError`] it maps to, for handlers
+/// that return a `Response`.
+macro_rules! respond_as_api_error {
+    ($($error:ty),*) => {$(
+        impl IntoResponse for $error {
+            fn into_response(self) -> Response {
+                ApiError::from(self).into_response()
+            }
+        }
+    )*};
+}
+
+respond_as_api_error!(
+    crate::valid::ValidError,
+    crate::auth::AuthError,
+    crate::admission::AdmissionError
+);
+
 /// Handlers' result type.
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -234,6 +335,182 @@ mod tests {
         assert_eq!(
             chain(&Wrapper(Driver(Database))),
             "database error: db error: ERROR: new row violates check constraint \"plugins_kind_check\""
+        );
+    }
+
+    #[test]
+    fn each_domain_error_has_its_status_and_code() {
+        use crate::admission::AdmissionError;
+        use crate::auth::AuthError;
+        use crate::library::{LibraryError, PeerFetchError};
+        use crate::valid::ValidError;
+        use switchyard_runtime::PluginKind;
+        use switchyard_runtime::admission::AdmissionPoint;
+
+        let plugin = || ("p".to_string(), "1".to_string());
+        let load = |source| AdmissionError::Load {
+            plugin: plugin().0,
+            version: plugin().1,
+            source,
+        };
+        let cases: Vec<(ApiError, StatusCode, &str)> = vec![
+            (
+                ValidError::Name("id".into()).into(),
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+            ),
+            (
+                AuthError::MissingKey.into(),
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+            ),
+            (
+                AuthError::UnknownKey.into(),
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+            ),
+            (
+                AuthError::NodeUnauthorized.into(),
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+            ),
+            (
+                AuthError::NotAReplica("x").into(),
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+            ),
+            (
+                AuthError::MissingScope("admin".into()).into(),
+                StatusCode::FORBIDDEN,
+                "forbidden",
+            ),
+            (
+                AuthError::Lookup(StoreError::NotFound("key".into())).into(),
+                StatusCode::NOT_FOUND,
+                "not_found",
+            ),
+            (
+                AuthError::NodeLookup(StoreError::Corrupt("x".into())).into(),
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+            ),
+            (
+                AdmissionError::UnknownPoint("x".into()).into(),
+                StatusCode::NOT_FOUND,
+                "unknown_point",
+            ),
+            (
+                AdmissionError::PluginNotFound {
+                    plugin: plugin().0,
+                    version: plugin().1,
+                }
+                .into(),
+                StatusCode::NOT_FOUND,
+                "plugin_not_found",
+            ),
+            (
+                AdmissionError::WrongKind {
+                    plugin: plugin().0,
+                    version: plugin().1,
+                    kind: PluginKind::Carrier,
+                }
+                .into(),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "wrong_kind",
+            ),
+            (
+                AdmissionError::PointNotSupported {
+                    policy: "p@1".into(),
+                    judges: "deploy".into(),
+                    point: AdmissionPoint::Inference,
+                }
+                .into(),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "point_not_supported",
+            ),
+            (
+                AdmissionError::NoGeneration(AdmissionPoint::Deploy).into(),
+                StatusCode::CONFLICT,
+                "nothing_to_rollback",
+            ),
+            (
+                AdmissionError::EmptyChainActive(AdmissionPoint::Deploy).into(),
+                StatusCode::CONFLICT,
+                "nothing_to_rollback",
+            ),
+            (
+                AdmissionError::NotOlder {
+                    newest: 3,
+                    target: 3,
+                }
+                .into(),
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+            ),
+            (
+                AdmissionError::UnknownGeneration {
+                    point: AdmissionPoint::Deploy,
+                    generation: 9,
+                }
+                .into(),
+                StatusCode::NOT_FOUND,
+                "not_found",
+            ),
+            (
+                load(LoadError::InvalidSettings("max_tokens must be set".into())).into(),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_settings",
+            ),
+            (
+                load(LoadError::Compile("x".into())).into(),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "compile_failed",
+            ),
+            (
+                LibraryError::TooLarge { limit: 1 }.into(),
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+            ),
+            (
+                LibraryError::Upload("cut".into()).into(),
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+            ),
+            (
+                PeerFetchError::NoPeer("ab".into()).into(),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "blob_unavailable",
+            ),
+        ];
+        for (error, status, code) in cases {
+            assert_eq!(
+                (error.status, error.code),
+                (status, code),
+                "{}",
+                error.message
+            );
+        }
+    }
+
+    #[test]
+    fn a_policys_load_error_names_it_unless_the_plugin_speaks() {
+        use crate::admission::AdmissionError;
+        let load = |source| -> ApiError {
+            AdmissionError::Load {
+                plugin: "max-tokens".into(),
+                version: "1.0.0".into(),
+                source,
+            }
+            .into()
+        };
+        assert_eq!(
+            load(LoadError::Compile("bad".into())).message,
+            "max-tokens@1.0.0: compile failed: bad"
+        );
+        // The plugin's own words, to whoever wrote the settings.
+        assert_eq!(
+            load(LoadError::InvalidSettings("max_tokens must be set".into())).message,
+            "max_tokens must be set"
         );
     }
 

@@ -1,11 +1,13 @@
-//! The API's extractors: a JSON body, a query string and path parameters
-//! whose every rejection is an [`ApiError`] in the `{"error":{"code",
-//! "message"}}` shape, never axum's `text/plain`.
+//! The API's extractors: the caller and its scope, a JSON body, a query
+//! string and path parameters, whose every rejection is an [`ApiError`] in
+//! the `{"error":{"code", "message"}}` shape, never axum's `text/plain`.
 //!
 //! Order matters: axum runs a handler's extractors left to right and the
 //! body's last, so a route takes its [`Authorized`](crate::auth::Authorized)
 //! caller first. A key without the scope then learns nothing of the body's
 //! schema, and an anonymous request is a 401, never a 415 or 422.
+
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
@@ -16,8 +18,34 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
+use crate::auth::{Authorized, Caller, Scope};
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::valid;
+
+impl FromRequestParts<Arc<AppState>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, ApiError> {
+        Ok(Caller::authenticate(state, &parts.headers).await?)
+    }
+}
+
+impl<S: Scope + Send + Sync> FromRequestParts<Arc<AppState>> for Authorized<S> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.require(S::NAME)?;
+        Ok(Self(caller, std::marker::PhantomData))
+    }
+}
 
 /// A JSON body: `Content-Type: application/json` (or `+json`), no NUL in
 /// any string, deserialized into `T`.

@@ -7,21 +7,26 @@
 //! - [`state`]: the shared state handed to every handler.
 //! - [`admission`]: the chains this replica serves, and how it follows new generations.
 //! - [`auth`]: API keys and scopes.
-//! - [`cluster`]: the carrier set, its seams, worker sessions and the relay.
+//! - [`carriers`]: this replica's carrier set (started from the plugin registry, which the
+//!   replica seeds with its carrier components), its seams, worker sessions and the relay.
 //! - [`library`]: the model library's bytes, content-addressed and verified.
 //! - [`fetch`]: model files downloaded by URL into the library.
 //! - [`labels`]: node labels and deployments' node selectors.
-//! - [`error`]: one mapping from errors to HTTP status and a stable code.
+//! - [`error`]: `ApiError`, and the one mapping from each domain's error to an HTTP status
+//!   and a stable code (the domain modules know nothing of HTTP).
 //! - [`valid`]: one validator for names, labels and path parameters.
-//! - [`extract`]: the JSON body, query and path extractors whose rejections are `ApiError`s.
+//! - [`extract`]: the caller (with its scope), JSON body, query and path extractors whose
+//!   rejections are `ApiError`s.
 //! - [`scheduler`]: deployments to replicas: placement, staging, engines.
 //! - [`routing`]: which replica serves a `/v1` request.
-//! - [`routes`]: the HTTP API, one file per area; [`routes::app`] builds the router.
+//! - [`routes`]: the HTTP API, one file per area; `routes/openai/` parses a `/v1` body once
+//!   (`valid`, `fields`), maps failures through one `ProxyError` and carries the request to
+//!   a `Target`; [`routes::app`] builds the router.
 //! - [`openapi`]: the OpenAPI document of the admin API.
 
 pub mod admission;
 pub mod auth;
-pub mod cluster;
+pub mod carriers;
 pub mod config;
 pub mod edge;
 pub mod error;
@@ -38,5 +43,6 @@ pub mod server;
 pub mod state;
 pub mod valid;
 
+pub use carriers::seed::SeedComponent;
 pub use config::ServeConfig;
 pub use server::{run, run_on};

@@ -45,6 +45,39 @@ pub enum LibraryError {
     Io(#[from] std::io::Error),
 }
 
+/// Why a blob a manifest names could not be had from the other replicas.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerFetchError {
+    /// Not a digest, so no replica can be asked for it.
+    #[error("`{0}` is not a SHA-256")]
+    NotADigest(String),
+    /// No other replica heartbeats.
+    #[error("blob {0} is not in this replica's library and no other replica is up")]
+    NoPeer(String),
+    /// Every replica asked failed; what each answered.
+    #[error("blob {sha256} is not in this replica's library nor fetched from another: {tried}")]
+    PeersFailed {
+        /// The blob.
+        sha256: String,
+        /// `peer: what happened`, for each peer, `; `-separated.
+        tried: String,
+    },
+    /// The peers or the relay secret could not be looked up.
+    #[error("looking the other replicas up: {0}")]
+    Store(#[from] switchyard_store::StoreError),
+    /// The HTTP client could not be built.
+    #[error("an HTTP client for the other replicas: {0}")]
+    Client(String),
+    /// One file of a revision.
+    #[error("{path}: {source}")]
+    File {
+        /// The file's path in the revision.
+        path: String,
+        /// Why.
+        source: Box<PeerFetchError>,
+    },
+}
+
 /// Whether a stored blob is new.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stored {
@@ -217,18 +250,18 @@ impl Library {
         secret: &str,
         sha256: &str,
         size: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerFetchError> {
         if self.has(sha256, size) {
             return Ok(());
         }
         if !valid_digest(sha256) {
-            return Err(format!("`{sha256}` is not a SHA-256"));
+            return Err(PeerFetchError::NotADigest(sha256.into()));
         }
         let http = reqwest::Client::builder()
             .connect_timeout(PEER_CONNECT_TIMEOUT)
             .read_timeout(PEER_STALL_TIMEOUT)
             .build()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| PeerFetchError::Client(e.to_string()))?;
         let mut tried = Vec::new();
         for peer in peers {
             let url = format!(
@@ -237,7 +270,7 @@ impl Library {
             );
             let answer = http
                 .get(&url)
-                .header(crate::cluster::relay::RELAY_HEADER, secret)
+                .header(crate::carriers::relay::RELAY_HEADER, secret)
                 .send()
                 .await
                 .and_then(|r| r.error_for_status());
@@ -258,14 +291,12 @@ impl Library {
             }
         }
         if tried.is_empty() {
-            return Err(format!(
-                "blob {sha256} is not in this replica's library and no other replica is up"
-            ));
+            return Err(PeerFetchError::NoPeer(sha256.into()));
         }
-        Err(format!(
-            "blob {sha256} is not in this replica's library nor fetched from another: {}",
-            tried.join("; ")
-        ))
+        Err(PeerFetchError::PeersFailed {
+            sha256: sha256.into(),
+            tried: tried.join("; "),
+        })
     }
 
     /// The blob's bytes as a stream, from the start, if the library holds it.
@@ -360,42 +391,46 @@ impl Library {
 /// blob (replicas heartbeat every 5 s).
 const PEER_FRESH: Duration = Duration::from_secs(30);
 
-/// Makes sure this replica's library holds every file of `revision`,
-/// fetching those it lacks from the other replicas.
+/// Makes sure `library` (of the replica `instance_id`) holds every file of
+/// `revision`, fetching those it lacks from the other replicas.
 pub async fn ensure_revision(
-    state: &crate::state::AppState,
+    library: &Library,
+    store: &switchyard_store::Store,
+    instance_id: &str,
     revision: &switchyard_store::models::ModelRevision,
-) -> Result<(), String> {
+) -> Result<(), PeerFetchError> {
     for file in &revision.files {
-        ensure_blob(state, &file.sha256, file.size.max(0) as u64)
-            .await
-            .map_err(|e| format!("{}: {e}", file.path))?;
+        ensure_blob(
+            library,
+            store,
+            instance_id,
+            &file.sha256,
+            file.size.max(0) as u64,
+        )
+        .await
+        .map_err(|e| PeerFetchError::File {
+            path: file.path.clone(),
+            source: Box::new(e),
+        })?;
     }
     Ok(())
 }
 
-/// Makes sure this replica's library holds the blob, fetching it from the
-/// other replicas when it does not.
+/// Makes sure `library` (of the replica `instance_id`) holds the blob,
+/// fetching it from the other replicas when it does not.
 pub async fn ensure_blob(
-    state: &crate::state::AppState,
+    library: &Library,
+    store: &switchyard_store::Store,
+    instance_id: &str,
     sha256: &str,
     size: u64,
-) -> Result<(), String> {
-    if state.library.has(sha256, size) {
+) -> Result<(), PeerFetchError> {
+    if library.has(sha256, size) {
         return Ok(());
     }
-    let peers = state
-        .store
-        .peer_addresses(&state.instance_id, PEER_FRESH)
-        .await
-        .map_err(|e| e.to_string())?;
-    let secret = state
-        .store
-        .relay_secret()
-        .await
-        .map_err(|e| e.to_string())?;
-    state
-        .library
+    let peers = store.peer_addresses(instance_id, PEER_FRESH).await?;
+    let secret = store.relay_secret().await?;
+    library
         .fetch_from_peers(&peers, &secret, sha256, size)
         .await
 }

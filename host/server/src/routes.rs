@@ -14,6 +14,8 @@ pub mod openai;
 pub mod peer_blobs;
 pub mod plugins;
 pub mod relay;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
@@ -39,6 +41,10 @@ pub fn app(state: Arc<AppState>) -> Router {
                 .layer(DefaultBodyLimit::max(MAX_COMPONENT_BYTES)),
         )
         .route("/api/plugins/{name}", get(plugins::show))
+        .route(
+            "/api/plugins/{name}/{version}/component",
+            get(plugins::component),
+        )
         .route(
             "/api/admission/{point}",
             put(admission::set).get(admission::show),

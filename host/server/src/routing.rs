@@ -72,7 +72,7 @@ impl Routing {
                 .iter()
                 .filter(|r| {
                     r.deployment_id == deployment.id
-                        && r.state == "ready"
+                        && r.state == switchyard_protocol::state::ReplicaState::Ready
                         && routable.contains(&r.node_id)
                 })
                 .map(|r| (r.id.clone(), r.node_id.clone()))
@@ -99,7 +99,7 @@ impl Routing {
     }
 
     /// The least-loaded ready replica of `model` with room for one more request.
-    pub fn route(&self, model: &str) -> Result<(Lease, Deployment), NoRoute> {
+    pub fn route(&self, model: &str) -> Result<Lease, NoRoute> {
         let table = self.table.load();
         let served = table.get(model).ok_or(NoRoute::UnknownModel)?;
         if served.ready.is_empty() {
@@ -118,14 +118,11 @@ impl Routing {
             return Err(NoRoute::Busy);
         }
         *count += 1;
-        Ok((
-            Lease {
-                replica: replica.clone(),
-                node: node.clone(),
-                load: self.load.clone(),
-            },
-            served.deployment.clone(),
-        ))
+        Ok(Lease {
+            replica: replica.clone(),
+            node: node.clone(),
+            load: self.load.clone(),
+        })
     }
 }
 
@@ -167,7 +164,7 @@ mod tests {
         ];
         routing.refresh(vec![deployment(8)], replicas.clone(), &routable(&["n1"]));
         for _ in 0..4 {
-            assert_eq!(routing.route("demo").unwrap().0.replica, "a");
+            assert_eq!(routing.route("demo").unwrap().replica, "a");
         }
         // The node of the only ready replica is unhealthy: cold, not routed.
         routing.refresh(vec![deployment(8)], replicas, &routable(&["n3"]));
@@ -180,8 +177,8 @@ mod tests {
         let routing = Routing::default();
         let replicas = vec![replica("a", "n1", "ready"), replica("b", "n2", "ready")];
         routing.refresh(vec![deployment(1)], replicas, &routable(&["n1", "n2"]));
-        let first = routing.route("demo").unwrap().0;
-        let second = routing.route("demo").unwrap().0;
+        let first = routing.route("demo").unwrap();
+        let second = routing.route("demo").unwrap();
         assert_ne!(first.replica, second.replica, "the idle one wins");
         assert_eq!(routing.route("demo").unwrap_err(), NoRoute::Busy);
         drop(first);

@@ -107,21 +107,22 @@ async fn serve(
         )
     });
     store.set_instance_address(&instance_id, &advertise).await?;
-    let cluster = crate::cluster::start::start(config, &store, database_url, &instance_id).await?;
+    let carriers =
+        crate::carriers::start::start(config, &store, database_url, &instance_id).await?;
+    let admission = Arc::new(Admission::new(
+        store.clone(),
+        runtime.clone(),
+        instance_id.clone(),
+    ));
+    let routing = Arc::new(Routing::default());
     let state = Arc::new(AppState {
-        admission: Arc::new(Admission::new(
-            store.clone(),
-            runtime.clone(),
-            instance_id.clone(),
-        )),
+        admission: admission.clone(),
         store: store.clone(),
         runtime,
         instance_id: instance_id.clone(),
         auto_approve: config.auto_approve,
-        scheduler: Scheduler::default(),
-        routing: Routing::default(),
+        routing: routing.clone(),
         inference: Default::default(),
-        node_grace: config.node_grace,
         sse_keepalive: config.sse_keepalive,
         metrics_auth: config.metrics_auth,
         keys: Default::default(),
@@ -134,17 +135,24 @@ async fn serve(
                 .map(|library| library.with_max_bytes(config.max_blob_bytes))
                 .with_context(|| format!("opening the model library under {}", root.display()))?
         },
-        cluster,
+        carriers,
         admission_synced: AtomicBool::new(false),
         fetch_allow: config.fetch_allow.clone(),
     });
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let follower = tokio::spawn(follow(state.clone(), config.poll_interval, stop_rx.clone()));
-    let reconciler = tokio::spawn(crate::scheduler::reconcile::run(
-        state.clone(),
-        stop_rx.clone(),
-    ));
+    let scheduler = Scheduler {
+        store: store.clone(),
+        admission,
+        carriers: state.carriers.clone(),
+        library: state.library.clone(),
+        instance_id: instance_id.clone(),
+        routing,
+        node_grace: config.node_grace,
+        in_progress: Default::default(),
+    };
+    let reconciler = tokio::spawn(crate::scheduler::reconcile::run(scheduler, stop_rx.clone()));
     let sweeper = tokio::spawn(crate::library::collect_garbage(
         store.clone(),
         state.library.clone(),
@@ -179,8 +187,8 @@ async fn serve(
 
     let _ = stop_tx.send(true);
     let _ = tokio::join!(follower, heartbeat, reconciler, sweeper);
-    if let Some(cluster) = &state.cluster {
-        cluster.shutdown();
+    if let Some(carriers) = &state.carriers {
+        carriers.shutdown();
     }
     if let Err(e) = store.remove_instance(&instance_id).await {
         tracing::warn!(error = %e, "could not remove this replica from instances");

@@ -7,10 +7,9 @@ use switchyard_runtime::Runtime;
 use switchyard_store::Store;
 
 use crate::admission::Admission;
-use crate::cluster::Cluster;
+use crate::carriers::Carriers;
 use crate::library::Library;
 use crate::routing::Routing;
-use crate::scheduler::Scheduler;
 
 /// Shared by every handler of a replica.
 #[derive(Debug)]
@@ -25,16 +24,12 @@ pub struct AppState {
     pub instance_id: String,
     /// Approve registering workers at once (`--auto-approve`).
     pub auto_approve: bool,
-    /// Where deployments' replicas are being brought up by this frontend.
-    pub scheduler: Scheduler,
-    /// Which replica serves each model.
-    pub routing: Routing,
+    /// Which replica serves each model (the scheduler refreshes it).
+    pub routing: Arc<Routing>,
     /// What `/v1` answered, for `/metrics`.
     pub inference: crate::inference_metrics::InferenceMetrics,
     /// API keys looked up lately.
     pub keys: crate::auth::KeyCache,
-    /// How long a node may be silent before its replicas move.
-    pub node_grace: std::time::Duration,
     /// The silence after which a streamed answer gets an SSE comment.
     pub sse_keepalive: std::time::Duration,
     /// The model library's bytes.
@@ -42,7 +37,7 @@ pub struct AppState {
     /// Hosts a model fetch may reach though they are not public.
     pub fetch_allow: crate::fetch::AllowList,
     /// The carrier set and its seams; `None` without carrier components.
-    pub cluster: Option<Arc<Cluster>>,
+    pub carriers: Option<Arc<Carriers>>,
     /// `/metrics` needs a key with `metrics:read` (`--metrics-auth`).
     pub metrics_auth: bool,
     /// Set once the first sync of admission generations finished.

@@ -5,7 +5,27 @@
 //! so that a bad name is a 400 that says what is allowed, never a database
 //! error (PostgreSQL's `text` cannot hold a NUL at all).
 
-use crate::error::{ApiError, ApiResult};
+/// A name, path parameter or label that breaks its rule; each message
+/// names the field and says what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidError {
+    /// Not an [`is_name`].
+    #[error(
+        "{0} must be 1 to {MAX_NAME} letters, digits, '-', '_', '.' or ':', not starting with '.'"
+    )]
+    Name(String),
+    /// A path parameter that is not a [`path_segment`].
+    #[error(
+        "path parameter `{0}` must be 1 to {MAX_NAME} letters, digits, '-', '_', '.', ':' or '+'"
+    )]
+    PathSegment(String),
+    /// Not a [`served_name`].
+    #[error("{0} must be 1 to {MAX_NAME} visible ASCII characters")]
+    ServedName(String),
+    /// Not a [`label`].
+    #[error("{0} must be 1 to {MAX_LABEL} characters without control characters")]
+    Label(String),
+}
 
 /// Longest name or path parameter: a Hugging Face `org/model` id with a
 /// long revision fits in far less; anything longer is a mistake or an attack
@@ -28,51 +48,45 @@ pub fn is_name(value: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
 }
 
-/// [`is_name`], or a 400 naming the field and the rule.
-pub fn name(field: &str, value: &str) -> ApiResult<()> {
+/// [`is_name`], or an error naming the field and the rule.
+pub fn name(field: &str, value: &str) -> Result<(), ValidError> {
     if is_name(value) {
         return Ok(());
     }
-    Err(ApiError::invalid_request(format!(
-        "{field} must be 1 to {MAX_NAME} letters, digits, '-', '_', '.' or ':', not starting with '.'"
-    )))
+    Err(ValidError::Name(field.into()))
 }
 
 /// A path parameter: the rule of [`is_name`]. Every id the API hands out
 /// (`key_…`, `node_…`, `dep_…`), every name it stores, a SHA-256, a point, a
-/// control verb (`engine.list`) and a service name follow it.
-pub fn path_segment(field: &str, value: &str) -> ApiResult<()> {
-    if is_name(value) {
+/// control verb (`engine.list`) and a service name follow it; `+` is
+/// allowed too, which a plugin version may hold (semver build metadata, as
+/// in `0.1.0+sha256.…`, the version of a built-in or folder carrier).
+pub fn path_segment(field: &str, value: &str) -> Result<(), ValidError> {
+    if is_name(&value.replace('+', "-")) {
         return Ok(());
     }
-    Err(ApiError::invalid_request(format!(
-        "path parameter `{field}` must be 1 to {MAX_NAME} letters, digits, '-', '_', '.' or ':'"
-    )))
+    Err(ValidError::PathSegment(field.into()))
 }
 
 /// The name clients ask for on `/v1` (`served_model_name`): 1 to
 /// [`MAX_NAME`] visible ASCII characters, so that `org/model` ids as
 /// Hugging Face and OpenAI spell them are allowed, and no space, control
 /// character or NUL is.
-pub fn served_name(field: &str, value: &str) -> ApiResult<()> {
+pub fn served_name(field: &str, value: &str) -> Result<(), ValidError> {
     if !value.is_empty() && value.len() <= MAX_NAME && value.bytes().all(|b| b.is_ascii_graphic()) {
         return Ok(());
     }
-    Err(ApiError::invalid_request(format!(
-        "{field} must be 1 to {MAX_NAME} visible ASCII characters"
-    )))
+    Err(ValidError::ServedName(field.into()))
 }
 
 /// A free-text label: 1 to [`MAX_LABEL`] characters, none of them a control
 /// character (a NUL, a newline that would forge a log line).
-pub fn label(field: &str, value: &str) -> ApiResult<()> {
+pub fn label(field: &str, value: &str) -> Result<(), ValidError> {
     let length = value.chars().count();
     if (1..=MAX_LABEL).contains(&length) && !value.chars().any(char::is_control) {
         return Ok(());
     }
-    Err(ApiError::invalid_request(format!(
-        "{field} must be 1 to {MAX_LABEL} characters without control characters"
-    )))
+    Err(ValidError::Label(field.into()))
 }
 
 /// Whether a JSON text holds the escape `\u0000` inside a string: raw
@@ -124,8 +138,13 @@ mod tests {
         ] {
             assert!(!is_name(bad), "{bad:?}");
         }
-        assert_eq!(name("id", "a\0").unwrap_err().status, 400);
-        assert_eq!(path_segment("id", "").unwrap_err().code, "invalid_request");
+        assert_eq!(name("id", "a\0"), Err(ValidError::Name("id".into())));
+        assert_eq!(
+            path_segment("id", "").unwrap_err().to_string(),
+            "path parameter `id` must be 1 to 256 letters, digits, '-', '_', '.', ':' or '+'"
+        );
+        assert!(path_segment("version", "0.1.0+sha256.81d4caaa95675d2c").is_ok());
+        assert!(path_segment("version", ".+").is_err());
     }
 
     #[test]

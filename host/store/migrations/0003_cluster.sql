@@ -1,6 +1,9 @@
--- The cluster's carrier: one row. The carrier name is not constrained here:
--- a row naming a carrier this build does not run must stop a replica's start
--- with a clear message, not fail an insert elsewhere.
+-- The cluster's carrier set: one row. `carrier` names a set of the carrier
+-- crate's catalog (`nats`, `tunnel`: `switchyard_carrier::set::SetName`); it
+-- is not constrained here: a row naming a set this build does not run must
+-- stop a replica's start with a clear message, not fail an insert elsewhere.
+-- `state` is `switchyard_protocol::state::CarrierRowState`; the components
+-- the set runs come from the plugin registry (newest version of each).
 CREATE TABLE cluster_carrier (
     singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     carrier     text NOT NULL,

@@ -2,6 +2,7 @@
 //! newest wins, and each replica records which one it serves.
 
 use serde::{Deserialize, Serialize};
+use switchyard_protocol::plugin::{FailMode, Mode};
 
 use crate::{ADMISSION_CHANNEL, Store, StoreError};
 
@@ -16,10 +17,10 @@ pub struct StoredPolicy {
     pub sha256: String,
     /// The binding's settings.
     pub settings: serde_json::Value,
-    /// `enforce` or `monitor`.
-    pub mode: String,
-    /// `closed` or `open`.
-    pub fail: String,
+    /// Whether its deny counts (stored as `enforce` or `monitor`).
+    pub mode: Mode,
+    /// What its error means (stored as `closed` or `open`).
+    pub fail: FailMode,
 }
 
 /// A point's chain at one generation.

@@ -1,7 +1,9 @@
 //! The cluster's carrier row, replica addresses and the relay secret, and
 //! who holds each worker's session.
 
-use crate::{Store, StoreError};
+use switchyard_protocol::state::CarrierRowState;
+
+use crate::{Store, StoreError, state_column};
 
 /// The `cluster_carrier` row.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -11,7 +13,7 @@ pub struct ClusterCarrier {
     /// Bumped by every switch.
     pub epoch: i64,
     /// `active`, or `switching` during a change.
-    pub state: String,
+    pub state: CarrierRowState,
 }
 
 /// The replica that holds a worker's lane.
@@ -44,7 +46,7 @@ impl Store {
         Ok(ClusterCarrier {
             carrier: row.get(0),
             epoch: row.get(1),
-            state: row.get(2),
+            state: state_column(&row, 2),
         })
     }
 
@@ -58,7 +60,7 @@ impl Store {
         Ok(row.map(|row| ClusterCarrier {
             carrier: row.get(0),
             epoch: row.get(1),
-            state: row.get(2),
+            state: state_column(&row, 2),
         }))
     }
 

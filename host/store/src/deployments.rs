@@ -6,7 +6,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::types::Json;
 
-use crate::{Store, StoreError};
+use switchyard_protocol::state::ReplicaState;
+
+use crate::{Store, StoreError, state_column};
 
 /// The scheduler's advisory lock key ("sy-sched" in spirit; any fixed key).
 const SCHEDULER_LOCK: i64 = 7377796463686564;
@@ -81,7 +83,8 @@ pub struct Replica {
     /// The GPU indices it holds there.
     pub gpus: Vec<i32>,
     /// placed, staging, starting, ready, failed, stopping.
-    pub state: String,
+    #[schema(value_type = String)]
+    pub state: ReplicaState,
     /// Why, when it is not ready.
     pub detail: Option<String>,
     /// While staging: bytes of the revision's files the node holds.
@@ -121,7 +124,7 @@ fn replica(row: &tokio_postgres::Row) -> Replica {
         deployment_id: row.get(1),
         node_id: row.get(2),
         gpus: row.get(3),
-        state: row.get(4),
+        state: state_column(row, 4),
         detail: row.get(5),
         staged_bytes: row.get(6),
         staging_total_bytes: row.get(7),
@@ -280,7 +283,7 @@ impl Store {
                     &r.deployment_id,
                     &r.node_id,
                     &r.gpus,
-                    &r.state,
+                    &r.state.as_str(),
                     &r.detail,
                 ],
             )
@@ -295,10 +298,11 @@ impl Store {
     pub async fn set_replica_state(
         &self,
         id: &str,
-        state: &str,
+        state: ReplicaState,
         detail: Option<&str>,
     ) -> Result<(), StoreError> {
-        let lease = (state == "staging").then_some(STAGING_LEASE.as_secs_f64());
+        let lease = (state == ReplicaState::Staging).then_some(STAGING_LEASE.as_secs_f64());
+        let state = state.as_str();
         self.conn()
             .await?
             .execute(

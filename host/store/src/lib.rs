@@ -28,6 +28,19 @@ use std::time::Duration;
 
 pub use error::StoreError;
 
+/// A state column (text) as its enum. Every state is written from the
+/// enum's own text (and `nodes.state` and `cluster_carrier.state` have a
+/// `CHECK` listing it), so text that parses to no state is a broken
+/// database, not a value to carry on with.
+fn state_column<T>(row: &tokio_postgres::Row, index: usize) -> T
+where
+    T: std::str::FromStr<Err = switchyard_protocol::UnknownText>,
+{
+    let text: &str = row.get(index);
+    text.parse()
+        .unwrap_or_else(|e| panic!("column {index} of a stored row: {e}"))
+}
+
 /// Connections a replica keeps open to PostgreSQL.
 const POOL_SIZE: usize = 16;
 
@@ -84,6 +97,15 @@ impl Store {
 
     /// [`Store::connect`] with other pool timeouts.
     pub async fn connect_with(url: &str, timeouts: PoolTimeouts) -> Result<Self, StoreError> {
+        let store = Self::connect_lazily(url, timeouts)?;
+        migrations::apply(&store).await?;
+        Ok(store)
+    }
+
+    /// A pool that connects on first use: nothing is checked or migrated.
+    /// For what must run without a database (the router's own tests, where
+    /// a request that reaches it is answered 503 `database_unavailable`).
+    pub fn connect_lazily(url: &str, timeouts: PoolTimeouts) -> Result<Self, StoreError> {
         let (mut config, verify) = tls::parse(url)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(timeouts.create);
@@ -98,9 +120,7 @@ impl Store {
             .recycle_timeout(Some(timeouts.recycle))
             .build()
             .map_err(|e| StoreError::Config(e.to_string()))?;
-        let store = Self { pool, config, tls };
-        migrations::apply(&store).await?;
-        Ok(store)
+        Ok(Self { pool, config, tls })
     }
 
     /// A pooled connection.

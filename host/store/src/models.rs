@@ -1,45 +1,8 @@
 //! Model revisions and their files.
 
-use serde::{Deserialize, Serialize};
+pub use switchyard_protocol::models::{ModelFile, ModelRevision};
 
 use crate::{Store, StoreError};
-
-/// One file of a revision.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ModelFile {
-    /// Its name inside the model (`model.gguf`, `tokenizer/config.json`).
-    pub path: String,
-    /// Bytes.
-    pub size: i64,
-    /// SHA-256, lowercase hex.
-    pub sha256: String,
-}
-
-/// A revision's manifest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ModelRevision {
-    /// The model's id (`llama-3-8b-instruct`).
-    pub id: String,
-    /// The revision (`q4_k_m-2024-05`).
-    pub revision: String,
-    /// Its licence, as the importer said.
-    pub licence: Option<String>,
-    /// Its files.
-    pub files: Vec<ModelFile>,
-    /// Who imported it (key id).
-    #[serde(default)]
-    pub imported_by: String,
-    /// When.
-    #[serde(default)]
-    pub imported_at: String,
-}
-
-impl ModelRevision {
-    /// Bytes of all its files.
-    pub fn size(&self) -> i64 {
-        self.files.iter().map(|f| f.size).sum()
-    }
-}
 
 /// What an insert found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

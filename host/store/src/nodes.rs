@@ -5,10 +5,12 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use switchyard_protocol::node::Inventory;
+use switchyard_protocol::state::NodeState;
 use tokio_postgres::types::Json;
 
 use crate::keys::{mint_token, random_id, token_digest};
-use crate::{Store, StoreError};
+use crate::{Store, StoreError, state_column};
 
 /// A registration token as listed (never the token).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -81,11 +83,11 @@ pub struct Node {
     /// The worker's name (unique).
     pub name: String,
     /// pending, healthy, unhealthy, draining or offline.
-    pub state: String,
+    pub state: NodeState,
     /// An address the frontends may dial, if the worker has one.
     pub address: Option<String>,
-    /// What the worker reported: machine, GPUs, disk.
-    pub inventory: serde_json::Value,
+    /// What the worker reported: machine, GPUs, disk, engines.
+    pub inventory: Inventory,
     /// When it (last) registered.
     pub registered_at: String,
     /// When an admin approved it.
@@ -104,7 +106,7 @@ pub struct Node {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeCredential {
     /// The node's state.
-    pub state: String,
+    pub state: NodeState,
     /// SHA-256 of its current credential.
     pub credential_sha256: Vec<u8>,
 }
@@ -124,9 +126,14 @@ fn node(row: &tokio_postgres::Row) -> Node {
     Node {
         id: row.get(0),
         name: row.get(1),
-        state: row.get(2),
+        state: state_column(row, 2),
         address: row.get(3),
-        inventory: row.get(4),
+        // Written only from a parsed inventory; one that no longer parses
+        // (an older worker's) reads as empty rather than failing the list.
+        inventory: row
+            .try_get::<_, Json<Inventory>>(4)
+            .map(|inventory| inventory.0)
+            .unwrap_or_default(),
         registered_at: row.get(5),
         approved_at: row.get(6),
         last_heartbeat_at: row.get(7),
@@ -144,7 +151,7 @@ pub struct Registration<'a> {
     /// A routable address, if any.
     pub address: Option<&'a str>,
     /// Its inventory.
-    pub inventory: &'a serde_json::Value,
+    pub inventory: &'a Inventory,
     /// Its labels (already validated).
     pub labels: &'a BTreeMap<String, String>,
     /// Approve at once (the frontend's `--auto-approve`).
@@ -158,7 +165,7 @@ pub struct Registration<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct HeartbeatReport<'a> {
     /// The machine and its engines now.
-    pub inventory: &'a serde_json::Value,
+    pub inventory: &'a Inventory,
     /// Its labels (already validated).
     pub labels: Option<&'a BTreeMap<String, String>>,
     /// SHA-256s of the complete files in its placement cache.
@@ -267,9 +274,9 @@ impl Store {
     ) -> Result<Result<(Node, String), RegistrationRefused>, StoreError> {
         let credential = mint_token();
         let state = if registration.auto_approve {
-            "healthy"
+            NodeState::Healthy
         } else {
-            "pending"
+            NodeState::Pending
         };
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
@@ -309,10 +316,10 @@ impl Store {
                 &[
                     &random_id("node"),
                     &registration.name,
-                    &state,
+                    &state.as_str(),
                     &token_digest(&credential),
                     &registration.address,
-                    registration.inventory,
+                    &Json(registration.inventory),
                     &registration.auto_approve,
                     &Json(registration.labels),
                     &shown,
@@ -358,7 +365,7 @@ impl Store {
             )
             .await?;
         Ok(row.map(|r| NodeCredential {
-            state: r.get(0),
+            state: state_column(&r, 0),
             credential_sha256: r.get(1),
         }))
     }
@@ -382,7 +389,7 @@ impl Store {
                 ),
                 &[
                     &id,
-                    beat.inventory,
+                    &Json(beat.inventory),
                     &beat.labels.map(Json),
                     &beat.files_held,
                 ],

@@ -1,6 +1,7 @@
 //! The component registry: records by (name, version), bytes by SHA-256.
 
 use serde::Serialize;
+use switchyard_protocol::plugin::PluginKind;
 
 use crate::{Store, StoreError};
 
@@ -11,8 +12,8 @@ pub struct PluginRecord {
     pub name: String,
     /// Version, as uploaded.
     pub version: String,
-    /// `policy`, `grant` or `carrier`.
-    pub kind: String,
+    /// What it is (stored as its text).
+    pub kind: PluginKind,
     /// The world and version it targets.
     pub world: String,
     /// SHA-256 of the bytes, hex.
@@ -43,7 +44,7 @@ fn record(row: &tokio_postgres::Row) -> PluginRecord {
     PluginRecord {
         name: row.get(0),
         version: row.get(1),
-        kind: row.get(2),
+        kind: crate::state_column(row, 2),
         world: row.get(3),
         sha256: row.get(4),
         size: row.get(5),
@@ -91,7 +92,7 @@ impl Store {
                 &[
                     &new.name,
                     &new.version,
-                    &new.kind,
+                    &new.kind.as_str(),
                     &new.world,
                     &new.sha256,
                     &new.size,

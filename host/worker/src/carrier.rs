@@ -1,8 +1,11 @@
 //! The worker's side of the cluster's carrier set, following what the
-//! heartbeat answers: for `tunnel`, a websocket per lane dialled to the
-//! frontend (inference first; bulk on the replica that took it); for
-//! `nats`, control verbs on NATS and streams served on the worker's own
-//! address. Either way the same services answer.
+//! heartbeat answers: the set's catalog says what a worker runs
+//! ([`switchyard_carrier::set`]); the components come from the frontend's
+//! plugin registry, verified by digest ([`crate::components`]). For
+//! `tunnel`, a websocket per lane dialled to the frontend (inference first;
+//! bulk on the replica that took it); for `nats`, control verbs on NATS and
+//! streams served on the worker's own address. Either way the same
+//! services answer.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,44 +13,57 @@ use std::time::Duration;
 
 use sha2::Digest;
 use switchyard_carrier::control::serve_control_on_carrier;
-use switchyard_carrier::streams::Acceptor;
-use switchyard_carrier::tunnel::{Lane, Side, TunnelSession, TunnelSpec, websocket};
-use switchyard_carrier::{Carrier, CarrierSpec};
+use switchyard_carrier::set::{self, SetEnv, Side, SideKind, StreamsVia};
+use switchyard_carrier::stream_seam::Acceptor;
+use switchyard_carrier::tunnel::{Lane, Side as TunnelSide, TunnelSession, websocket};
+use switchyard_carrier::{ComponentSpec, SetName};
+use switchyard_protocol::carrier::ComponentRef;
 use switchyard_runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+use crate::components::ComponentCache;
 use crate::identity::Identity;
 use crate::node::Node;
 
 /// Longest wait between two dials.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
-/// The subject roots the worker's NATS carrier carries.
-const ROOTS: [&str; 4] = ["jobs", "cache", "node", "work"];
+
+/// What runs: the set and the digests of its components (a new version of
+/// a component restarts the set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Following {
+    set: String,
+    digests: Vec<String>,
+}
 
 /// What runs for the carrier set the cluster uses now.
 pub struct CarrierLink {
     runtime: Arc<Runtime>,
+    cache: ComponentCache,
     plugins: Option<PathBuf>,
     address: Option<String>,
     nats_url: Option<String>,
     node: Arc<Node>,
-    running: Option<(String, Vec<JoinHandle<()>>)>,
+    running: Option<(Following, Vec<JoinHandle<()>>)>,
 }
 
 impl std::fmt::Debug for CarrierLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CarrierLink")
-            .field("running", &self.running.as_ref().map(|(name, _)| name))
+            .field("running", &self.running.as_ref().map(|(set, _)| set))
             .finish_non_exhaustive()
     }
 }
 
 impl CarrierLink {
-    /// Nothing runs until [`CarrierLink::follow`].
+    /// Nothing runs until [`CarrierLink::follow`]. `plugins` is the
+    /// worker's own folder of components, for a frontend whose news names
+    /// none.
     pub fn new(
         runtime: Arc<Runtime>,
+        cache: ComponentCache,
         plugins: Option<PathBuf>,
         address: Option<String>,
         nats_url: Option<String>,
@@ -55,12 +71,21 @@ impl CarrierLink {
     ) -> Self {
         Self {
             runtime,
+            cache,
             plugins,
             address,
             nats_url,
             node,
             running: None,
         }
+    }
+
+    /// The carrier sets running now, by name (a heartbeat reports them).
+    pub fn attached(&self) -> Vec<String> {
+        self.running
+            .iter()
+            .map(|(following, _)| following.set.clone())
+            .collect()
     }
 
     /// Stops what runs (the node's identity changed).
@@ -70,128 +95,176 @@ impl CarrierLink {
         }
     }
 
-    /// Runs the set named `carrier` (once; a change stops the old one).
-    pub fn follow(&mut self, carrier: &str, identity: &Identity) {
+    /// Runs the set named `carrier` with `components` (once; a change of
+    /// set or of a component stops the old one). A component that cannot
+    /// be fetched or verified leaves the old set running; the next
+    /// heartbeat tries again.
+    pub async fn follow(
+        &mut self,
+        carrier: &str,
+        components: &[ComponentRef],
+        identity: &Identity,
+    ) {
+        let mut digests: Vec<String> = components.iter().map(|c| c.sha256.clone()).collect();
+        digests.sort();
+        let following = Following {
+            set: carrier.to_string(),
+            digests,
+        };
         if self
             .running
             .as_ref()
-            .is_some_and(|(name, _)| name == carrier)
+            .is_some_and(|(running, _)| *running == following)
         {
             return;
         }
-        if let Some((old, tasks)) = self.running.take() {
-            tracing::info!(from = %old, to = carrier, "the cluster's carrier changed");
-            tasks.iter().for_each(JoinHandle::abort);
-        }
-        let Some(plugins) = self.plugins.clone() else {
-            tracing::warn!(
-                "no carrier components (--carrier-plugins): this worker serves no streams"
+        let Some(set) = SetName::parse(carrier) else {
+            tracing::error!(
+                carrier,
+                "this worker does not run that carrier set; it runs {}",
+                SetName::names()
             );
-            self.running = Some((carrier.to_string(), Vec::new()));
+            self.replace(following, Vec::new());
             return;
         };
-        let acceptor = self.node.acceptor();
-        let tasks = match carrier {
-            "tunnel" => match spec(&plugins, "tunnel") {
-                Ok(spec) => vec![tokio::spawn(hold_lanes(
-                    self.runtime.clone(),
-                    spec,
-                    identity.clone(),
-                    acceptor,
-                ))],
-                Err(e) => {
-                    tracing::error!(error = %e, "the tunnel carrier cannot run");
-                    Vec::new()
-                }
-            },
-            "nats" => self.start_nats(&plugins, identity, acceptor),
-            other => {
-                tracing::error!(carrier = other, "this worker does not run that carrier set");
-                Vec::new()
+        let resolved = match (components, &self.plugins) {
+            ([], None) => {
+                // Said once: nothing changes until the news does.
+                tracing::warn!(
+                    %set,
+                    "the frontend names no carrier components and this worker has no \
+                     --carrier-plugins: it serves no streams"
+                );
+                self.replace(following, Vec::new());
+                return;
+            }
+            ([], Some(plugins)) => own_components(plugins, set),
+            (named, _) => self.fetch(named, identity).await,
+        };
+        let components = match resolved {
+            Ok(components) => components,
+            Err(e) => {
+                // Tried again at the next heartbeat; the old set runs meanwhile.
+                tracing::warn!(%set, error = %e, "the carrier set's components are not here yet");
+                return;
             }
         };
-        self.running = Some((carrier.to_string(), tasks));
+        if let Some((old, _)) = &self.running {
+            tracing::info!(from = %old.set, to = carrier, "the cluster's carrier set changed");
+        }
+        let tasks = self.start(set, components, identity);
+        self.replace(following, tasks);
     }
 
-    fn start_nats(
-        &self,
-        plugins: &Path,
-        identity: &Identity,
-        acceptor: Acceptor,
-    ) -> Vec<JoinHandle<()>> {
-        let mut tasks = Vec::new();
-        let Some(url) = self.nats_url.clone() else {
-            tracing::error!(
-                "the cluster's carrier is nats: give this worker the NATS URL (--nats-url)"
-            );
-            return tasks;
-        };
-        match spec(plugins, "nats").and_then(|spec| {
-            Carrier::start(
-                CarrierSpec {
-                    name: spec.name,
-                    version: spec.version,
-                    bytes: spec.bytes,
-                    sha256: spec.sha256,
-                    config: serde_json::json!({"servers": [url], "roots": ROOTS}).to_string(),
-                    database_url: None,
-                    // The operator's --nats-url is the only place the plugin may dial.
-                    allowed_endpoints: vec![switchyard_carrier::Endpoint::Tcp(url.clone())],
-                },
-                self.runtime.clone(),
-            )
-            .map_err(|e| e.to_string())
-        }) {
-            Ok(carrier) => {
-                let node = identity.node_id.clone();
-                let control = self.node.control();
-                tasks.push(tokio::spawn(async move {
-                    if let Err(e) = serve_control_on_carrier(carrier, &node, control).await {
-                        tracing::error!(error = %e, "control verbs are not served on NATS");
-                    }
-                }));
-            }
-            Err(e) => tracing::error!(error = %e, "the nats carrier did not start"),
+    fn replace(&mut self, following: Following, tasks: Vec<JoinHandle<()>>) {
+        if let Some((_, old)) = self.running.replace((following, tasks)) {
+            old.iter().for_each(JoinHandle::abort);
         }
-        match &self.address {
-            Some(address) => {
-                let address = address.clone();
-                let key = switchyard_carrier::direct::stream_key(&sha2::Sha256::digest(
-                    identity.credential.as_bytes(),
-                ));
-                tasks.push(tokio::spawn(async move {
-                    match tokio::net::TcpListener::bind(&address).await {
-                        Ok(listener) => {
-                            tracing::info!(%address, "serving streams");
-                            switchyard_carrier::direct::serve(listener, key, acceptor).await;
-                        }
-                        Err(e) => tracing::error!(%address, error = %e, "cannot serve streams"),
-                    }
-                }));
+    }
+
+    async fn fetch(
+        &self,
+        named: &[ComponentRef],
+        identity: &Identity,
+    ) -> Result<Vec<ComponentSpec>, String> {
+        let mut components = Vec::new();
+        for wanted in named {
+            let component = self
+                .cache
+                .get(identity, wanted)
+                .await
+                .map_err(|e| format!("{}@{}: {e}", wanted.name, wanted.version))?;
+            components.push(component);
+        }
+        Ok(components)
+    }
+
+    /// Starts the set's worker side: control on the messages carrier where
+    /// it rides one, streams on the worker's address or on tunnel sessions.
+    fn start(
+        &self,
+        set: SetName,
+        components: Vec<ComponentSpec>,
+        identity: &Identity,
+    ) -> Vec<JoinHandle<()>> {
+        let env = SetEnv {
+            runtime: self.runtime.clone(),
+            components,
+            nats_url: self.nats_url.clone(),
+        };
+        let seams = match set::start(set, &env, Side::Worker) {
+            Ok(seams) => seams,
+            Err(e) => {
+                tracing::error!(%set, error = %e, "the carrier set did not start");
+                return Vec::new();
             }
-            None => tracing::warn!(
-                "the nats set dials streams to the worker's address: without --address this worker serves none"
-            ),
+        };
+        let acceptor = self.node.acceptor();
+        let mut tasks = Vec::new();
+        if let Some(carrier) = seams.messages {
+            let node = identity.node_id.clone();
+            let control = self.node.control();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = serve_control_on_carrier(carrier, &node, control).await {
+                    tracing::error!(error = %e, "control verbs are not served on the carrier");
+                }
+            }));
+        }
+        if let Some(tunnel) = seams.tunnel {
+            tasks.push(tokio::spawn(hold_lanes(
+                self.runtime.clone(),
+                tunnel,
+                identity.clone(),
+                acceptor.clone(),
+            )));
+        }
+        if set.entry().streams == StreamsVia::Direct {
+            tasks.extend(self.serve_direct(identity, acceptor));
         }
         tasks
     }
+
+    /// Serves streams on the worker's own address (the frontend dials it).
+    fn serve_direct(&self, identity: &Identity, acceptor: Acceptor) -> Option<JoinHandle<()>> {
+        let Some(address) = self.address.clone() else {
+            tracing::warn!(
+                "this carrier set dials streams to the worker's address: without --address this worker serves none"
+            );
+            return None;
+        };
+        let key = switchyard_carrier::direct::stream_key(&sha2::Sha256::digest(
+            identity.credential.as_bytes(),
+        ));
+        Some(tokio::spawn(async move {
+            match tokio::net::TcpListener::bind(&address).await {
+                Ok(listener) => {
+                    tracing::info!(%address, "serving streams");
+                    switchyard_carrier::direct::serve(listener, key, acceptor).await;
+                }
+                Err(e) => tracing::error!(%address, error = %e, "cannot serve streams"),
+            }
+        }))
+    }
 }
 
-fn spec(plugins: &Path, name: &str) -> Result<TunnelSpec, String> {
-    let path = plugins.join(format!("{name}.wasm"));
-    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(TunnelSpec {
-        name: name.to_string(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        sha256: hex::encode(sha2::Sha256::digest(&bytes)),
-        bytes: bytes.into(),
-    })
+/// The worker's own folder's components, for a frontend whose news names
+/// none (an older frontend).
+fn own_components(plugins: &Path, set: SetName) -> Result<Vec<ComponentSpec>, String> {
+    set.entry()
+        .components(SideKind::Worker)
+        .into_iter()
+        .map(|needed| {
+            let path = plugins.join(format!("{}.wasm", needed.name));
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(ComponentSpec::new(needed.name, "local", bytes))
+        })
+        .collect()
 }
 
 /// Keeps both lanes dialled, with backoff, for as long as the task runs.
 async fn hold_lanes(
     runtime: Arc<Runtime>,
-    spec: TunnelSpec,
+    spec: ComponentSpec,
     identity: Identity,
     acceptor: Acceptor,
 ) {
@@ -271,15 +344,12 @@ impl DialError {
 /// Dials one lane and starts its session.
 async fn dial(
     runtime: &Arc<Runtime>,
-    spec: &TunnelSpec,
+    spec: &ComponentSpec,
     identity: &Identity,
     lane: Lane,
     acceptor: &Acceptor,
 ) -> Result<TunnelSession, DialError> {
-    let lane_name = match lane {
-        Lane::Inference => "inference",
-        Lane::Bulk => "bulk",
-    };
+    let lane_name = lane.as_str();
     let url = format!(
         "{}/api/cluster/connect?lane={lane_name}",
         identity.frontend.replacen("http", "ws", 1)
@@ -311,7 +381,7 @@ async fn dial(
     let (session, transport) = TunnelSession::start(
         runtime.clone(),
         spec.clone(),
-        Side::Worker,
+        TunnelSide::Worker,
         lane,
         acceptor.clone(),
     )

@@ -1,10 +1,8 @@
 //! The frontend's node API.
 
-use std::collections::BTreeMap;
-
 use reqwest::StatusCode;
-use serde::Serialize;
-use serde_json::{Value, json};
+use switchyard_protocol::node::{Heartbeat, HeartbeatAnswer, RegisterNode, Registered};
+use switchyard_protocol::state::NodeState;
 
 use crate::WorkerError;
 use crate::identity::Identity;
@@ -16,34 +14,13 @@ pub struct FrontendClient {
     base: String,
 }
 
-/// What a heartbeat answered.
+/// How a heartbeat went.
 #[derive(Debug, Clone, PartialEq)]
-pub enum HeartbeatAnswer {
-    /// The node's state and the cluster's carrier news.
-    Ok {
-        /// pending, healthy, ...
-        state: String,
-        /// The active carrier and its epoch (null until carriers run).
-        carrier: Value,
-        /// The engine ids the cluster knows on this node; `None` from a
-        /// frontend that does not say (then nothing is stopped).
-        engines: Option<Vec<String>>,
-    },
+pub enum Beaten {
+    /// The frontend answered.
+    Answered(HeartbeatAnswer),
     /// The credential is no longer valid (the node re-registered elsewhere or was removed).
     CredentialRefused,
-}
-
-/// What one heartbeat reports.
-#[derive(Debug, Clone, Serialize)]
-pub struct Beat<'a> {
-    /// The machine and its engines now.
-    pub inventory: Value,
-    /// The worker's labels.
-    pub labels: &'a BTreeMap<String, String>,
-    /// The complete files of the placement cache, sent only when they
-    /// changed since the last heartbeat the frontend took (heartbeats stay small).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub files_held: Option<&'a [String]>,
 }
 
 impl FrontendClient {
@@ -59,22 +36,19 @@ impl FrontendClient {
     }
 
     /// Registers with the registration token; returns the node's own
-    /// identity. `credential` is the one this worker holds, if any: a name
-    /// that is taken is registered again only with it.
+    /// identity and its state. `registration.credential` is the one this
+    /// worker holds, if any: a name that is taken is registered again only
+    /// with it.
     pub async fn register(
         &self,
         token: &str,
-        name: &str,
-        address: Option<&str>,
-        inventory: &Value,
-        labels: &BTreeMap<String, String>,
-        credential: Option<&str>,
-    ) -> Result<(Identity, String), WorkerError> {
+        registration: &RegisterNode,
+    ) -> Result<(Identity, NodeState), WorkerError> {
         let response = self
             .http
             .post(format!("{}/api/nodes/register", self.base))
             .bearer_auth(token)
-            .json(&json!({"name": name, "address": address, "inventory": inventory, "labels": labels, "credential": credential}))
+            .json(registration)
             .send()
             .await
             .map_err(|e| WorkerError::Frontend(format!("{}: {e}", self.base)))?;
@@ -89,27 +63,17 @@ impl FrontendClient {
                 )));
             }
         }
-        let body: Value = response
+        let registered: Registered = response
             .json()
             .await
-            .map_err(|e| WorkerError::Frontend(e.to_string()))?;
-        let field = |v: &Value| v.as_str().map(str::to_string);
-        let (Some(node_id), Some(credential), Some(state)) = (
-            field(&body["node"]["id"]),
-            field(&body["credential"]),
-            field(&body["node"]["state"]),
-        ) else {
-            return Err(WorkerError::Frontend(
-                "registration answer lacks the node id or credential".into(),
-            ));
-        };
+            .map_err(|e| WorkerError::Frontend(format!("the registration answer: {e}")))?;
         Ok((
             Identity {
-                node_id,
-                credential,
+                node_id: registered.node.id,
+                credential: registered.credential,
                 frontend: self.base.clone(),
             },
-            state,
+            registered.node.state,
         ))
     }
 
@@ -117,8 +81,8 @@ impl FrontendClient {
     pub async fn heartbeat(
         &self,
         identity: &Identity,
-        beat: &Beat<'_>,
-    ) -> Result<HeartbeatAnswer, WorkerError> {
+        beat: &Heartbeat,
+    ) -> Result<Beaten, WorkerError> {
         let response = self
             .http
             .post(format!(
@@ -133,21 +97,17 @@ impl FrontendClient {
             .map_err(|e| WorkerError::Frontend(format!("{}: {e}", self.base)))?;
         match response.status() {
             StatusCode::OK => {}
-            StatusCode::UNAUTHORIZED => return Ok(HeartbeatAnswer::CredentialRefused),
+            StatusCode::UNAUTHORIZED => return Ok(Beaten::CredentialRefused),
             status => {
                 return Err(WorkerError::Frontend(format!(
                     "answered {status} to a heartbeat"
                 )));
             }
         }
-        let body: Value = response
+        let answer = response
             .json()
             .await
-            .map_err(|e| WorkerError::Frontend(e.to_string()))?;
-        Ok(HeartbeatAnswer::Ok {
-            state: body["state"].as_str().unwrap_or_default().to_string(),
-            carrier: body["carrier"].clone(),
-            engines: serde_json::from_value(body["engines"].clone()).ok(),
-        })
+            .map_err(|e| WorkerError::Frontend(format!("the heartbeat answer: {e}")))?;
+        Ok(Beaten::Answered(answer))
     }
 }

@@ -20,7 +20,9 @@ pub struct WorkerConfig {
     pub address: Option<String>,
     /// How often to heartbeat.
     pub heartbeat_interval: Duration,
-    /// The folder holding the carrier components (`tunnel.wasm`, `nats.wasm`).
+    /// A folder of carrier components (`tunnel.wasm`, `nats.wasm`), run only
+    /// when the frontend's carrier news names none (an older frontend); a
+    /// current frontend names them and the worker fetches them from it.
     pub carrier_plugins: Option<PathBuf>,
     /// The NATS server, for a cluster whose carrier is `nats` (may hold
     /// credentials, never shown).

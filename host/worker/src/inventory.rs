@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
-use switchyard_gpu::Inventory;
+use switchyard_protocol::node::{Disk, Inventory};
 
-/// The machine now, with the GPUs found at start.
-pub fn collect(gpus: &Inventory, data_dir: &Path) -> Value {
+/// The machine now, with the GPUs found at start (no engines: the caller
+/// adds them to a heartbeat's).
+pub fn collect(gpus: &switchyard_gpu::Inventory, data_dir: &Path) -> Inventory {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let field = |name: &str| {
         meminfo
@@ -19,16 +19,22 @@ pub fn collect(gpus: &Inventory, data_dir: &Path) -> Value {
     };
     let disk = crate::placement::disk_space(data_dir)
         .ok()
-        .map(|(total, available)| json!({"total_bytes": total, "available_bytes": available}));
-    json!({
-        "hostname": hostname(),
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-        "memory_bytes": field("MemTotal:"),
-        "memory_available_bytes": field("MemAvailable:"),
-        "disk": disk,
-        "gpu_source": gpus.source,
-        "gpus": gpus.gpus,
-    })
+        .map(|(total_bytes, available_bytes)| Disk {
+            total_bytes,
+            available_bytes,
+        });
+    Inventory {
+        hostname: hostname(),
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        memory_bytes: field("MemTotal:"),
+        memory_available_bytes: field("MemAvailable:"),
+        disk,
+        gpu_source: gpus.source,
+        gpus: gpus.gpus.clone(),
+        engines: None,
+    }
 }
 
 /// The machine's host name.

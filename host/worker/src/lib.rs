@@ -12,11 +12,13 @@
 //! - [`inventory`]: what the machine reports (CPUs, memory).
 //! - [`client`]: the frontend's node API.
 //! - [`carrier`]: the worker's side of the cluster's carrier set.
+//! - [`components`]: the carrier components it runs, fetched from a frontend and verified.
 //! - [`run`]: registration and the heartbeat loop.
 //! - [`services`]: control verbs and stream services.
 
 pub mod carrier;
 pub mod client;
+pub mod components;
 pub mod config;
 pub mod engines;
 pub mod identity;

@@ -22,18 +22,22 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use switchyard_carrier::control::{ControlHandler, ControlRefusal};
-use switchyard_carrier::streams::Acceptor;
+use switchyard_carrier::stream_seam::Acceptor;
 use switchyard_carrier::{Stream, StreamReader};
+use switchyard_protocol::control::{
+    EngineAnswer, EngineRef, FileRef, FileStatus, FilesDeleted, verbs,
+};
+use switchyard_protocol::engines::EngineReport;
+use switchyard_protocol::limits::MAX_HEAD;
+use switchyard_protocol::stream::{AnswerHead, BLOB, BlobAnswer, BlobHead, BlobRefusal, INFERENCE};
 
-use crate::engines::{Engine, EngineBinaries, EngineSpec, EngineState};
+use crate::engines::{Engine, EngineBinaries, EngineSpec};
 use crate::placement::Placement;
 use crate::services;
 pub use start::EngineStartPolicy;
 
-/// The longest first line of a stream request.
-const MAX_HEAD: usize = 64 * 1024;
 /// The most of an engine's answer gathered into one stream write.
 const COALESCE_LIMIT: usize = 64 * 1024;
 /// How long a drain waits when the caller names no deadline.
@@ -70,17 +74,11 @@ fn parse<T: for<'de> Deserialize<'de>>(payload: &[u8]) -> Result<T, ControlRefus
     serde_json::from_slice(payload).map_err(|e| refusal("invalid_request", e))
 }
 
-#[derive(Deserialize)]
-struct FileRef {
-    sha256: String,
-    size: u64,
-}
-
-#[derive(Deserialize)]
-struct EngineRef {
-    id: String,
-    #[serde(default)]
-    deadline_ms: Option<u64>,
+/// A verb's answer as its JSON bytes.
+fn answer(value: &impl serde::Serialize) -> Result<Bytes, ControlRefusal> {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| refusal("internal", e))
 }
 
 impl Node {
@@ -107,25 +105,22 @@ impl Node {
     }
 
     /// The engines, with their state, for heartbeats and `engine.list`.
-    pub fn engines(&self) -> Vec<Value> {
+    pub fn engines(&self) -> Vec<EngineReport> {
         let engines = self.engines.lock().expect("engines lock");
-        let mut list: Vec<Value> = engines
+        let mut list: Vec<EngineReport> = engines
             .values()
-            .map(|e| {
-                json!({
-                    "id": e.spec().id,
-                    "kind": e.spec().kind,
-                    "model": e.spec().served_model_name,
-                    "gpus": e.spec().gpus,
-                    "state": e.state(),
-                    "restarts": e.restarts(),
-                    // Local to the worker: for an operator on that machine.
-                    "url": e.url(),
-                    "in_flight": e.in_flight(),
-                })
+            .map(|e| EngineReport {
+                id: e.spec().id.clone(),
+                kind: e.spec().kind,
+                model: e.spec().served_model_name.clone(),
+                gpus: e.spec().gpus.clone(),
+                state: e.state(),
+                restarts: e.restarts(),
+                url: e.url(),
+                in_flight: e.in_flight(),
             })
             .collect();
-        list.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+        list.sort_by(|a, b| a.id.cmp(&b.id));
         list
     }
 
@@ -166,15 +161,18 @@ impl Node {
             let (node, basic) = (node.clone(), basic.clone());
             Box::pin(async move {
                 match verb.as_str() {
-                    "files.status" => {
+                    verbs::FILES_STATUS => {
                         let files: Vec<FileRef> = parse(&payload)?;
-                        let states: Vec<Value> = files
-                            .iter()
-                            .map(|f| json!({"sha256": f.sha256, "state": node.placement.state(&f.sha256, f.size)}))
+                        let states: Vec<FileStatus> = files
+                            .into_iter()
+                            .map(|f| FileStatus {
+                                state: node.placement.state(&f.sha256, f.size),
+                                sha256: f.sha256,
+                            })
                             .collect();
-                        Ok(Bytes::from(json!(states).to_string()))
+                        answer(&states)
                     }
-                    "files.delete" => {
+                    verbs::FILES_DELETE => {
                         let digests: Vec<String> = parse(&payload)?;
                         for digest in &digests {
                             node.placement
@@ -182,16 +180,18 @@ impl Node {
                                 .await
                                 .map_err(|e| refusal("file_busy", e))?;
                         }
-                        Ok(Bytes::from(json!({"deleted": digests.len()}).to_string()))
+                        answer(&FilesDeleted {
+                            deleted: digests.len(),
+                        })
                     }
-                    "engine.start" => {
+                    verbs::ENGINE_START => {
                         let spec = node
                             .policy
                             .parse(&payload, |sha256| node.placement.path(sha256))
                             .map_err(|e| refusal(e.code, e.message))?;
                         node.start_engine(spec)
                     }
-                    "engine.stop" | "engine.drain" => {
+                    verbs::ENGINE_STOP | verbs::ENGINE_DRAIN => {
                         let target: EngineRef = parse(&payload)?;
                         let engine = node
                             .engines
@@ -201,7 +201,7 @@ impl Node {
                             .ok_or_else(|| {
                                 refusal("unknown_engine", format!("no engine {}", target.id))
                             })?;
-                        if verb == "engine.drain" {
+                        if verb == verbs::ENGINE_DRAIN {
                             let deadline = target
                                 .deadline_ms
                                 .map_or(DEFAULT_DRAIN, Duration::from_millis);
@@ -209,11 +209,12 @@ impl Node {
                         } else {
                             engine.stop().await;
                         }
-                        Ok(Bytes::from(
-                            json!({"id": target.id, "state": engine.state()}).to_string(),
-                        ))
+                        answer(&EngineAnswer {
+                            id: target.id,
+                            state: engine.state(),
+                        })
                     }
-                    "engine.list" => Ok(Bytes::from(json!(node.engines()).to_string())),
+                    verbs::ENGINE_LIST => answer(&node.engines()),
                     _ => basic(verb, payload).await,
                 }
             })
@@ -224,9 +225,10 @@ impl Node {
         let mut engines = self.engines.lock().expect("engines lock");
         if let Some(running) = engines.get(&spec.id) {
             if running.spec() == &spec {
-                return Ok(Bytes::from(
-                    json!({"id": spec.id, "state": running.state()}).to_string(),
-                ));
+                return answer(&EngineAnswer {
+                    id: spec.id,
+                    state: running.state(),
+                });
             }
             return Err(refusal(
                 "engine_exists",
@@ -243,9 +245,7 @@ impl Node {
             .map_err(|e| refusal("engine_failed", e))?;
         let state = engine.state();
         engines.insert(spec.id.clone(), Arc::new(engine));
-        Ok(Bytes::from(
-            json!({"id": spec.id, "state": state}).to_string(),
-        ))
+        answer(&EngineAnswer { id: spec.id, state })
     }
 
     /// Every stream service: this node's and the basic ones.
@@ -255,11 +255,11 @@ impl Node {
         let basic = services::acceptor(control.clone());
         let node = self.clone();
         Arc::new(move |service: &str, stream: Stream| match service {
-            "blob" => {
+            BLOB => {
                 runtime.spawn(node.clone().serve_blob(stream));
                 Ok(())
             }
-            "inference" => {
+            INFERENCE => {
                 runtime.spawn(node.clone().serve_inference(stream));
                 Ok(())
             }
@@ -269,21 +269,21 @@ impl Node {
     }
 
     async fn serve_blob(self: Arc<Self>, stream: Stream) {
-        #[derive(Deserialize)]
-        struct Range {
-            sha256: String,
-            size: u64,
-            offset: u64,
-            length: u64,
-        }
         let Stream {
             mut reader,
             mut writer,
         } = stream;
+        let invalid = |message: String| BlobAnswer::Refused {
+            error: BlobRefusal {
+                code: "invalid_request".into(),
+                message,
+                state: None,
+            },
+        };
         let answer = match read_head(&mut reader).await {
-            Err(e) => json!({"error": {"code": "invalid_request", "message": e}}),
-            Ok((head, rest)) => match serde_json::from_slice::<Range>(&head) {
-                Err(e) => json!({"error": {"code": "invalid_request", "message": e.to_string()}}),
+            Err(e) => invalid(e),
+            Ok((head, rest)) => match serde_json::from_slice::<BlobHead>(&head) {
+                Err(e) => invalid(e.to_string()),
                 Ok(range) => {
                     let received = self
                         .placement
@@ -298,14 +298,20 @@ impl Node {
                     // The sender's end: read it, so the stream closes cleanly.
                     while let Some(Ok(_)) = reader.read().await {}
                     match received {
-                        Ok((offset, complete)) => json!({"offset": offset, "complete": complete}),
-                        Err(e) => json!({"error": {"code": "placement", "message": e.to_string(),
-                            "state": self.placement.state(&range.sha256, range.size)}}),
+                        Ok((offset, complete)) => BlobAnswer::Received { offset, complete },
+                        Err(e) => BlobAnswer::Refused {
+                            error: BlobRefusal {
+                                code: "placement".into(),
+                                message: e.to_string(),
+                                state: Some(self.placement.state(&range.sha256, range.size)),
+                            },
+                        },
                     }
                 }
             },
         };
-        let _ = writer.write(Bytes::from(answer.to_string())).await;
+        let answer = serde_json::to_vec(&answer).unwrap_or_default();
+        let _ = writer.write(Bytes::from(answer)).await;
         writer.finish();
     }
 
@@ -315,9 +321,13 @@ impl Node {
             mut writer,
         } = stream;
         let fail = |status: u16, code: &str, message: String| {
-            let head = json!({"status": status, "headers": [["content-type", "application/json"]]});
+            let head = AnswerHead {
+                status,
+                headers: vec![("content-type".into(), "application/json".into())],
+            };
+            // The engine's error body: OpenAI's shape, which clients parse.
             let body = json!({"error": {"message": message, "type": code, "code": code}});
-            Bytes::from(format!("{head}\n{body}"))
+            Bytes::from(format!("{}\n{body}", head_line(&head)))
         };
         let (head, rest) = match read_head(&mut reader).await {
             Ok(head) => head,
@@ -344,11 +354,7 @@ impl Node {
             return writer.finish();
         };
         let Some(_in_flight) = engine.admit() else {
-            let message = format!(
-                "replica {} is {}",
-                head.replica,
-                state_name(&engine.state())
-            );
+            let message = format!("replica {} is {}", head.replica, engine.state().name());
             let _ = writer
                 .write(fail(503, "replica_unavailable", message))
                 .await;
@@ -391,8 +397,11 @@ impl Node {
             })
             .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
             .collect();
-        let head = json!({"status": response.status().as_u16(), "headers": headers});
-        let mut out = BytesMut::from(format!("{head}\n").as_bytes());
+        let head = AnswerHead {
+            status: response.status().as_u16(),
+            headers,
+        };
+        let mut out = BytesMut::from(format!("{}\n", head_line(&head)).as_bytes());
         let mut body = response.bytes_stream();
         loop {
             // What the engine has ready goes in one message: the head with
@@ -426,14 +435,9 @@ impl Node {
     }
 }
 
-fn state_name(state: &EngineState) -> &'static str {
-    match state {
-        EngineState::Starting => "starting",
-        EngineState::Ready { .. } => "ready",
-        EngineState::Restarting { .. } => "restarting",
-        EngineState::Draining => "draining",
-        EngineState::Stopped { .. } => "stopped",
-    }
+/// An answer's head line (without its newline).
+fn head_line(head: &AnswerHead) -> String {
+    serde_json::to_string(head).expect("a head of strings serializes")
 }
 
 /// The request's first line, and what came after it in the same chunk.

@@ -10,27 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-/// The largest range one transfer step carries.
-pub const MAX_RANGE: u64 = 64 * 1024 * 1024;
-
-/// What the cache holds of one file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum FileState {
-    /// Complete and verified.
-    Complete,
-    /// Partly here: bytes `0..offset` are durable.
-    Partial {
-        /// The durable offset.
-        offset: u64,
-    },
-    /// Nothing here.
-    Absent,
-}
+pub use switchyard_protocol::control::FileState;
+pub use switchyard_protocol::limits::MAX_RANGE;
 
 /// Why a range was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -2,21 +2,20 @@
 
 use std::future::Future;
 
+use switchyard_protocol::limits::MAX_FILES_REPORTED;
+use switchyard_protocol::node::{Heartbeat, HeartbeatAnswer, Inventory, RegisterNode};
+use switchyard_protocol::state::NodeState;
 use switchyard_runtime::{Runtime, RuntimeConfig};
 
 use crate::carrier::CarrierLink;
-use crate::client::{Beat, FrontendClient, HeartbeatAnswer};
+use crate::client::{Beaten, FrontendClient};
+use crate::components::ComponentCache;
 use crate::config::WorkerConfig;
 use crate::engines::EngineBinaries;
 use crate::identity::{self, Identity};
 use crate::node::Node;
 use crate::placement::Placement;
 use crate::{WorkerError, inventory};
-
-/// Most cached files a heartbeat reports; the frontend refuses more
-/// (`MAX_FILES_HELD` in the server's node routes). Past it a node only loses
-/// the scheduler's bonus for the files left out.
-const MAX_FILES_REPORTED: usize = 4096;
 
 /// Registers if this machine has no identity yet (or its credential was
 /// refused), then heartbeats until `shutdown` resolves.
@@ -36,7 +35,7 @@ pub async fn run(
         held => register(&client, &config, &gpus, held.as_ref()).await?,
     };
     tokio::pin!(shutdown);
-    let mut state = String::new();
+    let mut state: Option<NodeState> = None;
     let runtime = Runtime::new(RuntimeConfig::for_carriers(Some(
         config.data_dir.join("cache"),
     )))
@@ -53,6 +52,7 @@ pub async fn run(
     );
     let mut link = CarrierLink::new(
         runtime,
+        ComponentCache::new(&config.data_dir),
         config.carrier_plugins.clone(),
         config.address.clone(),
         config.nats_url.clone(),
@@ -62,40 +62,42 @@ pub async fn run(
     let mut reported: Option<Vec<String>> = None;
     loop {
         let held = node.placement().held(MAX_FILES_REPORTED);
-        let beat = Beat {
+        let beat = Heartbeat {
             inventory: report(&gpus, &config, &node),
-            labels: &config.labels,
-            files_held: (reported.as_ref() != Some(&held)).then_some(held.as_slice()),
+            labels: Some(config.labels.clone()),
+            files_held: (reported.as_ref() != Some(&held)).then(|| held.clone()),
+            attached: link.attached(),
         };
         let answer = client.heartbeat(&identity, &beat).await;
         match answer {
-            Ok(HeartbeatAnswer::Ok {
+            Ok(Beaten::Answered(HeartbeatAnswer {
                 state: now,
                 carrier,
                 engines,
-            }) => {
+            })) => {
                 reported = Some(held);
                 if let Some(known) = engines {
                     node.stop_unknown(&known);
                 }
                 // A pending node is refused at connect; wait for approval.
-                if now != "pending"
-                    && let Some(name) = carrier["carrier"].as_str()
+                if now != NodeState::Pending
+                    && let Some(news) = carrier
                 {
-                    link.follow(name, &identity);
+                    link.follow(&news.carrier, &news.components, &identity)
+                        .await;
                 }
-                if now != state {
+                if state != Some(now) {
                     tracing::info!(node = %identity.node_id, state = %now, "node state");
-                    if now == "pending" {
+                    if now == NodeState::Pending {
                         println!(
                             "node {} is pending: approve it with `switchyard node approve {}`",
                             identity.node_id, identity.node_id
                         );
                     }
-                    state = now;
+                    state = Some(now);
                 }
             }
-            Ok(HeartbeatAnswer::CredentialRefused) => {
+            Ok(Beaten::CredentialRefused) => {
                 tracing::warn!(node = %identity.node_id, "the frontend refused this node's credential; registering again");
                 link.stop();
                 identity = register(&client, &config, &gpus, Some(&identity)).await?;
@@ -122,28 +124,23 @@ async fn register(
         .registration_token
         .as_deref()
         .ok_or(WorkerError::RegistrationRefused)?;
-    let (identity, state) = client
-        .register(
-            token,
-            &config.name,
-            config.address.as_deref(),
-            &inventory::collect(gpus, &config.data_dir),
-            &config.labels,
-            held.map(|identity| identity.credential.as_str()),
-        )
-        .await?;
+    let registration = RegisterNode {
+        name: config.name.clone(),
+        address: config.address.clone(),
+        inventory: inventory::collect(gpus, &config.data_dir),
+        labels: config.labels.clone(),
+        credential: held.map(|identity| identity.credential.clone()),
+    };
+    let (identity, state) = client.register(token, &registration).await?;
     identity::store(&config.data_dir, &identity)?;
     println!("registered as {} ({state})", identity.node_id);
     Ok(identity)
 }
 
 /// A heartbeat's report: the machine and the engines.
-fn report(
-    gpus: &switchyard_gpu::Inventory,
-    config: &WorkerConfig,
-    node: &Node,
-) -> serde_json::Value {
-    let mut report = inventory::collect(gpus, &config.data_dir);
-    report["engines"] = serde_json::json!(node.engines());
-    report
+fn report(gpus: &switchyard_gpu::Inventory, config: &WorkerConfig, node: &Node) -> Inventory {
+    Inventory {
+        engines: Some(node.engines()),
+        ..inventory::collect(gpus, &config.data_dir)
+    }
 }

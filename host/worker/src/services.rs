@@ -9,7 +9,7 @@ use bytes::Bytes;
 use switchyard_carrier::control::{
     CONTROL_SERVICE, ControlHandler, ControlRefusal, serve_control_stream,
 };
-use switchyard_carrier::streams::Acceptor;
+use switchyard_carrier::stream_seam::Acceptor;
 use switchyard_carrier::{Refusal, Stream};
 
 /// The longest `sleep` a control call may ask for.

@@ -16,8 +16,8 @@ wit_bindgen::generate!({
     generate_all,
 });
 
-use exports::switchyard::carrier::protocol::Guest;
-use switchyard::carrier::types::{
+use exports::switchyard::carrier0_1_0::protocol::Guest;
+use switchyard::carrier0_1_0::types::{
     Action, CarrierError, Delivery, Endpoint, Header, Notification, Outgoing, Reply,
 };
 use switchyard::plugin::log::log;

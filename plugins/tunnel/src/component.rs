@@ -1,21 +1,23 @@
-//! The `switchyard:carrier/tunnel@0.1.0` component around the session: one
+//! The `switchyard:carrier/tunnel@0.2.0` component around the session: one
 //! instance holds one [`Session`] (one websocket), and every call answers
 //! with the events and frames the session queued, drained in order.
 
 use std::cell::RefCell;
 
-use crate::{BODY_RULE, Event, Lane, Refusal, ResetReason, Session, Side, StreamId};
+use crate::{BODY_RULE, Event, Lane, Refusal, ResetReason, Session, Side, StreamError, StreamId};
 
 wit_bindgen::generate!({
     path: "../../wit",
-    world: "switchyard:carrier/tunnel@0.1.0",
+    world: "switchyard:carrier/tunnel@0.2.0",
     generate_all,
 });
 
-use exports::switchyard::carrier::session::{self as wit, Guest};
+use exports::switchyard::carrier0_2_0::session::{self as wit, Guest};
 
 /// What a call before `start` is told.
 const NOT_STARTED: &str = "the session has not started";
+/// Why a stream this side opened got no reply: its session ended first.
+const SESSION_ENDED: &str = "the session ended before the worker answered";
 
 thread_local! {
     static SESSION: RefCell<Option<Session>> = const { RefCell::new(None) };
@@ -56,7 +58,7 @@ fn wit_refusal(refusal: Refusal) -> wit::Refusal {
         Refusal::UnknownService => wit::Refusal::UnknownService,
         Refusal::ServiceRefused(message) => wit::Refusal::ServiceRefused(message),
         Refusal::Overloaded => wit::Refusal::Overloaded,
-        Refusal::NotDelivered => wit::Refusal::NotDelivered,
+        Refusal::NotDelivered => wit::Refusal::NotDelivered(SESSION_ENDED.to_owned()),
     }
 }
 
@@ -65,7 +67,16 @@ fn refusal(refusal: wit::Refusal) -> Refusal {
         wit::Refusal::UnknownService => Refusal::UnknownService,
         wit::Refusal::ServiceRefused(message) => Refusal::ServiceRefused(message),
         wit::Refusal::Overloaded => Refusal::Overloaded,
-        wit::Refusal::NotDelivered => Refusal::NotDelivered,
+        wit::Refusal::NotDelivered(_) => Refusal::NotDelivered,
+    }
+}
+
+/// Why `open` opened nothing: at the stream limit the session is
+/// overloaded; otherwise nothing reached the peer.
+fn open_refusal(e: StreamError) -> wit::Refusal {
+    match e {
+        StreamError::TooManyStreams => wit::Refusal::Overloaded,
+        other => wit::Refusal::NotDelivered(other.to_string()),
     }
 }
 
@@ -136,9 +147,13 @@ impl Guest for Tunnel {
         with(|session| Ok(session.next_tick_ms())).unwrap_or(None)
     }
 
-    fn open(service: String) -> Result<(u32, wit::Step), String> {
-        with(|session| {
-            let stream = session.open_stream(&service).map_err(|e| e.to_string())?;
+    fn open(service: String) -> Result<(u32, wit::Step), wit::Refusal> {
+        SESSION.with(|s| {
+            let mut session = s.borrow_mut();
+            let Some(session) = session.as_mut() else {
+                return Err(wit::Refusal::NotDelivered(NOT_STARTED.to_owned()));
+            };
+            let stream = session.open_stream(&service).map_err(open_refusal)?;
             Ok((stream.0, step(session)))
         })
     }

@@ -7,7 +7,7 @@
 //! websocket and the timer, writes every message [`Session::poll_output`]
 //! yields, calls [`Session::on_tick`] by [`Session::next_tick_ms`], and gives
 //! the application the [`Event`]s. Built for wasm32 the crate is also the
-//! `switchyard:carrier/tunnel@0.1.0` component, one session per instance.
+//! `switchyard:carrier/tunnel@0.2.0` component, one session per instance.
 //!
 //! # Bodies stay with the host
 //!
@@ -114,7 +114,7 @@
 //!   [`BODY_RULE`] split), ids, sides, lanes, refusals and reset reasons.
 //! - `session.rs`: the [`Session`] state machine, its events, errors and
 //!   limits; `session/stream.rs` one stream's windows and half-close state.
-//! - `component.rs` (wasm32 only): the `switchyard:carrier/tunnel@0.1.0`
+//! - `component.rs` (wasm32 only): the `switchyard:carrier/tunnel@0.2.0`
 //!   glue, one session per instance in a thread-local.
 
 // SAFETY: only wit-bindgen's generated exports use `unsafe`.

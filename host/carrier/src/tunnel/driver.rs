@@ -13,10 +13,9 @@ use switchyard_runtime::tunnel::{self as plugin, Event, Step, TunnelPlugin};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::core::Core;
-use crate::stream::{
-    ConsumeSink, Refusal, Stream, StreamError, StreamReader, StreamWriter, WriteSink,
-};
-use crate::streams::Acceptor;
+use crate::Refusal;
+use crate::stream::{ConsumeSink, Stream, StreamError, StreamReader, StreamWriter, WriteSink};
+use crate::stream_seam::{Acceptor, Lane};
 
 /// What the driver thread hears.
 pub(crate) enum Command {
@@ -214,13 +213,8 @@ impl Driver {
     ) -> Result<(), String> {
         let (id, step) = match self.plugin.open(&service).map_err(trapped)? {
             Ok(opened) => opened,
-            Err(e) => {
-                let refusal = if e.contains("at most") {
-                    Refusal::Overloaded
-                } else {
-                    Refusal::NotDelivered(e)
-                };
-                let _ = answer.send(Err(refusal));
+            Err(refusal) => {
+                let _ = answer.send(Err(from_plugin(refusal)));
                 return Ok(());
             }
         };
@@ -441,9 +435,15 @@ fn from_plugin(refusal: plugin::Refusal) -> Refusal {
         plugin::Refusal::UnknownService => Refusal::UnknownService,
         plugin::Refusal::ServiceRefused(message) => Refusal::ServiceRefused(message),
         plugin::Refusal::Overloaded => Refusal::Overloaded,
-        plugin::Refusal::NotDelivered => {
-            Refusal::NotDelivered("the session ended before the worker answered".into())
-        }
+        plugin::Refusal::NotDelivered(why) => Refusal::NotDelivered(why),
+    }
+}
+
+/// The plugin's name for a lane.
+pub(super) fn to_plugin_lane(lane: Lane) -> plugin::Lane {
+    match lane {
+        Lane::Inference => plugin::Lane::Inference,
+        Lane::Bulk => plugin::Lane::Bulk,
     }
 }
 

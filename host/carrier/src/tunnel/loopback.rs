@@ -7,8 +7,9 @@ use std::sync::Arc;
 use switchyard_runtime::Runtime;
 use tokio::net::TcpListener;
 
-use super::{Lane, Side, TunnelSession, TunnelSpec, websocket};
-use crate::streams::Acceptor;
+use super::{Lane, Side, TunnelSession, websocket};
+use crate::component::ComponentSpec;
+use crate::stream_seam::Acceptor;
 use crate::{Refusal, Stream};
 
 /// Refuses every stream (a frontend serves none).
@@ -28,7 +29,7 @@ pub async fn listen() -> std::io::Result<(TcpListener, String)> {
 /// frontend's session and the worker's.
 pub async fn pair(
     runtime: &Arc<Runtime>,
-    spec: &TunnelSpec,
+    spec: &ComponentSpec,
     listener: TcpListener,
     dial: &str,
     lane: Lane,

@@ -4,11 +4,13 @@
 //!
 //! The host owns the websocket (the frontend's connect endpoint or the
 //! worker's dialer move its messages); [`TunnelSession::start`] gives back
-//! the [`Transport`] to move them through.
+//! the [`Transport`] to move them through. [`TunnelRegistry`] holds the
+//! sessions a frontend replica has, whatever carrier set is active.
 
 mod core;
 mod driver;
 pub mod loopback;
+mod registry;
 pub mod websocket;
 
 use std::sync::Arc;
@@ -16,41 +18,24 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use switchyard_runtime::Runtime;
-use switchyard_runtime::tunnel::{TunnelPlugin, TunnelSource};
+use switchyard_runtime::tunnel::TunnelPlugin;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use self::core::Core;
 use driver::{Command, Driver};
-pub use switchyard_runtime::tunnel::{Lane, Side};
+pub use registry::{Relay, TunnelRegistry};
+pub use switchyard_runtime::tunnel::Side;
 
-use crate::stream::{Refusal, Stream, StreamReader};
-use crate::streams::Acceptor;
+pub use crate::stream_seam::Lane;
+
+use crate::Refusal;
+use crate::component::ComponentSpec;
+use crate::stream::{Stream, StreamReader};
+use crate::stream_seam::Acceptor;
 
 /// The websocket's message size and buffers: one frame per message, at
 /// most 64 KiB.
 pub const WEBSOCKET_BUFFER: usize = 64 * 1024;
-
-/// Which component runs the tunnel.
-#[derive(Clone)]
-pub struct TunnelSpec {
-    /// Plugin name.
-    pub name: String,
-    /// Plugin version.
-    pub version: String,
-    /// The component bytes.
-    pub bytes: Arc<[u8]>,
-    /// Their pinned SHA-256.
-    pub sha256: String,
-}
-
-impl std::fmt::Debug for TunnelSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TunnelSpec")
-            .field("name", &self.name)
-            .field("version", &self.version)
-            .finish_non_exhaustive()
-    }
-}
 
 /// One side of one websocket session. Cloning shares it.
 #[derive(Clone)]
@@ -110,19 +95,14 @@ impl TunnelSession {
     /// streams the peer opens.
     pub async fn start(
         runtime: Arc<Runtime>,
-        spec: TunnelSpec,
+        spec: ComponentSpec,
         side: Side,
         lane: Lane,
         acceptor: Acceptor,
     ) -> Result<(Self, Transport), String> {
         let (plugin, first) = tokio::task::spawn_blocking(move || {
-            let source = TunnelSource {
-                name: &spec.name,
-                version: &spec.version,
-                bytes: &spec.bytes,
-                sha256: &spec.sha256,
-            };
-            TunnelPlugin::load(&runtime, source, side, lane, 0)
+            let lane = driver::to_plugin_lane(lane);
+            TunnelPlugin::load(&runtime, spec.source(), side, lane, 0)
                 .map_err(|e| format!("the tunnel plugin did not load: {e}"))
         })
         .await

@@ -7,6 +7,10 @@ use anyhow::{Context, bail};
 use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use switchyard_protocol::admin::{
+    NewDeployment, NewKey, NewRegistrationToken, PolicyBinding, Scale, SetChain,
+};
+use switchyard_protocol::plugin::{FailMode, Mode};
 
 use super::deployment_watch::{self, Outcome};
 use crate::cli::{
@@ -83,14 +87,26 @@ pub async fn admission(command: AdmissionCommand) -> anyhow::Result<ExitCode> {
                     Some(file) => read_json(file)?,
                     None => json!({}),
                 };
-                let mode = nth(&mode, i, "mode", n)?.map_or("enforce", |s| s.as_str());
-                let fail = nth(&fail, i, "fail", n)?.map_or("closed", |s| s.as_str());
-                chain.push(json!({"plugin": plugin, "version": version, "settings": settings, "mode": mode, "fail": fail}));
+                let mode = match nth(&mode, i, "mode", n)? {
+                    Some(text) => text.parse::<Mode>().map_err(anyhow::Error::msg)?,
+                    None => Mode::default(),
+                };
+                let fail = match nth(&fail, i, "fail", n)? {
+                    Some(text) => text.parse::<FailMode>().map_err(anyhow::Error::msg)?,
+                    None => FailMode::default(),
+                };
+                chain.push(PolicyBinding {
+                    plugin: plugin.to_string(),
+                    version: version.to_string(),
+                    settings,
+                    mode,
+                    fail,
+                });
             }
             let client = Client::new(&api);
             let request = client
                 .request(Method::PUT, &format!("/api/admission/{point}"))
-                .json(&json!({"policies": chain}));
+                .json(&SetChain { policies: chain });
             print(&client.send(request).await?)
         }
         AdmissionCommand::Show { point, api } => {
@@ -138,7 +154,7 @@ pub async fn key(command: KeyCommand) -> anyhow::Result<ExitCode> {
             let client = Client::new(&api);
             let request = client
                 .request(Method::POST, "/api/keys")
-                .json(&json!({"name": name, "scopes": scopes}));
+                .json(&NewKey { name, scopes });
             print(&client.send(request).await?)
         }
         KeyCommand::List { api } => {
@@ -206,7 +222,11 @@ pub async fn node(command: NodeCommand) -> anyhow::Result<ExitCode> {
             let client = Client::new(&api);
             let request = client
                 .request(Method::POST, "/api/nodes/registration-tokens")
-                .json(&json!({"name": name, "ttl_seconds": ttl_seconds, "max_uses": max_uses}));
+                .json(&NewRegistrationToken {
+                    name,
+                    ttl_seconds,
+                    max_uses,
+                });
             print(&client.send(request).await?)
         }
         NodeCommand::Tokens { api } => {
@@ -263,13 +283,19 @@ pub async fn deployment(command: DeploymentCommand) -> anyhow::Result<ExitCode> 
             let client = Client::new(&api);
             let node_selector: std::collections::BTreeMap<String, String> =
                 node_selector.into_iter().collect();
-            let body = json!({
-                "model": model, "revision": revision, "engine": engine,
-                "served_model_name": served_model_name, "replicas": replicas,
-                "gpus_per_replica": gpus, "gpu_memory_bytes": gpu_memory_mib.map(|m| m << 20),
-                "max_concurrency": max_concurrency, "strategy": strategy,
-                "node_selector": node_selector,
-            });
+            let body = NewDeployment {
+                model,
+                revision,
+                engine,
+                served_model_name,
+                replicas: Some(replicas),
+                gpus_per_replica: Some(gpus),
+                gpu_memory_bytes: gpu_memory_mib.map(|m| m << 20),
+                max_concurrency: Some(max_concurrency),
+                token_delay_ms: None,
+                strategy: Some(strategy),
+                node_selector: Some(node_selector),
+            };
             let created = client
                 .send(client.request(Method::POST, "/api/deployments").json(&body))
                 .await?;
@@ -306,7 +332,7 @@ pub async fn deployment(command: DeploymentCommand) -> anyhow::Result<ExitCode> 
             let client = Client::new(&api);
             let request = client
                 .request(Method::PUT, &format!("/api/deployments/{id}/replicas"))
-                .json(&json!({"replicas": replicas}));
+                .json(&Scale { replicas });
             client.send(request).await?;
             println!("{id}: {replicas} replicas wanted");
             Ok(ExitCode::SUCCESS)

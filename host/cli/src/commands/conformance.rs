@@ -5,9 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use sha2::{Digest, Sha256};
-use switchyard_carrier::CarrierSpec;
 use switchyard_carrier::conformance::Passed;
+use switchyard_carrier::{CarrierSetup, ComponentSpec};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 
 pub async fn run(
@@ -19,21 +18,18 @@ pub async fn run(
         std::fs::read(&component).with_context(|| format!("reading {}", component.display()))?;
     let config = std::fs::read_to_string(&config)
         .with_context(|| format!("reading {}", config.display()))?;
-    let spec = CarrierSpec {
-        name: component
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("carrier")
-            .to_string(),
-        version: "local".into(),
-        sha256: hex::encode(Sha256::digest(&bytes)),
-        bytes: bytes.into(),
+    let name = component
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("carrier");
+    let component = ComponentSpec::new(name, "local", bytes);
+    let setup = CarrierSetup {
         allowed_endpoints: switchyard_carrier::endpoints_named_by(&config, database_url.as_deref()),
         config,
         database_url,
     };
     let runtime = Runtime::new(RuntimeConfig::default())?;
-    let results = switchyard_carrier::conformance::run(spec, runtime)
+    let results = switchyard_carrier::conformance::run(component, setup, runtime)
         .await
         .map_err(anyhow::Error::msg)?;
     let mut failed = 0;

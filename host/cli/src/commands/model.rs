@@ -6,14 +6,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use futures::StreamExt;
 use reqwest::Method;
-use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
-use super::model_fetch::{self, Fetch};
+use super::model_fetch;
 use super::progress::Progress;
 use crate::cli::ModelCommand;
 use crate::client::Client;
+use switchyard_protocol::admin::FetchModel;
+use switchyard_protocol::models::{ModelFile, ModelRevision};
 
 const READ: usize = 1 << 20;
 
@@ -33,10 +34,21 @@ pub async fn model(command: ModelCommand) -> anyhow::Result<std::process::ExitCo
             for (name, file) in &files {
                 let (sha256, size) = hash(name, file).await?;
                 upload(&client, name, file, &sha256, size).await?;
-                manifest.push(json!({"path": name, "size": size, "sha256": sha256}));
+                manifest.push(ModelFile {
+                    path: name.clone(),
+                    size: size as i64,
+                    sha256,
+                });
             }
-            let body =
-                json!({"id": id, "revision": revision, "licence": licence, "files": manifest});
+            let body = ModelRevision {
+                id,
+                revision,
+                licence,
+                files: manifest,
+                // The server records who and when.
+                imported_by: String::new(),
+                imported_at: String::new(),
+            };
             let registered = client
                 .send(client.request(Method::POST, "/api/models").json(&body))
                 .await?;
@@ -52,7 +64,7 @@ pub async fn model(command: ModelCommand) -> anyhow::Result<std::process::ExitCo
             api,
         } => {
             let client = Client::new(&api);
-            let fetch = Fetch {
+            let fetch = FetchModel {
                 url,
                 sha256,
                 id,

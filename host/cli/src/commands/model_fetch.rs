@@ -6,7 +6,8 @@ use anyhow::{Context, bail};
 use futures::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::Value;
+use switchyard_protocol::admin::{ErrorDetail, FetchLine, FetchModel};
 
 use super::progress::Progress;
 use crate::client::Client;
@@ -14,24 +15,8 @@ use crate::client::Client;
 /// The media type of the server's streamed answer.
 const NDJSON: &str = "application/x-ndjson";
 
-/// What to fetch.
-pub struct Fetch {
-    /// The file's URL.
-    pub url: String,
-    /// Its SHA-256.
-    pub sha256: String,
-    /// The model's id.
-    pub id: String,
-    /// The revision.
-    pub revision: String,
-    /// The file's name in the revision.
-    pub name: Option<String>,
-    /// The licence.
-    pub licence: Option<String>,
-}
-
 /// Asks the server to fetch; returns the registered manifest.
-pub async fn fetch(client: &Client, fetch: Fetch) -> anyhow::Result<Value> {
+pub async fn fetch(client: &Client, fetch: FetchModel) -> anyhow::Result<Value> {
     let label = format!(
         "fetching {}",
         fetch
@@ -40,14 +25,10 @@ pub async fn fetch(client: &Client, fetch: Fetch) -> anyhow::Result<Value> {
             .or_else(|| fetch.url.rsplit('/').next().map(str::to_string))
             .unwrap_or_default()
     );
-    let body = json!({
-        "url": fetch.url, "sha256": fetch.sha256, "id": fetch.id, "revision": fetch.revision,
-        "name": fetch.name, "licence": fetch.licence,
-    });
     let request = client
         .request(Method::POST, "/api/models/fetch")
         .header(ACCEPT, format!("{NDJSON}, application/json"))
-        .json(&body);
+        .json(&fetch);
     let response = request.send().await.context("cannot reach the server")?;
     let streamed = response
         .headers()
@@ -68,35 +49,33 @@ pub async fn fetch(client: &Client, fetch: Fetch) -> anyhow::Result<Value> {
         pending.extend_from_slice(&chunk.context("the server's answer broke off")?);
         while let Some(at) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=at).collect();
-            let value: Value =
-                serde_json::from_slice(&line).context("the server's progress line is not JSON")?;
-            match value["received"].as_u64() {
-                Some(received) => progress
-                    .get_or_insert_with(|| {
-                        Progress::new(&label, value["total"].as_u64().unwrap_or(0))
-                    })
+            match serde_json::from_slice(&line).context("the server's progress line is not one")? {
+                FetchLine::Progress { received, total } => progress
+                    .get_or_insert_with(|| Progress::new(&label, total.unwrap_or(0)))
                     .set(received),
-                None => end = Some(value),
+                FetchLine::Outcome {
+                    status,
+                    model,
+                    error,
+                } => end = Some((status, model, error)),
             }
         }
     }
-    let end = end.context("the server's answer ended before the outcome")?;
-    let status = end["status"]
-        .as_u64()
-        .and_then(|s| StatusCode::from_u16(s as u16).ok())
-        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let (status, model, error) = end.context("the server's answer ended before the outcome")?;
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let model = model.unwrap_or(Value::Null);
     if let Some(mut progress) = progress {
         if status.is_success() {
-            progress.set(end["model"]["files"][0]["size"].as_u64().unwrap_or(0));
+            progress.set(model["files"][0]["size"].as_u64().unwrap_or(0));
             progress.finish("verified");
         } else {
             progress.finish("failed");
         }
     }
-    let answer = end
-        .get("error")
-        .map_or_else(|| end["model"].clone(), |error| json!({"error": error}));
-    outcome(status, answer)
+    match error {
+        Some(ErrorDetail { code, message }) => bail!("{status} {code}: {message}"),
+        None => outcome(status, model),
+    }
 }
 
 /// The manifest of a 2xx answer, or the API's error as an error.

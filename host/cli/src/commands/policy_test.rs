@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use switchyard_runtime::admission::{
     AdmissionPoint, AdmissionRequest, Chain, ChainEntry, Decision,
 };
+use switchyard_runtime::loader::ComponentSource;
 use switchyard_runtime::policy::{PolicyPlugin, PolicySource};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 
@@ -51,10 +52,12 @@ pub fn run(args: PolicyTestArgs) -> anyhow::Result<ExitCode> {
         let policy = PolicyPlugin::load(
             &runtime,
             PolicySource {
-                name,
-                version: "local",
-                bytes: &bytes,
-                sha256: &sha256,
+                component: ComponentSource {
+                    name,
+                    version: "local",
+                    bytes: &bytes,
+                    sha256: &sha256,
+                },
                 settings: &settings,
             },
         )

@@ -1,7 +1,9 @@
 //! `switchyard up`: a whole cluster on this machine. A frontend with the
 //! embedded PostgreSQL and the `tunnel` carrier set (`nats` with
-//! `--nats-url`), a worker (a child
-//! process) with a declared GPU, a demo model imported into the library and
+//! `--nats-url`) from the components built into the binary (or a
+//! `--carrier-plugins` folder), a worker (a child process, which fetches
+//! the carrier components from the frontend) with a declared GPU, a demo
+//! model imported into the library and
 //! deployed on the reference engine, an API key with the `inference` scope;
 //! then a working `curl` and the OpenAI client snippet. Ctrl-C stops the
 //! worker (its engine with it), the frontend and its PostgreSQL.
@@ -19,6 +21,9 @@ use anyhow::{Context, bail};
 use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use switchyard_protocol::admin::{NewDeployment, NewKey, NewRegistrationToken};
+use switchyard_protocol::engines::EngineKind;
+use switchyard_protocol::models::{ModelFile, ModelRevision};
 use tokio::process::Command;
 
 use crate::cli::{ApiArgs, UpArgs};
@@ -59,7 +64,8 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         data_dir: data_dir.clone(),
         admin_token: Some(admin.clone()),
         auto_approve: true,
-        carrier_plugins: Some(args.carrier_plugins.clone()),
+        seed_components: crate::built_in::seeds(args.carrier_plugins.is_some()),
+        carrier_plugins: args.carrier_plugins.clone(),
         nats_url: args.nats_url.clone(),
         ..Default::default()
     };
@@ -92,8 +98,6 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         worker_dir.display().to_string(),
         "--name".into(),
         format!("{}-local", switchyard_worker::inventory::hostname()),
-        "--carrier-plugins".into(),
-        args.carrier_plugins.display().to_string(),
         "--heartbeat-ms".into(),
         "1000".into(),
     ];
@@ -117,7 +121,11 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             .send_json(
                 Method::POST,
                 "/api/nodes/registration-tokens",
-                json!({"name": "up"}),
+                &NewRegistrationToken {
+                    name: "up".into(),
+                    ttl_seconds: None,
+                    max_uses: None,
+                },
             )
             .await?;
         worker_args.push("--registration-token".into());
@@ -150,7 +158,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
                     .send_json(
                         Method::POST,
                         "/api/keys",
-                        json!({"name": "up-demo", "scopes": ["inference"]}),
+                        &NewKey {
+                            name: "up-demo".into(),
+                            scopes: vec!["inference".into()],
+                        },
                     )
                     .await?;
                 let key = created["token"].as_str().context("a key")?.to_string();
@@ -260,8 +271,18 @@ async fn import_demo_model(api: &Client, data_dir: &Path) -> anyhow::Result<()> 
     api.send_json(
         Method::POST,
         "/api/models",
-        json!({"id": DEMO_MODEL, "revision": DEMO_REVISION, "licence": "demo",
-                "files": [{"path": "demo-tiny.gguf", "size": bytes.len(), "sha256": digest}]}),
+        &ModelRevision {
+            id: DEMO_MODEL.into(),
+            revision: DEMO_REVISION.into(),
+            licence: Some("demo".into()),
+            files: vec![ModelFile {
+                path: "demo-tiny.gguf".into(),
+                size: bytes.len() as i64,
+                sha256: digest,
+            }],
+            imported_by: String::new(),
+            imported_at: String::new(),
+        },
     )
     .await?;
     Ok(())
@@ -285,9 +306,15 @@ async fn deploy_demo(api: &Client, token_delay_ms: i32) -> anyhow::Result<()> {
                 .send_json(
                     Method::POST,
                     "/api/deployments",
-                    json!({"model": DEMO_MODEL, "revision": DEMO_REVISION, "engine": "reference",
-                           "gpus_per_replica": 1, "gpu_memory_bytes": 1 << 30,
-                           "token_delay_ms": token_delay_ms}),
+                    &NewDeployment {
+                        model: DEMO_MODEL.into(),
+                        revision: DEMO_REVISION.into(),
+                        engine: EngineKind::Reference.as_str().into(),
+                        gpus_per_replica: Some(1),
+                        gpu_memory_bytes: Some(1 << 30),
+                        token_delay_ms: Some(token_delay_ms),
+                        ..NewDeployment::default()
+                    },
                 )
                 .await?;
             created["id"]

@@ -25,7 +25,7 @@ pub async fn follow(state: Arc<AppState>, poll: Duration, mut shutdown: watch::R
         }
         match state.admission.sync().await {
             Ok(()) => state.admission_synced.store(true, Ordering::Relaxed),
-            Err(e) => tracing::warn!(error = %e.message, "admission sync failed"),
+            Err(e) => tracing::warn!(error = %e, "admission sync failed"),
         }
         let hint = async {
             match listener.as_mut() {

@@ -11,11 +11,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchyard_carrier::streams::Lane;
+use switchyard_carrier::stream_seam::Lane;
 use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
 
 use crate::auth::{Authorized, NodesManage, authenticate_node};
-use crate::cluster::session;
+use crate::carriers::session;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiQuery;
 use crate::state::AppState;
@@ -27,10 +27,24 @@ pub struct ConnectParams {
     pub lane: Option<String>,
 }
 
+/// [`authenticate_node`] for a node an admin approved: a pending node is
+/// 403 `node_pending`. Returns the node's id.
+pub(crate) async fn approved_node(state: &AppState, headers: &HeaderMap) -> ApiResult<String> {
+    let (node_id, credential) = authenticate_node(state, headers).await?;
+    if credential.state == switchyard_protocol::state::NodeState::Pending {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "node_pending",
+            "this node waits for an admin's approval",
+        ));
+    }
+    Ok(node_id)
+}
+
 /// A worker's session: a websocket on which the tunnel carrier runs.
 /// Answers, in order: no token 401; unknown node 401 (never 404: the
 /// endpoint does not reveal which nodes exist); wrong token 401; lookup
-/// failure 500; pending node 403; a frontend without a carrier registry
+/// failure 500; pending node 403; a frontend without a tunnel component
 /// 503; not a websocket upgrade 400; a bulk lane on a replica that does not
 /// hold the node's inference lane 409. The registration token is never
 /// accepted here.
@@ -43,7 +57,7 @@ pub struct ConnectParams {
         (status = 403, description = "`node_pending`: the node waits for approval"),
         (status = 409, description = "`lane_elsewhere`: the node's inference lane is held by another replica; dial that one"),
         (status = 500, description = "`internal`: the node could not be looked up"),
-        (status = 503, description = "`carrier_unavailable`: this frontend has no carrier registry"),
+        (status = 503, description = "`carrier_unavailable`: this frontend runs no tunnel component"),
     ))]
 pub async fn connect(
     State(state): State<Arc<AppState>>,
@@ -51,26 +65,24 @@ pub async fn connect(
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
-    let (node_id, credential) = authenticate_node(&state, &headers).await?;
-    if credential.state == "pending" {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "node_pending",
-            "this node waits for an admin's approval",
-        ));
-    }
+    let node_id = approved_node(&state, &headers).await?;
     let lane_name = params.lane.as_deref().unwrap_or("inference");
     let lane = Lane::parse(lane_name).ok_or_else(|| {
         ApiError::invalid_request(format!(
             "lane must be 'inference' or 'bulk', got '{lane_name}'"
         ))
     })?;
-    let Some((registry, _)) = state.cluster.as_ref().and_then(|c| c.tunnel.clone()) else {
-        tracing::debug!(node = %node_id, lane = lane_name, "connect refused: no carrier registry");
+    let Some(registry) = state
+        .carriers
+        .as_ref()
+        .filter(|c| c.tunnel.is_some())
+        .map(|c| c.sessions.clone())
+    else {
+        tracing::debug!(node = %node_id, lane = lane_name, "connect refused: no tunnel component");
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "carrier_unavailable",
-            "this frontend has no carrier registry; it cannot hold worker sessions",
+            "this frontend runs no tunnel component; it cannot hold worker sessions",
         ));
     };
     let upgrade = upgrade
@@ -105,11 +117,10 @@ pub async fn carrier(
 ) -> ApiResult<Json<Value>> {
     let row = state.store.cluster_carrier().await?;
     let sessions: Vec<Value> = state
-        .cluster
+        .carriers
         .as_ref()
-        .and_then(|c| c.tunnel.as_ref())
-        .map(|(registry, _)| {
-            registry
+        .map(|c| {
+            c.sessions
                 .held()
                 .into_iter()
                 .map(|(node, lane)| json!({"node": node, "lane": lane.as_str()}))
@@ -119,10 +130,10 @@ pub async fn carrier(
     Ok(Json(json!({
         "carrier": row.as_ref().map(|r| r.carrier.clone()),
         "epoch": row.as_ref().map(|r| r.epoch),
-        "state": row.as_ref().map(|r| r.state.clone()),
-        "running": state.cluster.as_ref().map(|c| c.row.carrier.clone()),
-        "connected": state.cluster.as_ref().is_some_and(|c| c.fanout.active().is_ready()),
-        "plugin": state.cluster.as_ref().map(|c| {
+        "state": row.as_ref().map(|r| r.state),
+        "running": state.carriers.as_ref().map(|c| c.row.carrier.clone()),
+        "connected": state.carriers.as_ref().is_some_and(|c| c.fanout.active().is_ready()),
+        "plugin": state.carriers.as_ref().map(|c| {
             let plugin = c.fanout.active().plugin_state();
             json!({
                 "state": plugin.state,

@@ -1,13 +1,13 @@
 //! Deployments: create, list, show (with replicas), scale, delete.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
 use serde_json::{Value, json};
+use switchyard_protocol::admin::{NewDeployment, Scale};
+use switchyard_protocol::engines::EngineKind;
 use switchyard_store::deployments::Deployment;
 use switchyard_store::keys::random_id;
 
@@ -15,44 +15,6 @@ use crate::auth::{Authorized, ModelsManage};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
-
-/// A new deployment.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct NewDeployment {
-    /// The model's id in the library.
-    pub model: String,
-    /// Its revision.
-    pub revision: String,
-    /// `reference`, `llama-cpp` or `vllm`.
-    pub engine: String,
-    /// The model id clients use on `/v1` [default: the model's id].
-    pub served_model_name: Option<String>,
-    /// Replicas [default: 1].
-    pub replicas: Option<i32>,
-    /// GPUs per replica, on one node [default: 0].
-    pub gpus_per_replica: Option<i32>,
-    /// Memory each GPU must have, overriding the estimate (the files' size
-    /// spread over the GPUs, plus a fifth for the KV cache).
-    pub gpu_memory_bytes: Option<i64>,
-    /// Requests one replica serves at once [default: 8].
-    pub max_concurrency: Option<i32>,
-    /// The reference engine's delay per token, in ms [default: 0].
-    pub token_delay_ms: Option<i32>,
-    /// `binpack` (fill the fullest node that fits) or `spread` [default: binpack].
-    pub strategy: Option<String>,
-    /// Labels a node must have, every pair, to hold a replica [default: none].
-    #[schema(example = json!({"gpu": "h100"}))]
-    pub node_selector: Option<BTreeMap<String, String>>,
-}
-
-/// A new replica count.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct Scale {
-    /// Replicas wanted.
-    pub replicas: i32,
-}
-
-const ENGINES: [&str; 3] = ["reference", "llama-cpp", "vllm"];
 
 /// Most replicas of one deployment: each is an engine process the
 /// scheduler places, stages and watches, and a bigger number is a typo
@@ -140,10 +102,11 @@ pub async fn create(
         crate::valid::served_name("served_model_name", served)?;
     }
     check_sizes(&body)?;
-    if !ENGINES.contains(&body.engine.as_str()) {
+    if body.engine.parse::<EngineKind>().is_err() {
+        let kinds: Vec<&str> = EngineKind::ALL.iter().map(|k| k.as_str()).collect();
         return Err(ApiError::invalid_request(format!(
             "engine must be one of {}",
-            ENGINES.join(", ")
+            kinds.join(", ")
         )));
     }
     let revision = state

@@ -11,12 +11,13 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchyard_carrier::streams::Lane;
+use switchyard_carrier::stream_seam::Lane;
 use switchyard_carrier::{ControlError, Refusal, Stream};
+use switchyard_protocol::control::verbs;
 
 use crate::auth::Caller;
-use crate::cluster::Cluster;
-use crate::cluster::probe::{PROBE_KIND, PROBE_SUBJECT};
+use crate::carriers::Carriers;
+use crate::carriers::probe::{PROBE_KIND, PROBE_SUBJECT};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiQuery};
 use crate::state::AppState;
@@ -32,7 +33,12 @@ const DEFAULT_DEADLINE_MS: u64 = 10_000;
 /// `nodes:manage` key must not run code on workers. (Kubernetes draws the
 /// same line: `nodes/proxy` and `exec` are separate, rarely granted rights,
 /// not part of managing nodes.)
-pub const DIAGNOSTIC_VERBS: &[&str] = &["ping", "echo", "engine.list", "files.status"];
+pub const DIAGNOSTIC_VERBS: &[&str] = &[
+    verbs::PING,
+    verbs::ECHO,
+    verbs::ENGINE_LIST,
+    verbs::FILES_STATUS,
+];
 
 /// The stream services an operator may open: the carrier checks, which
 /// touch neither engines nor files. `control` is left out: it carries any
@@ -41,8 +47,8 @@ pub const DIAGNOSTIC_VERBS: &[&str] = &["ping", "echo", "engine.list", "files.st
 /// writes into the placement cache.
 pub const DIAGNOSTIC_SERVICES: &[&str] = &["echo", "sink", "source"];
 
-fn cluster(state: &AppState) -> Result<&Arc<Cluster>, ApiError> {
-    state.cluster.as_ref().ok_or_else(|| {
+fn cluster(state: &AppState) -> Result<&Arc<Carriers>, ApiError> {
+    state.carriers.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "carrier_unavailable",
@@ -227,10 +233,10 @@ pub async fn probe(
     caller.require("nodes:manage")?;
     // Parsed after the scope check; the id is bounded (it is kept in lists).
     let ApiJson(request) = ApiJson::<ProbeRequest>::parse(&headers, &body)?;
-    if !crate::cluster::probe::valid_probe_id(&request.id) {
+    if !crate::carriers::probe::valid_probe_id(&request.id) {
         return Err(ApiError::invalid_request(format!(
             "id must be 1 to {} letters, digits, '-', '_', '.' or ':'",
-            crate::cluster::probe::MAX_PROBE_ID
+            crate::carriers::probe::MAX_PROBE_ID
         )));
     }
     let cluster = cluster(&state)?;

@@ -5,22 +5,13 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
 use serde_json::{Value, json};
+use switchyard_protocol::admin::NewKey;
 
 use crate::auth::{Admin, Authorized, SCOPES};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
-
-/// A new key.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct NewKey {
-    /// A label.
-    pub name: String,
-    /// Scopes: `admin`, `inference`, `models:manage`, `nodes:manage`, `federation:manage`, `federation:invoke`.
-    pub scopes: Vec<String>,
-}
 
 /// Creates a key; the token is in this answer and nowhere else.
 #[utoipa::path(post, path = "/api/keys", tag = "keys", request_body = NewKey, responses(

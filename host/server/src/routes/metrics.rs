@@ -74,14 +74,14 @@ fn plugin_instances(state: &AppState, out: &mut String) {
     );
     let policies = state.runtime.live_instances();
     let _ = writeln!(out, "{name}{{runtime=\"policies\"}} {policies}");
-    if let Some(cluster) = &state.cluster {
+    if let Some(cluster) = &state.carriers {
         let carriers = cluster.runtime.live_instances();
         let _ = writeln!(out, "{name}{{runtime=\"carriers\"}} {carriers}");
     }
 }
 
 async fn cluster(state: &AppState, out: &mut String) {
-    if let Some(cluster) = &state.cluster {
+    if let Some(cluster) = &state.carriers {
         let name = "switchyard_carrier_connected";
         let _ = writeln!(
             out,
@@ -98,14 +98,14 @@ async fn cluster(state: &AppState, out: &mut String) {
         let _ = writeln!(out, "{name} {}", cluster.row.epoch);
     }
     if let Ok(nodes) = state.store.nodes().await {
-        let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
+        let mut by_state: BTreeMap<&str, u64> = BTreeMap::new();
         for node in nodes {
-            *by_state.entry(node.state).or_default() += 1;
+            *by_state.entry(node.state.as_str()).or_default() += 1;
         }
         let name = "switchyard_nodes";
         let _ = writeln!(out, "# HELP {name} Nodes by state.\n# TYPE {name} gauge");
         for (node_state, n) in by_state {
-            let _ = writeln!(out, "{name}{{state=\"{}\"}} {n}", escape(&node_state));
+            let _ = writeln!(out, "{name}{{state=\"{}\"}} {n}", escape(node_state));
         }
     }
     if let (Ok(deployments), Ok(replicas)) = (

@@ -15,8 +15,7 @@ use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use reqwest::Url;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use switchyard_protocol::admin::{ErrorDetail, FetchLine, FetchModel};
 use switchyard_store::models::{ModelFile, ModelRevision};
 
 use super::models::{insert_revision, revision_exists, valid_name, valid_path};
@@ -31,24 +30,6 @@ use crate::state::AppState;
 pub const NDJSON: &str = "application/x-ndjson";
 /// How often a streamed answer reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
-
-/// A file to fetch as a model revision.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct FetchModel {
-    /// An http or https URL.
-    #[schema(example = "https://hub.example/org/model/resolve/main/model-q4_k_m.gguf")]
-    pub url: String,
-    /// The file's SHA-256, hex: the download must hash to it.
-    pub sha256: String,
-    /// The model's id.
-    pub id: String,
-    /// The revision.
-    pub revision: String,
-    /// The file's path in the revision [default: the URL's last path segment].
-    pub name: Option<String>,
-    /// The licence to record.
-    pub licence: Option<String>,
-}
 
 /// A fetch whose every field was checked.
 struct ValidFetch {
@@ -185,8 +166,10 @@ impl Drop for AbortOnDrop {
     }
 }
 
-fn line(value: &Value) -> Bytes {
-    Bytes::from(format!("{value}\n"))
+fn line(line: &FetchLine) -> Bytes {
+    let mut bytes = serde_json::to_vec(line).expect("a fetch line serializes");
+    bytes.push(b'\n');
+    Bytes::from(bytes)
 }
 
 /// The download on a task of its own, its progress and outcome as lines.
@@ -201,7 +184,7 @@ fn stream(state: Arc<AppState>, by: String, request: ValidFetch, source: Source)
                 if last.is_none_or(|at| at.elapsed() >= PROGRESS_EVERY) {
                     last = Some(Instant::now());
                     // A slow reader misses a report; the next one says more.
-                    let _ = progress.try_send(line(&json!({"received": n, "total": total})));
+                    let _ = progress.try_send(line(&FetchLine::Progress { received: n, total }));
                 }
             })
             .await;
@@ -210,9 +193,19 @@ fn stream(state: Arc<AppState>, by: String, request: ValidFetch, source: Source)
             Err(e) => Err(e.into()),
         };
         let end = match outcome {
-            Ok((status, manifest)) => json!({"status": status.as_u16(), "model": manifest}),
-            Err(e) => json!({"status": e.status.as_u16(),
-                             "error": {"code": e.code, "message": e.message}}),
+            Ok((status, manifest)) => FetchLine::Outcome {
+                status: status.as_u16(),
+                model: Some(manifest),
+                error: None,
+            },
+            Err(e) => FetchLine::Outcome {
+                status: e.status.as_u16(),
+                model: None,
+                error: Some(ErrorDetail {
+                    code: e.code.to_string(),
+                    message: e.message,
+                }),
+            },
         };
         let _ = lines.send(line(&end)).await;
     });

@@ -63,13 +63,6 @@ pub async fn put_blob(
             "a blob is named by its SHA-256 in lowercase hex",
         ));
     }
-    let too_large = |limit: u64| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            format!("the blob holds more than {limit} bytes, the most the library takes"),
-        )
-    };
     // A declared length over the limit is refused before a byte is read.
     let limit = state.library.max_bytes();
     let declared = headers
@@ -77,7 +70,7 @@ pub async fn put_blob(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
-        return Err(too_large(limit));
+        return Err(LibraryError::TooLarge { limit }.into());
     }
     // Whether the body stalled (the edge's idle timeout); the library sees
     // only that the upload failed.
@@ -94,17 +87,11 @@ pub async fn put_blob(
         .put(&sha256, body)
         .await
         .map_err(|e| match e {
-            LibraryError::DigestMismatch { .. } => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "digest_mismatch",
-                e.to_string(),
-            ),
+            // The edge's idle timeout, not the client's bytes.
             LibraryError::Upload(_) if stalled.load(std::sync::atomic::Ordering::Relaxed) => {
                 ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", e.to_string())
             }
-            LibraryError::Upload(_) => ApiError::invalid_request(e.to_string()),
-            LibraryError::TooLarge { limit } => too_large(limit),
-            LibraryError::Io(e) => ApiError::internal(e),
+            e => e.into(),
         })?;
     let status = match stored {
         Stored::New => StatusCode::CREATED,
@@ -132,9 +119,15 @@ pub async fn blob(
         && valid_digest(&sha256)
         && let Some(declared) = state.store.manifest_blob_size(&sha256).await?
     {
-        crate::library::ensure_blob(&state, &sha256, declared.max(0) as u64)
-            .await
-            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "blob_unavailable", e))?;
+        let size = declared.max(0) as u64;
+        crate::library::ensure_blob(
+            &state.library,
+            &state.store,
+            &state.instance_id,
+            &sha256,
+            size,
+        )
+        .await?;
     }
     let size = state
         .library

@@ -6,10 +6,15 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use serde::Deserialize;
 use serde_json::{Value, json};
+use switchyard_protocol::admin::NewRegistrationToken;
+use switchyard_protocol::carrier::CarrierNews;
+use switchyard_protocol::limits::MAX_FILES_REPORTED;
+use switchyard_protocol::node::{Heartbeat, HeartbeatAnswer, RegisterNode, Registered};
 use switchyard_store::keys::token_digest;
-use switchyard_store::nodes::{HeartbeatReport, Registration, RegistrationRefused, TokenLimits};
+use switchyard_store::nodes::{
+    HeartbeatReport, Node, Registration, RegistrationRefused, TokenLimits,
+};
 
 use crate::auth::{Caller, authenticate_node, bearer};
 use crate::error::{ApiError, ApiResult};
@@ -18,21 +23,6 @@ use crate::labels::{self, Labels};
 use crate::library::valid_digest;
 use crate::state::AppState;
 use switchyard_store::nodes::Schedule;
-
-/// A new registration token.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct NewRegistrationToken {
-    /// A label.
-    pub name: String,
-    /// Seconds it registers workers for (at most a year); absent: until revoked.
-    #[serde(default)]
-    #[schema(example = 86400)]
-    pub ttl_seconds: Option<i64>,
-    /// How many workers it may register; absent: no limit.
-    #[serde(default)]
-    #[schema(example = 1)]
-    pub max_uses: Option<i32>,
-}
 
 /// The longest a registration token may live: a token for a fleet's
 /// bootstrap, not a standing secret.
@@ -125,39 +115,6 @@ pub async fn revoke_registration_token(
     Ok(Json(json!(token)))
 }
 
-/// What a worker registers with.
-#[derive(Deserialize, utoipa::ToSchema)]
-pub struct RegisterNode {
-    /// The worker's name, unique in the cluster.
-    pub name: String,
-    /// An address frontends may dial, if the worker has one.
-    pub address: Option<String>,
-    /// Machine, GPUs, disk.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    pub inventory: Value,
-    /// The worker's labels (`--label key=value`), e.g. `{"zone": "eu-west-1a"}`.
-    #[serde(default)]
-    #[schema(example = json!({"zone": "eu-west-1a", "gpu": "h100"}))]
-    pub labels: BTreeMap<String, String>,
-    /// The node's current credential, when a worker registers a name it
-    /// already holds (e.g. its frontend's URL changed).
-    #[serde(default)]
-    pub credential: Option<String>,
-}
-
-impl std::fmt::Debug for RegisterNode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The credential is a secret.
-        f.debug_struct("RegisterNode")
-            .field("name", &self.name)
-            .field("address", &self.address)
-            .field("labels", &self.labels)
-            .field("credential", &self.credential.as_ref().map(|_| "<set>"))
-            .finish_non_exhaustive()
-    }
-}
-
 /// Longest node name.
 const MAX_NODE_NAME: usize = 128;
 /// Longest node address: a DNS name (253) and a port.
@@ -190,10 +147,6 @@ pub fn valid_address(address: &str) -> Result<(), String> {
     }
     Ok(())
 }
-/// Most files a heartbeat may report as held: far more than the models a
-/// node caches (a model is one to a few dozen files), and it keeps a
-/// heartbeat that carries them under 300 KB.
-pub const MAX_FILES_HELD: usize = 4096;
 
 fn valid_labels(raw: BTreeMap<String, String>) -> ApiResult<Labels> {
     labels::validate(raw).map_err(|e| ApiError::invalid_request(e.to_string()))
@@ -212,7 +165,7 @@ pub async fn register(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<Registered<Node>>)> {
     let unauthorized = || {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -234,11 +187,6 @@ pub async fn register(
             "name must be 1-128 characters without spaces",
         ));
     }
-    let inventory = if body.inventory.is_null() {
-        json!({})
-    } else {
-        body.inventory
-    };
     let labels = valid_labels(body.labels)?;
     if let Some(address) = &body.address {
         valid_address(address).map_err(ApiError::invalid_request)?;
@@ -251,7 +199,7 @@ pub async fn register(
             Registration {
                 name,
                 address: body.address.as_deref(),
-                inventory: &inventory,
+                inventory: &body.inventory,
                 labels: &labels,
                 auto_approve: state.auto_approve,
                 credential: body.credential.as_deref(),
@@ -278,28 +226,7 @@ pub async fn register(
         }
     };
     tracing::info!(node = %node.id, name = %node.name, state = %node.state, "node registered");
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"node": node, "credential": credential})),
-    ))
-}
-
-/// A heartbeat's body.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct Heartbeat {
-    /// The worker's current inventory.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    pub inventory: Value,
-    /// The worker's labels; absent: unchanged.
-    #[serde(default)]
-    #[schema(example = json!({"zone": "eu-west-1a"}))]
-    pub labels: Option<BTreeMap<String, String>>,
-    /// SHA-256s (lowercase hex) of the complete, verified files in the
-    /// worker's placement cache, at most 4096; absent: unchanged since the
-    /// last heartbeat that carried them.
-    #[serde(default)]
-    pub files_held: Option<Vec<String>>,
+    Ok((StatusCode::CREATED, Json(Registered { node, credential })))
 }
 
 /// A worker's heartbeat, with its own credential (`X-Switchyard-Node` names it).
@@ -316,7 +243,7 @@ pub async fn heartbeat(
     Path(id): Path<String>,
     mut headers: HeaderMap,
     body: axum::body::Bytes,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<HeartbeatAnswer>> {
     // The path names the node; the header, if sent, must agree.
     if headers
         .get(crate::auth::NODE_HEADER)
@@ -335,16 +262,11 @@ pub async fn heartbeat(
     );
     authenticate_node(&state, &headers).await?;
     let ApiJson(body) = ApiJson::<Heartbeat>::parse(&headers, &body)?;
-    let inventory = if body.inventory.is_null() {
-        json!({})
-    } else {
-        body.inventory
-    };
     let labels = body.labels.map(valid_labels).transpose()?;
     if let Some(files) = &body.files_held {
-        if files.len() > MAX_FILES_HELD {
+        if files.len() > MAX_FILES_REPORTED {
             return Err(ApiError::invalid_request(format!(
-                "files_held lists at most {MAX_FILES_HELD} files, got {}",
+                "files_held lists at most {MAX_FILES_REPORTED} files, got {}",
                 files.len()
             )));
         }
@@ -359,19 +281,32 @@ pub async fn heartbeat(
         .heartbeat_node(
             &id,
             HeartbeatReport {
-                inventory: &inventory,
+                inventory: &body.inventory,
                 labels: labels.as_ref(),
                 files_held: body.files_held.as_deref(),
             },
         )
         .await?;
-    let carrier = state.store.cluster_carrier().await?;
+    // The components a worker runs for the set, from this replica's
+    // registry resolution; the worker fetches them by name and version.
+    let carrier = state.store.cluster_carrier().await?.map(|row| CarrierNews {
+        carrier: row.carrier,
+        epoch: row.epoch,
+        state: row.state,
+        components: state
+            .carriers
+            .as_ref()
+            .map(|cluster| cluster.news_components())
+            .unwrap_or_default(),
+    });
     // The engines the cluster knows on this node: the worker stops the
     // others (an engine whose replica was deleted or forgotten).
     let engines = state.store.replica_ids_on(&id).await?;
-    Ok(Json(
-        json!({"state": node.state, "carrier": carrier, "engines": engines}),
-    ))
+    Ok(Json(HeartbeatAnswer {
+        state: node.state,
+        carrier,
+        engines: Some(engines),
+    }))
 }
 
 /// Every node.

@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::Response;
 
-use crate::cluster::relay::require_replica;
+use crate::auth::require_replica;
 use crate::error::{ApiError, ApiResult};
 use crate::library::valid_digest;
 use crate::state::AppState;

@@ -1,17 +1,21 @@
-//! The component registry: upload (pinned by SHA-256), list, show.
+//! The component registry: upload (pinned by SHA-256), list, show, and a
+//! component's bytes for the workers that run it.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderName, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchyard_runtime::policy::verify;
+use switchyard_runtime::verify;
 use switchyard_store::plugins::{Inserted, PluginRecord};
 
-use crate::auth::{Admin, Authorized};
+use switchyard_runtime::PluginKind;
+
+use crate::auth::{Admin, Authorized, Caller, NODE_HEADER, Scope};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
@@ -85,7 +89,7 @@ pub async fn upload(
     let record = PluginRecord {
         name,
         version,
-        kind: info.kind.as_str().to_string(),
+        kind: info.kind,
         world: info.world,
         sha256: sha256.to_ascii_lowercase(),
         size: body.len() as i64,
@@ -133,4 +137,71 @@ pub async fn show(
         return Err(ApiError::not_found(format!("no plugin named '{name}'")));
     }
     Ok(Json(json!({"name": name, "versions": versions})))
+}
+
+/// The header a component's bytes come with: the digest the registry pins
+/// them to (the fetcher checks the bytes against the digest it was told,
+/// not against this header).
+pub const SHA256_HEADER: &str = "x-switchyard-sha256";
+
+/// One version's bytes, for a worker that runs it: the node's credential
+/// (`Authorization: Bearer` with `X-Switchyard-Node`) fetches the carrier
+/// and tunnel components its carrier set names; an admin key fetches any.
+/// The worker checks the bytes against the SHA-256 the heartbeat named
+/// before it keeps or compiles them.
+#[utoipa::path(get, path = "/api/plugins/{name}/{version}/component", tag = "plugins",
+    params(
+        ("name" = String, Path, description = "Plugin name"),
+        ("version" = String, Path, description = "Version"),
+    ),
+    responses(
+        (status = 200, description = "The component bytes; the `x-switchyard-sha256` header names their digest", content_type = "application/wasm"),
+        (status = 401, description = "`unauthorized`: no node credential and no API key, or a wrong one"),
+        (status = 403, description = "`node_pending` (the node waits for approval) or `forbidden` (a key without `admin`; a node asking for a policy)"),
+        (status = 404, description = "`not_found`"),
+    ))]
+pub async fn component(
+    State(state): State<Arc<AppState>>,
+    ApiPath((name, version)): ApiPath<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    // A node gets only what a carrier set runs; the policies and the grant
+    // evaluator stay the admin's, as every other registry route.
+    let node_kinds = [PluginKind::Carrier, PluginKind::Tunnel];
+    let node = if headers.contains_key(NODE_HEADER) {
+        Some(super::cluster::approved_node(&state, &headers).await?)
+    } else {
+        Caller::authenticate(&state, &headers)
+            .await?
+            .require(Admin::NAME)?;
+        None
+    };
+    let record = state
+        .store
+        .plugin(&name, &version)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no plugin {name}@{version}")))?;
+    if node.is_some() && !node_kinds.contains(&record.kind) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "{name}@{version} is a {} component; a node fetches only carrier and tunnel components",
+                record.kind
+            ),
+        ));
+    }
+    let bytes = state.store.plugin_bytes(&record.sha256).await?;
+    tracing::debug!(plugin = %name, %version, node = node.as_deref().unwrap_or("-"), "component fetched");
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/wasm".to_string()),
+            (
+                HeaderName::from_static(SHA256_HEADER),
+                record.sha256.clone(),
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
 }

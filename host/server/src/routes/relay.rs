@@ -1,7 +1,8 @@
 //! `GET /api/cluster/relay`: another replica asks this one, which holds a
-//! worker's session, to open a stream on it (see `cluster::relay`).
+//! worker's session, to open a stream on it (see `carriers::relay`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocketUpgrade};
@@ -10,16 +11,21 @@ use axum::response::Response;
 use futures::SinkExt;
 use serde::Deserialize;
 use switchyard_carrier::Refusal;
-use switchyard_carrier::framed;
-use switchyard_carrier::streams::Lane;
+use switchyard_carrier::stream_seam::Lane;
 use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
 use switchyard_carrier::tunnel::websocket;
+use switchyard_carrier::{framed, handshake};
 
-use crate::cluster::relay::{require_replica, verdict};
-use crate::cluster::session::axum_codec;
+use crate::auth::require_replica;
+use crate::carriers::session::axum_codec;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiQuery;
 use crate::state::AppState;
+
+/// How long a refused stream's early request is read before closing: it
+/// is already on its way (one request), so this only ends askers that
+/// neither finish nor close.
+const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// The stream the asking replica wants.
 #[derive(Debug, Deserialize)]
@@ -45,11 +51,7 @@ pub async fn relay(
     .await?;
     let lane = Lane::parse(&params.lane)
         .ok_or_else(|| ApiError::invalid_request("lane must be 'inference' or 'bulk'"))?;
-    let registry = state
-        .cluster
-        .as_ref()
-        .and_then(|c| c.tunnel.as_ref())
-        .map(|(registry, _)| registry.clone());
+    let registry = state.carriers.as_ref().map(|c| c.sessions.clone());
     Ok(upgrade
         .write_buffer_size(WEBSOCKET_BUFFER)
         .max_message_size(WEBSOCKET_BUFFER)
@@ -63,12 +65,20 @@ pub async fn relay(
                 ))),
             };
             let mut socket = socket;
-            let answer = verdict(opened.as_ref().map(|_| ()));
+            let answer = handshake::answer_line(opened.as_ref().map(|_| ()));
             if socket.send(Message::Text(answer.into())).await.is_err() {
                 return;
             }
             let Ok(stream) = opened else {
                 let _ = socket.close().await;
+                // The asker may have sent its request with the open: read it
+                // to its end (bounded) first, for closing with it unread
+                // resets the connection and the asker could lose the
+                // refusal (the direct streams drain a refused stream alike).
+                let _ = tokio::time::timeout(DRAIN_LIMIT, async {
+                    while let Some(Ok(_)) = socket.recv().await {}
+                })
+                .await;
                 return;
             };
             let (incoming, outgoing) = websocket::frames(socket, axum_codec());

@@ -5,28 +5,27 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision};
+use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Chain, Decision};
 use switchyard_store::deployments::Deployment;
 use switchyard_store::nodes::Node;
 
-use crate::state::AppState;
+use super::PassError;
 
 /// The `deploy` chain's refusal of this placement (`code: message`), if it refuses.
 pub async fn deploy_denied(
-    state: &Arc<AppState>,
+    chain: Arc<Chain>,
     deployment: &Deployment,
     node: &Node,
     gpus: &[u32],
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, PassError> {
     let request = AdmissionRequest::from_json(
         AdmissionPoint::Deploy,
         deploy_record(deployment, node, gpus),
     )
-    .map_err(|e| e.to_string())?;
-    let chain = state.admission.chain(AdmissionPoint::Deploy);
+    .map_err(|e| PassError::DeployChain(e.to_string()))?;
     let verdict = tokio::task::spawn_blocking(move || chain.evaluate(request))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| PassError::DeployChain(e.to_string()))?;
     Ok(match verdict.decision {
         Decision::Deny(denial) => Some(format!("{}: {}", denial.code, denial.message)),
         _ => None,
@@ -36,18 +35,16 @@ pub async fn deploy_denied(
 /// The request record of the `deploy` point for placing a replica of
 /// `deployment` on `gpus` of `node`.
 fn deploy_record(deployment: &Deployment, node: &Node, gpus: &[u32]) -> Value {
-    let all = node.inventory["gpus"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let chosen: Vec<Value> = all
+    let chosen: Vec<Value> = node
+        .inventory
+        .gpus
         .iter()
-        .filter(|g| gpus.contains(&(g["index"].as_u64().unwrap_or(u64::MAX) as u32)))
+        .filter(|g| gpus.contains(&g.index))
         .map(|g| {
-            let total = g["memory_total_bytes"].as_u64().unwrap_or_default();
-            let used = g["memory_used_bytes"].as_u64().unwrap_or_default();
-            json!({"index": g["index"], "name": g["name"], "memory_total_bytes": total,
-                   "memory_free_bytes": total.saturating_sub(used)})
+            // Memory in use unknown (a declared GPU): all of it is free.
+            let free = g.memory_free_bytes().unwrap_or(g.memory_total_bytes);
+            json!({"index": g.index, "name": g.name, "memory_total_bytes": g.memory_total_bytes,
+                   "memory_free_bytes": free})
         })
         .collect();
     json!({
@@ -66,6 +63,8 @@ fn deploy_record(deployment: &Deployment, node: &Node, gpus: &[u32]) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use switchyard_protocol::state::NodeState;
+
     use super::*;
 
     #[test]
@@ -88,12 +87,13 @@ mod tests {
         let node = Node {
             id: "node_1".into(),
             name: "gpu-1".into(),
-            state: "healthy".into(),
+            state: NodeState::Healthy,
             address: None,
-            inventory: json!({"gpus": [
+            inventory: serde_json::from_value(json!({"gpus": [
                 {"index": 0, "name": "L4", "memory_total_bytes": 100, "memory_used_bytes": 30},
                 {"index": 1, "name": "L4", "memory_total_bytes": 100, "memory_used_bytes": 0},
-            ]}),
+            ]}))
+            .unwrap(),
             registered_at: String::new(),
             approved_at: None,
             last_heartbeat_at: None,

@@ -29,13 +29,52 @@ pub mod staging;
 pub mod view;
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-/// What this frontend's reconciler is doing.
-#[derive(Debug, Default)]
+use switchyard_store::Store;
+
+use crate::admission::Admission;
+use crate::carriers::Carriers;
+use crate::library::Library;
+use crate::routing::Routing;
+
+/// What this frontend's reconciler works with: the handles it needs, not
+/// the whole state of the replica (cheap to clone into a bring-up task).
+#[derive(Debug, Clone)]
 pub struct Scheduler {
-    /// Replicas being brought up by a task of this frontend.
-    pub(crate) in_progress: Mutex<HashSet<String>>,
+    /// The database.
+    pub store: Store,
+    /// The chains; the reconciler asks the `deploy` one.
+    pub admission: Arc<Admission>,
+    /// Control calls and streams to the nodes; `None` without a carrier set
+    /// (nothing is placed then; the routing table is still refreshed).
+    pub carriers: Option<Arc<Carriers>>,
+    /// Where the files staged on the nodes come from.
+    pub library: Library,
+    /// This replica's id, to ask the others for blobs its library lacks.
+    pub instance_id: String,
+    /// The routing table each pass refreshes.
+    pub routing: Arc<Routing>,
+    /// How long a node may be silent before its replicas move.
+    pub node_grace: Duration,
+    /// Replicas being brought up by a task of this frontend (empty at start).
+    pub(crate) in_progress: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Why a reconcile pass stopped early: it is logged, and the next pass
+/// (a second later) starts over from the rows.
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    /// The database.
+    #[error("the database: {0}")]
+    Store(#[from] switchyard_store::StoreError),
+    /// A deployment names a revision that is no longer registered.
+    #[error("deployment {0}: its model revision is gone")]
+    RevisionGone(String),
+    /// The `deploy` chain could not judge a placement.
+    #[error("the deploy chain: {0}")]
+    DeployChain(String),
 }
 
 /// Why a replica did not come up.

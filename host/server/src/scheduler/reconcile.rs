@@ -1,23 +1,24 @@
 //! One reconcile pass, and the loop that runs it.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde_json::json;
 use switchyard_carrier::ControlError;
+use switchyard_protocol::control::{EngineRef, EngineStart, verbs};
+use switchyard_protocol::engines::{EngineKind, EngineState};
+use switchyard_protocol::state::{NodeState, ReplicaState};
+use switchyard_runtime::admission::AdmissionPoint;
 use switchyard_store::deployments::{Deployment, Replica, STAGING_LEASE, StopClaim};
 use switchyard_store::keys::random_id;
 use switchyard_store::nodes::Node;
 use tokio::sync::watch;
 
-use super::BringUpError;
 use super::admit::deploy_denied;
 use super::fit::{Need, place};
 use super::staging::stage;
 use super::view::views;
-use crate::state::AppState;
+use super::{BringUpError, PassError, Scheduler};
 
 /// How often the reconciler and the routing table look again.
 const EVERY: Duration = Duration::from_secs(1);
@@ -42,9 +43,9 @@ pub const MAX_PLACEMENTS_PER_PASS: usize = 16;
 
 /// Runs until `stop`: every frontend refreshes its routing table; the one
 /// holding the scheduler lock reconciles.
-pub async fn run(state: Arc<AppState>, mut stop: watch::Receiver<bool>) {
+pub async fn run(scheduler: Scheduler, mut stop: watch::Receiver<bool>) {
     loop {
-        if let Err(e) = tick(&state).await {
+        if let Err(e) = tick(&scheduler).await {
             tracing::warn!(error = %e, "reconcile pass failed");
         }
         tokio::select! {
@@ -54,86 +55,68 @@ pub async fn run(state: Arc<AppState>, mut stop: watch::Receiver<bool>) {
     }
 }
 
-async fn tick(state: &Arc<AppState>) -> Result<(), String> {
-    let store = &state.store;
-    if state.cluster.is_some() {
+async fn tick(scheduler: &Scheduler) -> Result<(), PassError> {
+    let store = &scheduler.store;
+    if scheduler.carriers.is_some() {
         store
-            .scheduler_pass(reconcile(state))
-            .await
-            .map_err(|e| e.to_string())?
+            .scheduler_pass(reconcile(scheduler))
+            .await?
             .transpose()?;
     }
-    let deployments = store.deployments().await.map_err(|e| e.to_string())?;
-    let replicas = store.replicas().await.map_err(|e| e.to_string())?;
+    let deployments = store.deployments().await?;
+    let replicas = store.replicas().await?;
     // Replicas on unhealthy, offline or pending nodes get no requests.
     let routable = store
         .nodes()
-        .await
-        .map_err(|e| e.to_string())?
+        .await?
         .into_iter()
-        .filter(|n| n.state == "healthy" || n.state == "draining")
+        .filter(|n| matches!(n.state, NodeState::Healthy | NodeState::Draining))
         .map(|n| n.id)
         .collect();
-    state.routing.refresh(deployments, replicas, &routable);
+    scheduler.routing.refresh(deployments, replicas, &routable);
     Ok(())
 }
 
-async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
-    let store = &state.store;
+async fn reconcile(scheduler: &Scheduler) -> Result<(), PassError> {
+    let store = &scheduler.store;
     // Replicas whose staging lease ran out (the frontend staging them died
     // or gave up) and failed replicas whose backoff passed: placed again.
-    let working: Vec<String> = state
-        .scheduler
+    let working: Vec<String> = scheduler
         .in_progress
         .lock()
         .expect("scheduler lock")
         .iter()
         .cloned()
         .collect();
-    for id in store
-        .recover_replicas(&working)
-        .await
-        .map_err(|e| e.to_string())?
-    {
+    for id in store.recover_replicas(&working).await? {
         tracing::info!(replica = %id, "bringing a replica up again");
     }
-    let deployments = store.deployments().await.map_err(|e| e.to_string())?;
-    let mut replicas = store.replicas().await.map_err(|e| e.to_string())?;
-    let nodes = store.nodes().await.map_err(|e| e.to_string())?;
+    let deployments = store.deployments().await?;
+    let mut replicas = store.replicas().await?;
+    let nodes = store.nodes().await?;
     let stale: BTreeSet<String> = store
-        .stale_nodes(state.node_grace)
-        .await
-        .map_err(|e| e.to_string())?
+        .stale_nodes(scheduler.node_grace)
+        .await?
         .into_iter()
         .collect();
     let nodes_by_id: HashMap<&str, &Node> = nodes.iter().map(|n| (n.id.as_str(), n)).collect();
     let silent: Vec<String> = stale.iter().cloned().collect();
-    store
-        .mark_offline(&silent)
-        .await
-        .map_err(|e| e.to_string())?;
+    store.mark_offline(&silent).await?;
     // Late but within the grace: unhealthy, so requests avoid it while its
     // replicas stay (a short disconnect moves nothing).
     let late: Vec<String> = store
-        .stale_nodes(state.node_grace / UNHEALTHY_FRACTION)
-        .await
-        .map_err(|e| e.to_string())?
+        .stale_nodes(scheduler.node_grace / UNHEALTHY_FRACTION)
+        .await?
         .into_iter()
         .filter(|id| !stale.contains(id))
         .collect();
-    store
-        .mark_unhealthy(&late)
-        .await
-        .map_err(|e| e.to_string())?;
+    store.mark_unhealthy(&late).await?;
 
     // Lost nodes: their replicas are placed again elsewhere (a worker that
     // comes back stops the engines no replica names any more).
     for replica in replicas.iter().filter(|r| stale.contains(&r.node_id)) {
         tracing::warn!(replica = %replica.id, node = %replica.node_id, "node lost; replacing its replica");
-        store
-            .delete_replica(&replica.id)
-            .await
-            .map_err(|e| e.to_string())?;
+        store.delete_replica(&replica.id).await?;
     }
     replicas.retain(|r| !stale.contains(&r.node_id));
 
@@ -141,24 +124,21 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
     // draining node (placed elsewhere). They stay `stopping`, their GPUs
     // counted, until their worker confirms.
     for replica in &mut replicas {
-        if replica.state == "stopping" {
+        if replica.state == ReplicaState::Stopping {
             continue;
         }
         let why = if !deployments.iter().any(|d| d.id == replica.deployment_id) {
             "its deployment was deleted"
         } else if nodes_by_id
             .get(replica.node_id.as_str())
-            .is_some_and(|n| n.state == "draining")
+            .is_some_and(|n| n.state == NodeState::Draining)
         {
             "its node is draining"
         } else {
             continue;
         };
-        store
-            .begin_stop(&replica.id, why)
-            .await
-            .map_err(|e| e.to_string())?;
-        replica.state = "stopping".into();
+        store.begin_stop(&replica.id, why).await?;
+        replica.state = ReplicaState::Stopping;
     }
 
     // What the workers report of the engines.
@@ -167,22 +147,24 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
             continue;
         };
         let reported = engine_state(node, &replica.id);
-        let lists_engines = node.inventory["engines"].is_array();
-        let next = match (replica.state.as_str(), reported.as_deref()) {
-            ("starting" | "ready", Some("ready")) => "ready",
-            ("ready", Some("starting" | "restarting")) => "starting",
+        let lists_engines = node.inventory.engines.is_some();
+        let next = match (replica.state, reported) {
+            (ReplicaState::Starting | ReplicaState::Ready, Some(EngineState::Ready { .. })) => {
+                ReplicaState::Ready
+            }
+            (ReplicaState::Ready, Some(EngineState::Starting | EngineState::Restarting { .. })) => {
+                ReplicaState::Starting
+            }
             // The worker lost a serving engine (it restarted): brought up
             // again (`engine.start` of the same spec is idempotent there).
-            ("ready", None) if lists_engines => "placed",
+            (ReplicaState::Ready, None) if lists_engines => ReplicaState::Placed,
             _ => continue,
         };
         if next != replica.state {
-            let detail = (next == "placed").then_some("its worker no longer runs the engine");
-            store
-                .set_replica_state(&replica.id, next, detail)
-                .await
-                .map_err(|e| e.to_string())?;
-            replica.state = next.to_string();
+            let detail =
+                (next == ReplicaState::Placed).then_some("its worker no longer runs the engine");
+            store.set_replica_state(&replica.id, next, detail).await?;
+            replica.state = next;
         }
     }
 
@@ -190,7 +172,7 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
     for deployment in &deployments {
         let mine: Vec<&Replica> = replicas
             .iter()
-            .filter(|r| r.deployment_id == deployment.id && r.state != "stopping")
+            .filter(|r| r.deployment_id == deployment.id && r.state != ReplicaState::Stopping)
             .collect();
         let wanted = deployment.replicas.max(0) as usize;
         let mut pending = None;
@@ -202,7 +184,7 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
                 pending = deployment.pending_reason.clone();
             }
             for _ in 0..now {
-                match place_one(state, deployment, &nodes, &stale, &replicas).await? {
+                match place_one(scheduler, deployment, &nodes, &stale, &replicas).await? {
                     Ok(replica) => replicas.push(replica),
                     Err(why) => {
                         pending = Some(why);
@@ -214,17 +196,14 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
             let mut extra: Vec<String> = Vec::new();
             let mut sorted = mine.clone();
             // Stop those not serving first.
-            sorted.sort_by_key(|r| (r.state == "ready", r.id.clone()));
+            sorted.sort_by_key(|r| (r.state == ReplicaState::Ready, r.id.clone()));
             for replica in sorted.into_iter().take(mine.len() - wanted) {
                 extra.push(replica.id.clone());
             }
             for id in extra {
-                store
-                    .begin_stop(&id, "scaled down")
-                    .await
-                    .map_err(|e| e.to_string())?;
+                store.begin_stop(&id, "scaled down").await?;
                 if let Some(r) = replicas.iter_mut().find(|r| r.id == id) {
-                    r.state = "stopping".into();
+                    r.state = ReplicaState::Stopping;
                 }
             }
         }
@@ -232,17 +211,16 @@ async fn reconcile(state: &Arc<AppState>) -> Result<(), String> {
         if pending != deployment.pending_reason {
             store
                 .set_deployment_pending(&deployment.id, pending.as_deref())
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
         }
     }
-    for replica in replicas.iter().filter(|r| r.state == "placed") {
+    for replica in replicas.iter().filter(|r| r.state == ReplicaState::Placed) {
         if let Some(deployment) = deployments.iter().find(|d| d.id == replica.deployment_id) {
-            bring_up(state, deployment.clone(), replica.clone());
+            bring_up(scheduler, deployment.clone(), replica.clone());
         }
     }
-    for claim in store.claim_stops().await.map_err(|e| e.to_string())? {
-        stop_replica(state, claim);
+    for claim in store.claim_stops().await? {
+        stop_replica(scheduler, claim);
     }
     Ok(())
 }
@@ -256,30 +234,29 @@ fn take_budget(missing: usize, budget: &mut usize) -> usize {
 }
 
 /// The state a node's last heartbeat reports for an engine.
-fn engine_state(node: &Node, id: &str) -> Option<String> {
-    node.inventory["engines"]
-        .as_array()?
+fn engine_state<'a>(node: &'a Node, id: &str) -> Option<&'a EngineState> {
+    node.inventory
+        .engines
+        .as_ref()?
         .iter()
-        .find(|e| e["id"] == id)
-        .and_then(|e| e["state"]["state"].as_str())
-        .map(str::to_string)
+        .find(|e| e.id == id)
+        .map(|e| &e.state)
 }
 
 /// Places one replica of `deployment`; the inner error says why it cannot
 /// be placed now (the deployment stays pending with that reason).
 async fn place_one(
-    state: &Arc<AppState>,
+    scheduler: &Scheduler,
     deployment: &Deployment,
     nodes: &[Node],
     stale: &BTreeSet<String>,
     replicas: &[Replica],
-) -> Result<Result<Replica, String>, String> {
-    let revision = state
+) -> Result<Result<Replica, String>, PassError> {
+    let revision = scheduler
         .store
         .model_revision(&deployment.model_id, &deployment.revision)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("deployment {}: its model revision is gone", deployment.id))?;
+        .await?
+        .ok_or_else(|| PassError::RevisionGone(deployment.id.clone()))?;
     let need = Need {
         gpus: deployment.gpus_per_replica.max(0) as u32,
         memory_per_gpu: deployment.gpu_memory_bytes.max(0) as u64,
@@ -299,7 +276,14 @@ async fn place_one(
         .iter()
         .find(|n| n.id == node_id)
         .expect("placed on a known node");
-    if let Some(denial) = deploy_denied(state, deployment, node, &gpus).await? {
+    if let Some(denial) = deploy_denied(
+        scheduler.admission.chain(AdmissionPoint::Deploy),
+        deployment,
+        node,
+        &gpus,
+    )
+    .await?
+    {
         tracing::info!(deployment = %deployment.id, node = %node_id, denial, "the deploy chain refused a placement");
         return Ok(Err(format!(
             "the deploy chain refused node {node_id}: {denial}"
@@ -310,16 +294,12 @@ async fn place_one(
         deployment_id: deployment.id.clone(),
         node_id,
         gpus: gpus.iter().map(|g| *g as i32).collect(),
-        state: "placed".into(),
+        state: ReplicaState::Placed,
         detail: None,
         staged_bytes: None,
         staging_total_bytes: None,
     };
-    state
-        .store
-        .insert_replica(&replica)
-        .await
-        .map_err(|e| e.to_string())?;
+    scheduler.store.insert_replica(&replica).await?;
     tracing::info!(replica = %replica.id, deployment = %deployment.id, node = %replica.node_id, gpus = ?replica.gpus, "replica placed");
     Ok(Ok(replica))
 }
@@ -334,9 +314,8 @@ impl Drop for Renewal {
 }
 
 /// Stages the files and starts the engine, on a task of its own.
-fn bring_up(state: &Arc<AppState>, deployment: Deployment, replica: Replica) {
-    if !state
-        .scheduler
+fn bring_up(scheduler: &Scheduler, deployment: Deployment, replica: Replica) {
+    if !scheduler
         .in_progress
         .lock()
         .expect("scheduler lock")
@@ -344,10 +323,10 @@ fn bring_up(state: &Arc<AppState>, deployment: Deployment, replica: Replica) {
     {
         return;
     }
-    let state = state.clone();
+    let scheduler = scheduler.clone();
     tokio::spawn(async move {
         // Another frontend's pass may have taken it (passes alternate).
-        let claimed = state
+        let claimed = scheduler
             .store
             .claim_staging(&replica.id, "checking the worker's files")
             .await
@@ -357,7 +336,7 @@ fn bring_up(state: &Arc<AppState>, deployment: Deployment, replica: Replica) {
             // dies stops renewing, and the next pass after the lease brings
             // the replica up again.
             let _renewal = {
-                let (store, id) = (state.store.clone(), replica.id.clone());
+                let (store, id) = (scheduler.store.clone(), replica.id.clone());
                 Renewal(tokio::spawn(async move {
                     loop {
                         tokio::time::sleep(STAGING_LEASE / 4).await;
@@ -365,13 +344,12 @@ fn bring_up(state: &Arc<AppState>, deployment: Deployment, replica: Replica) {
                     }
                 }))
             };
-            Some(start(&state, &deployment, &replica).await)
+            Some(start(&scheduler, &deployment, &replica).await)
         } else {
             None
         };
         let Some(outcome) = outcome else {
-            state
-                .scheduler
+            scheduler
                 .in_progress
                 .lock()
                 .expect("scheduler lock")
@@ -380,27 +358,26 @@ fn bring_up(state: &Arc<AppState>, deployment: Deployment, replica: Replica) {
         };
         let _ = match outcome {
             Ok(()) => {
-                state
+                scheduler
                     .store
-                    .set_replica_state(&replica.id, "starting", None)
+                    .set_replica_state(&replica.id, ReplicaState::Starting, None)
                     .await
             }
             // Placed again: the next pass tries once the node is reachable.
             Err(BringUpError::Unreachable(e)) => {
                 let detail = format!("waiting for the node: {e}");
-                state
+                scheduler
                     .store
-                    .set_replica_state(&replica.id, "placed", Some(&detail))
+                    .set_replica_state(&replica.id, ReplicaState::Placed, Some(&detail))
                     .await
             }
             // Tried again after a backoff that doubles with each failure.
             Err(BringUpError::Failed(e)) => {
                 tracing::warn!(replica = %replica.id, detail = %e, "replica failed to start");
-                state.store.fail_replica(&replica.id, &e).await
+                scheduler.store.fail_replica(&replica.id, &e).await
             }
         };
-        state
-            .scheduler
+        scheduler
             .in_progress
             .lock()
             .expect("scheduler lock")
@@ -409,16 +386,16 @@ fn bring_up(state: &Arc<AppState>, deployment: Deployment, replica: Replica) {
 }
 
 async fn start(
-    state: &Arc<AppState>,
+    scheduler: &Scheduler,
     deployment: &Deployment,
     replica: &Replica,
 ) -> Result<(), BringUpError> {
     let failed = BringUpError::Failed;
-    let cluster = state
-        .cluster
+    let cluster = scheduler
+        .carriers
         .clone()
         .ok_or_else(|| BringUpError::Unreachable("this frontend runs no carrier set".into()))?;
-    let revision = state
+    let revision = scheduler
         .store
         .model_revision(&deployment.model_id, &deployment.revision)
         .await
@@ -426,15 +403,20 @@ async fn start(
         .ok_or_else(|| failed("the model revision is gone".into()))?;
     // The model may have been imported through another replica: its blobs
     // come from there first (a failure is retried with the failed backoff).
-    crate::library::ensure_revision(state, &revision)
-        .await
-        .map_err(failed)?;
+    crate::library::ensure_revision(
+        &scheduler.library,
+        &scheduler.store,
+        &scheduler.instance_id,
+        &revision,
+    )
+    .await
+    .map_err(|e| failed(e.to_string()))?;
     let control = cluster.control.active();
     let streams = cluster.streams.active();
     // Progress is written in order by one task, finished before the state moves on.
     let (progress, mut updates) = tokio::sync::mpsc::unbounded_channel::<(u64, u64)>();
     let writer = {
-        let (store, id) = (state.store.clone(), replica.id.clone());
+        let (store, id) = (scheduler.store.clone(), replica.id.clone());
         tokio::spawn(async move {
             while let Some((held, total)) = updates.recv().await {
                 let detail = format!(
@@ -453,7 +435,7 @@ async fn start(
     let staged = stage(
         &*control,
         &*streams,
-        &state.library,
+        &scheduler.library,
         &replica.node_id,
         &revision,
         |held, total| {
@@ -473,24 +455,31 @@ async fn start(
         .iter()
         .max_by_key(|f| f.size)
         .ok_or_else(|| failed("the revision has no files".into()))?;
-    let spec = json!({
-        "id": replica.id,
-        "kind": deployment.engine,
-        "model_sha256": model.sha256,
-        "model_path": "",
-        "served_model_name": deployment.served_model_name,
-        "gpus": replica.gpus,
-        "token_delay_ms": deployment.token_delay_ms,
-    });
+    let kind = deployment
+        .engine
+        .parse::<EngineKind>()
+        .map_err(|e| failed(e.to_string()))?;
+    let spec = EngineStart {
+        id: replica.id.clone(),
+        kind,
+        model_sha256: Some(model.sha256.clone()),
+        model_path: None,
+        served_model_name: deployment.served_model_name.clone(),
+        gpus: replica.gpus.iter().map(|g| *g as u32).collect(),
+        extra_args: Vec::new(),
+        env: Default::default(),
+        token_delay_ms: deployment.token_delay_ms.max(0) as u64,
+    };
+    let spec = serde_json::to_vec(&spec).map_err(|e| failed(e.to_string()))?;
     control
         .call(
             &replica.node_id,
-            "engine.start",
-            Bytes::from(spec.to_string()),
+            verbs::ENGINE_START,
+            Bytes::from(spec),
             CONTROL_DEADLINE,
         )
         .await
-        .map_err(|e| BringUpError::from_control("engine.start", e))?;
+        .map_err(|e| BringUpError::from_control(verbs::ENGINE_START, e))?;
     Ok(())
 }
 
@@ -501,26 +490,29 @@ async fn start(
 /// the answer: a worker that never answers stops the engine itself once no
 /// heartbeat answer names it, and until then the scheduler counts the GPUs
 /// the worker reports in use.
-fn stop_replica(state: &Arc<AppState>, claim: StopClaim) {
-    let state = state.clone();
+fn stop_replica(scheduler: &Scheduler, claim: StopClaim) {
+    let scheduler = scheduler.clone();
     tokio::spawn(async move {
-        let confirmed = match state.cluster.clone() {
+        let confirmed = match scheduler.carriers.clone() {
             None => false,
             Some(cluster) => {
                 let (verb, deadline) = if claim.again {
-                    ("engine.stop", STOP_DEADLINE)
+                    (verbs::ENGINE_STOP, STOP_DEADLINE)
                 } else {
-                    ("engine.drain", DRAIN_DEADLINE)
+                    (verbs::ENGINE_DRAIN, DRAIN_DEADLINE)
                 };
-                let payload =
-                    json!({"id": claim.id, "deadline_ms": DRAIN_DEADLINE.as_millis() as u64});
+                let payload = serde_json::to_vec(&EngineRef {
+                    id: claim.id.clone(),
+                    deadline_ms: Some(DRAIN_DEADLINE.as_millis() as u64),
+                })
+                .expect("an engine reference serializes");
                 let answer = cluster
                     .control
                     .active()
                     .call(
                         &claim.node_id,
                         verb,
-                        Bytes::from(payload.to_string()),
+                        Bytes::from(payload),
                         deadline + CONTROL_MARGIN,
                     )
                     .await;
@@ -536,7 +528,7 @@ fn stop_replica(state: &Arc<AppState>, claim: StopClaim) {
             }
         };
         if confirmed || claim.again {
-            let _ = state.store.delete_replica(&claim.id).await;
+            let _ = scheduler.store.delete_replica(&claim.id).await;
         }
     });
 }

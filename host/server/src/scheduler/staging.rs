@@ -6,17 +6,17 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde_json::{Value, json};
-use switchyard_carrier::streams::Lane;
+use switchyard_carrier::stream_seam::Lane;
 use switchyard_carrier::{ControlSeam, Stream, StreamsSeam};
+use switchyard_protocol::control::{FileRef, FileState, FileStatus, verbs};
+use switchyard_protocol::limits::{MAX_HEAD, MAX_RANGE};
+use switchyard_protocol::stream::{BLOB, BlobAnswer, BlobHead, BlobRefusal};
 use switchyard_store::models::ModelRevision;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::BringUpError;
 use crate::library::Library;
 
-/// The largest range per stream (the worker refuses more).
-const MAX_RANGE: u64 = 64 * 1024 * 1024;
 const CONTROL_DEADLINE: Duration = Duration::from_secs(30);
 const READ: usize = 1024 * 1024;
 /// Ranges tried again after an interruption before staging gives up.
@@ -33,33 +33,36 @@ pub async fn stage(
     mut report: impl FnMut(u64, u64),
 ) -> Result<(), BringUpError> {
     let total: u64 = revision.files.iter().map(|f| f.size as u64).sum();
-    let files: Vec<Value> = revision
+    let files: Vec<FileRef> = revision
         .files
         .iter()
-        .map(|f| json!({"sha256": f.sha256, "size": f.size}))
+        .map(|f| FileRef {
+            sha256: f.sha256.clone(),
+            size: f.size as u64,
+        })
         .collect();
+    let files = serde_json::to_vec(&files).map_err(|e| BringUpError::Failed(e.to_string()))?;
     let answer = control
         .call(
             node,
-            "files.status",
-            Bytes::from(json!(files).to_string()),
+            verbs::FILES_STATUS,
+            Bytes::from(files),
             CONTROL_DEADLINE,
         )
         .await
-        .map_err(|e| BringUpError::from_control("files.status", e))?;
-    let states: Vec<Value> =
+        .map_err(|e| BringUpError::from_control(verbs::FILES_STATUS, e))?;
+    let states: Vec<FileStatus> =
         serde_json::from_slice(&answer).map_err(|e| BringUpError::Failed(e.to_string()))?;
     let mut held: u64 = 0;
     let mut to_send = Vec::new();
-    for (file, state) in revision.files.iter().zip(&states) {
-        match state["state"]["state"].as_str() {
-            Some("complete") => held += file.size as u64,
-            Some("partial") => {
-                let offset = state["state"]["offset"].as_u64().unwrap_or(0);
+    for (file, status) in revision.files.iter().zip(&states) {
+        match status.state {
+            FileState::Complete => held += file.size as u64,
+            FileState::Partial { offset } => {
                 held += offset;
                 to_send.push((file, offset));
             }
-            _ => to_send.push((file, 0)),
+            FileState::Absent => to_send.push((file, 0)),
         }
     }
     report(held, total);
@@ -118,7 +121,7 @@ async fn send_range(
         mut reader,
         mut writer,
     } = streams
-        .open(node, Lane::Bulk, "blob")
+        .open(node, Lane::Bulk, BLOB)
         .await
         .map_err(|e| match e {
             switchyard_carrier::Refusal::NotDelivered(_) => {
@@ -126,10 +129,17 @@ async fn send_range(
             }
             other => Failure::Fatal(format!("opening the bulk stream: {other}")),
         })?;
-    let head = json!({"sha256": sha256, "size": size, "offset": offset, "length": length});
+    let head = BlobHead {
+        sha256: sha256.to_string(),
+        size,
+        offset,
+        length,
+    };
+    let mut head = serde_json::to_vec(&head).map_err(|e| Failure::Fatal(e.to_string()))?;
+    head.push(b'\n');
     let sending = async {
         writer
-            .write(Bytes::from(format!("{head}\n")))
+            .write(Bytes::from(head))
             .await
             .map_err(|e| e.to_string())?;
         let mut file = tokio::fs::File::open(library.blob_path(sha256))
@@ -155,24 +165,26 @@ async fn send_range(
         writer.finish();
         Ok::<_, String>(())
     };
-    let (sent, answer) = tokio::join!(sending, reader.read_to_end(64 * 1024));
-    let answer: Value = answer
-        .ok()
-        .and_then(|a| serde_json::from_slice(&a).ok())
-        .unwrap_or(Value::Null);
-    if let Some(next) = answer["offset"].as_u64() {
-        return Ok(next);
-    }
+    let (sent, answer) = tokio::join!(sending, reader.read_to_end(MAX_HEAD));
+    let answer: Option<BlobAnswer> = answer.ok().and_then(|a| serde_json::from_slice(&a).ok());
+    let refusal = match answer {
+        Some(BlobAnswer::Received { offset, .. }) => return Ok(offset),
+        Some(BlobAnswer::Refused { error }) => Some(error),
+        None => None,
+    };
     // Interrupted or refused: the worker says where its durable offset is.
-    let durable = match answer["error"]["state"]["state"].as_str() {
-        Some("partial") => answer["error"]["state"]["offset"].as_u64(),
+    let durable = match refusal.as_ref().and_then(|r| r.state.as_ref()) {
+        Some(FileState::Partial { offset }) => Some(*offset),
         // Discarded (a corrupted file): from the start.
-        Some("absent") => Some(0),
+        Some(FileState::Absent) => Some(0),
         _ => None,
     };
-    match (sent, durable) {
-        (_, Some(durable)) => Err(Failure::Resume(durable)),
-        (Err(e), None) => Err(Failure::Fatal(e)),
-        (Ok(()), None) => Err(Failure::Fatal(format!("the worker answered {answer}"))),
+    match (sent, durable, refusal) {
+        (_, Some(durable), _) => Err(Failure::Resume(durable)),
+        (Err(e), None, _) => Err(Failure::Fatal(e)),
+        (Ok(()), None, Some(BlobRefusal { code, message, .. })) => Err(Failure::Fatal(format!(
+            "the worker refused the range: {code}: {message}"
+        ))),
+        (Ok(()), None, None) => Err(Failure::Fatal("the worker's answer is unreadable".into())),
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use switchyard_protocol::state::NodeState;
 use switchyard_store::deployments::Replica;
 use switchyard_store::models::ModelRevision;
 use switchyard_store::nodes::Node;
@@ -23,27 +24,25 @@ pub fn views(
         .iter()
         .map(|node| NodeView {
             id: node.id.clone(),
-            schedulable: node.state == "healthy" && !node.maintenance && !stale.contains(&node.id),
-            gpus: node.inventory["gpus"]
-                .as_array()
-                .map(|gpus| {
-                    gpus.iter()
-                        .map(|g| GpuView {
-                            index: g["index"].as_u64().unwrap_or_default() as u32,
-                            memory_total_bytes: g["memory_total_bytes"]
-                                .as_u64()
-                                .unwrap_or_default(),
-                        })
-                        .collect()
+            schedulable: node.state == NodeState::Healthy
+                && !node.maintenance
+                && !stale.contains(&node.id),
+            gpus: node
+                .inventory
+                .gpus
+                .iter()
+                .map(|g| GpuView {
+                    index: g.index,
+                    memory_total_bytes: g.memory_total_bytes,
                 })
-                .unwrap_or_default(),
+                .collect(),
             used: replicas
                 .iter()
                 .filter(|r| r.node_id == node.id)
                 .flat_map(|r| r.gpus.iter().map(|g| *g as u32))
                 .chain(engine_gpus(node))
                 .collect(),
-            disk_available_bytes: node.inventory["disk"]["available_bytes"].as_u64(),
+            disk_available_bytes: node.inventory.disk.map(|d| d.available_bytes),
             holds_files: holds_files(node, revision),
             siblings: replicas
                 .iter()
@@ -58,15 +57,12 @@ pub fn views(
 /// replica names them (one being stopped, one left by a replica that was
 /// forgotten): busy until the worker says the engine stopped.
 fn engine_gpus(node: &Node) -> impl Iterator<Item = u32> + '_ {
-    node.inventory["engines"]
-        .as_array()
-        .into_iter()
+    node.inventory
+        .engines
+        .iter()
         .flatten()
-        .filter(|e| e["state"]["state"].as_str() != Some("stopped"))
-        .filter_map(|e| e["gpus"].as_array())
-        .flatten()
-        .filter_map(|g| g.as_u64())
-        .map(|g| g as u32)
+        .filter(|e| e.holds_gpus())
+        .flat_map(|e| e.gpus.iter().copied())
 }
 
 /// Whether the node reported every file of the revision as complete in its cache.
@@ -89,10 +85,13 @@ mod tests {
         Node {
             id: id.into(),
             name: id.into(),
-            state: "healthy".into(),
+            state: NodeState::Healthy,
             address: None,
-            inventory: json!({"gpus": [{"index": 0, "memory_total_bytes": 1024}],
-                              "disk": {"available_bytes": 10}}),
+            inventory: serde_json::from_value(json!({
+                "gpus": [{"index": 0, "name": "g", "memory_total_bytes": 1024}],
+                "disk": {"total_bytes": 20, "available_bytes": 10},
+            }))
+            .unwrap(),
             registered_at: String::new(),
             approved_at: None,
             last_heartbeat_at: None,
@@ -136,15 +135,20 @@ mod tests {
     #[test]
     fn gpus_of_engines_the_node_reports_running_are_busy_without_a_replica() {
         let mut busy = node("n", &[]);
-        busy.inventory["gpus"] = json!([
-            {"index": 0, "memory_total_bytes": 1024},
-            {"index": 1, "memory_total_bytes": 1024},
-            {"index": 2, "memory_total_bytes": 1024},
-        ]);
-        busy.inventory["engines"] = json!([
-            {"id": "rep_forgotten", "gpus": [1], "state": {"state": "ready", "pid": 7}},
-            {"id": "rep_gone", "gpus": [2], "state": {"state": "stopped", "reason": "x"}},
-        ]);
+        busy.inventory = serde_json::from_value(json!({
+            "gpus": [
+                {"index": 0, "name": "g", "memory_total_bytes": 1024},
+                {"index": 1, "name": "g", "memory_total_bytes": 1024},
+                {"index": 2, "name": "g", "memory_total_bytes": 1024},
+            ],
+            "engines": [
+                {"id": "rep_forgotten", "kind": "reference", "model": "m", "gpus": [1],
+                 "state": {"state": "ready", "pid": 7}, "url": "http://127.0.0.1:1"},
+                {"id": "rep_gone", "kind": "reference", "model": "m", "gpus": [2],
+                 "state": {"state": "stopped", "reason": "x"}, "url": "http://127.0.0.1:2"},
+            ],
+        }))
+        .unwrap();
         let seen = views(&[busy], &BTreeSet::new(), &[], "d", &revision(&["aa"]));
         assert_eq!(seen[0].used, BTreeSet::from([1]));
     }
@@ -154,7 +158,7 @@ mod tests {
         let mut maintenance = node("m", &[]);
         maintenance.maintenance = true;
         let mut draining = node("d", &[]);
-        draining.state = "draining".into();
+        draining.state = NodeState::Draining;
         let nodes = [node("ok", &[]), node("stale", &[]), maintenance, draining];
         let stale: BTreeSet<String> = ["stale".to_string()].into();
         let seen = views(&nodes, &stale, &[], "d", &revision(&["aa"]));

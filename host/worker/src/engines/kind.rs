@@ -5,18 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-
-/// Which inference server runs a replica.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EngineKind {
-    /// Switchyard's own OpenAI-compatible engine (deterministic, no GPU).
-    Reference,
-    /// llama.cpp's `llama-server`.
-    LlamaCpp,
-    /// vLLM's OpenAI server.
-    Vllm,
-}
+pub use switchyard_protocol::engines::EngineKind;
 
 /// What the worker runs for one replica.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,23 +64,23 @@ pub struct CommandLine {
     pub env: BTreeMap<String, String>,
 }
 
-impl EngineKind {
-    /// `reference`, `llama-cpp`, `vllm`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Reference => "reference",
-            EngineKind::LlamaCpp => "llama-cpp",
-            EngineKind::Vllm => "vllm",
-        }
-    }
-
+/// What the worker knows of running each kind (the kinds themselves are
+/// the protocol's: the frontend names them in `engine.start`).
+pub trait Launch: Copy {
     /// The path that answers 200 once the engine serves.
-    pub fn health_path(self) -> &'static str {
+    fn health_path(self) -> &'static str;
+    /// The OpenAI routes it serves.
+    fn routes(self) -> &'static [&'static str];
+    /// How to start it listening on 127.0.0.1:`port`.
+    fn command(self, spec: &EngineSpec, port: u16, binaries: &EngineBinaries) -> CommandLine;
+}
+
+impl Launch for EngineKind {
+    fn health_path(self) -> &'static str {
         "/health"
     }
 
-    /// The OpenAI routes it serves.
-    pub fn routes(self) -> &'static [&'static str] {
+    fn routes(self) -> &'static [&'static str] {
         match self {
             EngineKind::Reference | EngineKind::Vllm => &[
                 "/v1/chat/completions",
@@ -104,8 +93,7 @@ impl EngineKind {
         }
     }
 
-    /// How to start it listening on 127.0.0.1:`port`.
-    pub fn command(self, spec: &EngineSpec, port: u16, binaries: &EngineBinaries) -> CommandLine {
+    fn command(self, spec: &EngineSpec, port: u16, binaries: &EngineBinaries) -> CommandLine {
         let model = spec.model_path.display().to_string();
         let port = port.to_string();
         let (program, mut args) = match self {
@@ -221,17 +209,5 @@ mod tests {
                 .windows(2)
                 .any(|w| w == ["--tensor-parallel-size", "2"])
         );
-    }
-
-    #[test]
-    fn kinds_have_stable_names() {
-        for kind in [
-            EngineKind::Reference,
-            EngineKind::LlamaCpp,
-            EngineKind::Vllm,
-        ] {
-            let json = serde_json::to_value(kind).unwrap();
-            assert_eq!(json, kind.as_str());
-        }
     }
 }

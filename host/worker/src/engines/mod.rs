@@ -4,5 +4,5 @@
 pub mod kind;
 pub mod supervisor;
 
-pub use kind::{EngineBinaries, EngineKind, EngineSpec};
+pub use kind::{EngineBinaries, EngineKind, EngineSpec, Launch};
 pub use supervisor::{Engine, EngineState};

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::kind::{EngineBinaries, EngineSpec};
+pub use switchyard_protocol::engines::EngineState;
+
+use super::kind::{EngineBinaries, EngineSpec, Launch};
 
 /// How long an engine may take to answer its health probe after a start.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
@@ -21,35 +22,6 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long SIGTERM has before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
-
-/// Where an engine is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum EngineState {
-    /// Started, not healthy yet.
-    Starting,
-    /// Serving.
-    Ready {
-        /// The process id.
-        pid: u32,
-    },
-    /// It exited; it starts again after a delay.
-    Restarting {
-        /// Restarts so far.
-        attempt: u32,
-        /// How it ended.
-        reason: String,
-        /// The delay before the next start.
-        retry_in_ms: u64,
-    },
-    /// No new requests; waiting for those in flight.
-    Draining,
-    /// Stopped for good.
-    Stopped {
-        /// Why.
-        reason: String,
-    },
-}
 
 enum Command_ {
     /// Take no new requests (the state says so; `admit` refuses).

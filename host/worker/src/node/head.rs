@@ -7,7 +7,7 @@
 //! proxy such as Envoy or nginx normalises or rejects such request targets
 //! in the same way before routing them upstream.
 
-use serde::Deserialize;
+use switchyard_protocol::stream::InferenceHead;
 
 /// The longest request path accepted.
 const MAX_PATH: usize = 2048;
@@ -30,16 +30,6 @@ const RESERVED_HEADERS: &[&str] = &[
     "proxy-authorization",
     "proxy-connection",
 ];
-
-/// The head as sent.
-#[derive(Debug, Deserialize)]
-struct RawHead {
-    replica: String,
-    method: String,
-    path: String,
-    #[serde(default)]
-    headers: Vec<(String, String)>,
-}
 
 /// A head that is safe to send to an engine on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +87,7 @@ fn valid_header(name: &str, value: &str) -> Result<(), String> {
 
 /// Parses and checks the head line.
 pub fn parse(line: &[u8]) -> Result<ValidHead, String> {
-    let raw: RawHead = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    let raw: InferenceHead = serde_json::from_slice(line).map_err(|e| e.to_string())?;
     valid_path(&raw.path)?;
     let method = METHODS
         .iter()

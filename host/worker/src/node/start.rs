@@ -10,12 +10,12 @@
 //! spec the API server admitted, and Nomad clients refuse task drivers and
 //! host volumes the client's own config did not enable.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use switchyard_protocol::control::EngineStart;
 
-use crate::engines::{EngineKind, EngineSpec};
+use crate::engines::EngineSpec;
 use crate::placement::valid_digest;
 
 /// The longest replica id and served model name accepted.
@@ -54,27 +54,6 @@ fn refuse(code: &'static str, message: impl Into<String>) -> StartRefusal {
     }
 }
 
-/// `engine.start`'s payload as sent.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StartRequest {
-    id: String,
-    kind: EngineKind,
-    #[serde(default)]
-    model_sha256: Option<String>,
-    #[serde(default)]
-    model_path: Option<PathBuf>,
-    served_model_name: String,
-    #[serde(default)]
-    gpus: Vec<u32>,
-    #[serde(default)]
-    extra_args: Vec<String>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    #[serde(default)]
-    token_delay_ms: u64,
-}
-
 fn valid_name(what: &str, value: &str) -> Result<(), StartRefusal> {
     if value.is_empty() || value.len() > MAX_NAME || value.chars().any(char::is_control) {
         return Err(refuse(
@@ -93,7 +72,7 @@ impl EngineStartPolicy {
         payload: &[u8],
         cache: impl Fn(&str) -> PathBuf,
     ) -> Result<EngineSpec, StartRefusal> {
-        let request: StartRequest = serde_json::from_slice(payload)
+        let request: EngineStart = serde_json::from_slice(payload)
             .map_err(|e| refuse("invalid_request", e.to_string()))?;
         valid_name("id", &request.id)?;
         valid_name("served_model_name", &request.served_model_name)?;

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::Cluster;
+use super::Carriers;
 
 /// The subject probe broadcasts travel on.
 pub const PROBE_SUBJECT: &str = "cache.probe";
@@ -58,7 +58,7 @@ fn keep(list: &Mutex<Vec<String>>, id: String) {
 }
 
 /// Subscribes to probe broadcasts and consumes probe units.
-pub async fn listen(cluster: Arc<Cluster>) -> anyhow::Result<()> {
+pub async fn listen(cluster: Arc<Carriers>) -> anyhow::Result<()> {
     let mut broadcasts = cluster.fanout.subscribe(PROBE_SUBJECT, None).await?;
     let mut units = cluster.queue.consume(PROBE_KIND).await?;
     let holder = cluster.clone();

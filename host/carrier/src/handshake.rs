@@ -1,14 +1,26 @@
-//! The direct streams' handshake lines (protocol `SWY2`), parsed and
-//! written by pure functions: the worker's challenge `SWY2 <nonce>`, the
-//! dialler's hello `SWY2 <service> <proof>` and the worker's answer line.
+//! The handshake lines of stream opens, parsed and written by pure
+//! functions: one codec for every transport that answers an open with a
+//! line before the stream's bytes.
+//!
+//! - The direct streams (protocol `SWY2`, [`crate::direct`]): the worker's
+//!   challenge `SWY2 <nonce>`, the dialler's hello `SWY2 <service> <proof>`,
+//!   then the worker's answer line.
+//! - The relay between replicas (`GET /api/cluster/relay`): the holding
+//!   replica's first websocket message is the same answer line.
+//!
+//! The answer line is a [`Refusal`] or its absence ([`answer_line`],
+//! [`read_answer`]): `OK`, `UNKNOWN`, `OVERLOADED`, `REFUSED <message>` or
+//! `UNDELIVERED <message>`.
 //!
 //! The parsers take a line as `read_until(b'\n')` under a [`MAX_HELLO`]
 //! byte limit gives it (newline included) and check that limit again, so a
-//! caller cannot forget it. This file depends on std alone: the fuzz target
-//! `direct_hello` compiles it by path, without `switchyard-carrier` (which
-//! links wasmtime).
+//! caller cannot forget it. This file depends on std and `refusal.rs`
+//! alone: the fuzz target `direct_hello` compiles both by path, without
+//! `switchyard-carrier` (which links wasmtime).
 
 use std::fmt;
+
+use crate::refusal::Refusal;
 
 /// The longest handshake line either side reads, its newline included: a
 /// service name, 64 hex digits and a refusal's message fit many times over.
@@ -33,7 +45,7 @@ pub(crate) struct Hello<'a> {
     pub(crate) proof: Proof,
 }
 
-/// The worker's answer line.
+/// The answer line: the outcome of an open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Answer<'a> {
     Ok,
@@ -42,6 +54,9 @@ pub(crate) enum Answer<'a> {
     /// The service's message: one line, never empty nor ending in
     /// whitespace once parsed.
     Refused(&'a str),
+    /// Why the answering side could not deliver the open (a relay whose
+    /// session ended); the same rules as `Refused`'s message.
+    Undelivered(&'a str),
 }
 
 /// Why a handshake line was not accepted.
@@ -64,7 +79,7 @@ impl fmt::Display for HelloError {
             Self::NotUtf8 => f.write_str("handshake line not UTF-8"),
             Self::NotChallenge => f.write_str("not a stream challenge"),
             Self::NotHello => f.write_str("not a stream hello"),
-            Self::NotAnswer(line) => write!(f, "the worker answered `{line}`"),
+            Self::NotAnswer(line) => write!(f, "the peer answered `{line}`"),
         }
     }
 }
@@ -116,17 +131,22 @@ pub(crate) fn format_hello(hello: &Hello<'_>) -> String {
     format!("SWY2 {} {}\n", hello.service, encode_hex(&hello.proof))
 }
 
-/// `OK`, `UNKNOWN`, `OVERLOADED` or `REFUSED <message>`, trailing
-/// whitespace ignored.
+/// `OK`, `UNKNOWN`, `OVERLOADED`, `REFUSED <message>` or `UNDELIVERED
+/// <message>`, trailing whitespace ignored.
 pub(crate) fn parse_answer(raw: &[u8]) -> Result<Answer<'_>, HelloError> {
     match line(raw)?.trim_end() {
         "OK" => Ok(Answer::Ok),
         "UNKNOWN" => Ok(Answer::Unknown),
         "OVERLOADED" => Ok(Answer::Overloaded),
-        other => match other.strip_prefix("REFUSED ") {
-            Some(message) => Ok(Answer::Refused(message)),
-            None => Err(HelloError::NotAnswer(other.to_string())),
-        },
+        other => {
+            if let Some(message) = other.strip_prefix("REFUSED ") {
+                Ok(Answer::Refused(message))
+            } else if let Some(message) = other.strip_prefix("UNDELIVERED ") {
+                Ok(Answer::Undelivered(message))
+            } else {
+                Err(HelloError::NotAnswer(other.to_string()))
+            }
+        }
     }
 }
 
@@ -138,6 +158,44 @@ pub(crate) fn format_answer(answer: &Answer<'_>) -> String {
         Answer::Unknown => "UNKNOWN\n".to_string(),
         Answer::Overloaded => "OVERLOADED\n".to_string(),
         Answer::Refused(message) => format!("REFUSED {message}\n"),
+        Answer::Undelivered(message) => format!("UNDELIVERED {message}\n"),
+    }
+}
+
+/// What a message-less refusal says on the line, which needs a message.
+const NO_MESSAGE: &str = "no reason given";
+
+/// The answer line for an open's outcome, newline included: whole, at most
+/// [`MAX_HELLO`] bytes, and read back by [`read_answer`] as the same
+/// outcome (a message cut to [`MAX_REFUSAL`] bytes on one line).
+pub fn answer_line(outcome: Result<(), &Refusal>) -> String {
+    let fit = |message: &str| {
+        let message = refusal_message(message);
+        match message.trim() {
+            "" => NO_MESSAGE.to_string(),
+            _ => message.trim_end().to_string(),
+        }
+    };
+    match outcome {
+        Ok(()) => format_answer(&Answer::Ok),
+        Err(Refusal::UnknownService) => format_answer(&Answer::Unknown),
+        Err(Refusal::Overloaded) => format_answer(&Answer::Overloaded),
+        Err(Refusal::ServiceRefused(message)) => format_answer(&Answer::Refused(&fit(message))),
+        Err(Refusal::NotDelivered(why)) => format_answer(&Answer::Undelivered(&fit(why))),
+    }
+}
+
+/// An open's outcome from its answer line (newline included). A line that
+/// is cut, too long or no answer at all means the open was not delivered:
+/// the other side may have seen it, but it started nothing.
+pub fn read_answer(raw: &[u8]) -> Result<(), Refusal> {
+    match parse_answer(raw) {
+        Ok(Answer::Ok) => Ok(()),
+        Ok(Answer::Unknown) => Err(Refusal::UnknownService),
+        Ok(Answer::Overloaded) => Err(Refusal::Overloaded),
+        Ok(Answer::Refused(message)) => Err(Refusal::ServiceRefused(message.to_string())),
+        Ok(Answer::Undelivered(why)) => Err(Refusal::NotDelivered(why.to_string())),
+        Err(e) => Err(Refusal::NotDelivered(e.to_string())),
     }
 }
 
@@ -210,6 +268,7 @@ mod tests {
             Answer::Unknown,
             Answer::Overloaded,
             Answer::Refused("too busy é"),
+            Answer::Undelivered("session ended"),
         ] {
             assert_eq!(parse_answer(format_answer(&answer).as_bytes()), Ok(answer));
         }
@@ -293,7 +352,7 @@ mod tests {
         );
         assert_eq!(
             parse_answer(b"ok\n").unwrap_err().to_string(),
-            "the worker answered `ok`"
+            "the peer answered `ok`"
         );
     }
 
@@ -308,5 +367,64 @@ mod tests {
         let line = format_answer(&Answer::Refused(&cut));
         assert!(line.len() <= MAX_HELLO);
         assert_eq!(parse_answer(line.as_bytes()), Ok(Answer::Refused(&cut[..])));
+    }
+
+    #[test]
+    fn every_outcome_has_one_line_that_reads_back_as_itself() {
+        let cases = [
+            (Ok(()), "OK\n"),
+            (Err(Refusal::UnknownService), "UNKNOWN\n"),
+            (Err(Refusal::Overloaded), "OVERLOADED\n"),
+            (
+                Err(Refusal::ServiceRefused("draining".into())),
+                "REFUSED draining\n",
+            ),
+            (
+                Err(Refusal::NotDelivered("the session ended".into())),
+                "UNDELIVERED the session ended\n",
+            ),
+        ];
+        for (outcome, line) in cases {
+            assert_eq!(answer_line(outcome.as_ref().map(|_| ())), line);
+            assert_eq!(read_answer(line.as_bytes()), outcome, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn messages_are_made_to_fit_the_line() {
+        let line = answer_line(Err(&Refusal::ServiceRefused("two\nlines ".into())));
+        assert_eq!(line, "REFUSED two lines\n");
+        let line = answer_line(Err(&Refusal::NotDelivered(" \n".into())));
+        assert_eq!(line, "UNDELIVERED no reason given\n");
+        assert_eq!(
+            read_answer(line.as_bytes()),
+            Err(Refusal::NotDelivered(NO_MESSAGE.into()))
+        );
+        let long = answer_line(Err(&Refusal::ServiceRefused("x".repeat(4 * MAX_HELLO))));
+        assert!(long.len() <= MAX_HELLO);
+        assert_eq!(
+            read_answer(long.as_bytes()),
+            Err(Refusal::ServiceRefused("x".repeat(MAX_REFUSAL)))
+        );
+    }
+
+    #[test]
+    fn a_line_that_is_no_answer_was_not_delivered() {
+        assert_eq!(
+            read_answer(b"ok\n"),
+            Err(Refusal::NotDelivered("the peer answered `ok`".into()))
+        );
+        assert_eq!(
+            read_answer(b"OK"),
+            Err(Refusal::NotDelivered(
+                "handshake line too long or cut".into()
+            ))
+        );
+        assert_eq!(
+            read_answer(b"UNDELIVERED \n"),
+            Err(Refusal::NotDelivered(
+                "the peer answered `UNDELIVERED`".into()
+            ))
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! The engine thread: owns the carrier plugin, takes events from the I/O
+//! The reactor thread: owns the carrier plugin, takes events from the I/O
 //! tasks and operations from [`crate::Carrier`] handles, calls the plugin and
 //! performs the actions it answers with.
 
@@ -15,7 +15,8 @@ use switchyard_runtime::carrier::{
 use switchyard_runtime::{CallError, Runtime};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::client::CarrierSpec;
+use crate::client::CarrierSetup;
+use crate::component::ComponentSpec;
 use crate::database::DbConnection;
 use crate::io;
 use crate::message::{Message, SendError};
@@ -35,7 +36,7 @@ const REBUILD_BACKOFF_FIRST: Duration = Duration::from_secs(1);
 /// comes back is serving again within this long.
 const REBUILD_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
-/// Something for the engine thread to handle.
+/// Something for the reactor thread to handle.
 pub(crate) enum Event {
     Opened(u64),
     Closed(u64, String),
@@ -154,8 +155,9 @@ impl Link {
     }
 }
 
-struct Engine {
-    spec: CarrierSpec,
+struct Reactor {
+    component: ComponentSpec,
+    setup: CarrierSetup,
     runtime: Arc<Runtime>,
     plugin: Option<CarrierPlugin>,
     events: std_mpsc::Sender<Event>,
@@ -181,19 +183,20 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Starts the engine thread; returns its event sender.
+/// Starts the reactor thread; returns its event sender.
 pub(crate) fn spawn(
-    spec: CarrierSpec,
+    component: ComponentSpec,
+    setup: CarrierSetup,
     runtime: Arc<Runtime>,
     io: tokio::runtime::Handle,
     ready: watch::Sender<bool>,
     counters: Arc<Counters>,
 ) -> Result<std_mpsc::Sender<Event>, SendError> {
-    let (mut engine, inbox) = Engine::new(spec, runtime, io, ready, counters);
+    let (mut engine, inbox) = Reactor::new(component, setup, runtime, io, ready, counters);
     let events = engine.events.clone();
     let first = engine.load().map_err(SendError::Unavailable)?;
     std::thread::Builder::new()
-        .name(format!("carrier-{}", engine.spec.name))
+        .name(format!("carrier-{}", engine.component.name))
         .spawn(move || {
             engine.perform(first);
             engine.flush_writes();
@@ -203,17 +206,19 @@ pub(crate) fn spawn(
     Ok(events)
 }
 
-impl Engine {
+impl Reactor {
     fn new(
-        spec: CarrierSpec,
+        component: ComponentSpec,
+        setup: CarrierSetup,
         runtime: Arc<Runtime>,
         io: tokio::runtime::Handle,
         ready: watch::Sender<bool>,
         counters: Arc<Counters>,
     ) -> (Self, std_mpsc::Receiver<Event>) {
         let (events, inbox) = std_mpsc::channel();
-        let engine = Engine {
-            spec,
+        let engine = Reactor {
+            component,
+            setup,
             runtime,
             plugin: None,
             events,
@@ -235,11 +240,8 @@ impl Engine {
     fn load(&mut self) -> Result<Vec<Action>, String> {
         let seed = now_ms() ^ (u64::from(std::process::id()) << 32);
         let source = CarrierSource {
-            name: &self.spec.name,
-            version: &self.spec.version,
-            bytes: &self.spec.bytes,
-            sha256: &self.spec.sha256,
-            config: &self.spec.config,
+            component: self.component.source(),
+            config: &self.setup.config,
             seed,
         };
         let (plugin, actions) =
@@ -413,11 +415,11 @@ impl Engine {
         while let Some(action) = queue.pop_front() {
             match action {
                 Action::Open((h, endpoint)) => {
-                    // The operator's list, not the plugin's: see `CarrierSpec::allowed_endpoints`.
-                    let allowed = self.spec.allowed_endpoints.contains(&endpoint);
+                    // The operator's list, not the plugin's: see `CarrierSetup::allowed_endpoints`.
+                    let allowed = self.setup.allowed_endpoints.contains(&endpoint);
                     let link = match endpoint {
                         _ if !allowed => {
-                            tracing::warn!(carrier = %self.spec.name, ?endpoint, "refused: endpoint not allowed by the operator's configuration");
+                            tracing::warn!(carrier = %self.component.name, ?endpoint, "refused: endpoint not allowed by the operator's configuration");
                             queue.extend(
                                 self.refuse(h, "endpoint not allowed by the configuration"),
                             );
@@ -429,7 +431,7 @@ impl Engine {
                             address,
                             self.events.clone(),
                         )),
-                        Endpoint::Database => match &self.spec.database_url {
+                        Endpoint::Database => match &self.setup.database_url {
                             Some(url) => Link::Database(DbConnection::dial(
                                 &self.io,
                                 h,
@@ -516,7 +518,7 @@ impl Engine {
                     let _ = self.ready.send(true);
                 }
                 Action::Lost(reason) => {
-                    tracing::warn!(carrier = %self.spec.name, %reason, "carrier lost its connection");
+                    tracing::warn!(carrier = %self.component.name, %reason, "carrier lost its connection");
                     let _ = self.ready.send(false);
                 }
             }
@@ -586,7 +588,7 @@ impl Engine {
     /// The plugin failed (a trap, a deadline, the memory cap): drop it with
     /// its connections, load a fresh instance and subscribe everything again.
     fn rebuild(&mut self, failed: CallError) {
-        tracing::error!(carrier = %self.spec.name, error = %failed, "carrier plugin failed; rebuilding it");
+        tracing::error!(carrier = %self.component.name, error = %failed, "carrier plugin failed; rebuilding it");
         let _ = self.ready.send(false);
         self.plugin = None;
         self.pending_writes.clear();
@@ -612,7 +614,7 @@ impl Engine {
                     .fetch_add(1, Ordering::Relaxed)
                     + 1;
                 let wait = rebuild_backoff(failures);
-                tracing::error!(carrier = %self.spec.name, error = %e, failures, retry_in_ms = wait.as_millis() as u64, "carrier plugin could not be rebuilt; retrying");
+                tracing::error!(carrier = %self.component.name, error = %e, failures, retry_in_ms = wait.as_millis() as u64, "carrier plugin could not be rebuilt; retrying");
                 *self
                     .counters
                     .rebuild_error
@@ -630,7 +632,7 @@ impl Engine {
             }
         };
         if self.counters.failed_rebuilds.swap(0, Ordering::Relaxed) > 0 {
-            tracing::info!(carrier = %self.spec.name, "carrier plugin rebuilt after failed tries");
+            tracing::info!(carrier = %self.component.name, "carrier plugin rebuilt after failed tries");
         }
         *self
             .counters
@@ -648,7 +650,7 @@ impl Engine {
             if let Err(e) =
                 self.operation(|p| p.subscribe(id, &subject, queue_group.as_deref(), now))
             {
-                tracing::error!(carrier = %self.spec.name, %subject, error = %e, "could not subscribe again after a rebuild");
+                tracing::error!(carrier = %self.component.name, %subject, error = %e, "could not subscribe again after a rebuild");
             }
         }
     }
@@ -728,11 +730,13 @@ mod tests {
     async fn a_failed_rebuild_is_retried_with_backoff_until_the_plugin_is_back() {
         let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
         let (bytes, sha256) = nats_component();
-        let spec = CarrierSpec {
+        let component = ComponentSpec {
             name: "nats".into(),
             version: "test".into(),
             bytes: bytes.clone(),
             sha256,
+        };
+        let setup = CarrierSetup {
             config: r#"{"servers": ["127.0.0.1:9"]}"#.into(),
             database_url: None,
             // Nothing is dialled: the test is about the plugin, not its connection.
@@ -740,8 +744,9 @@ mod tests {
         };
         let (ready, _ready) = watch::channel(false);
         let counters = Arc::new(Counters::default());
-        let (mut engine, inbox) = Engine::new(
-            spec,
+        let (mut engine, inbox) = Reactor::new(
+            component,
+            setup,
             runtime,
             tokio::runtime::Handle::current(),
             ready,
@@ -751,7 +756,7 @@ mod tests {
 
         // The component can no longer be loaded (its bytes no longer match
         // their digest): the rebuild fails and is tried again, later and later.
-        engine.spec.bytes = Arc::from(&b"not the component"[..]);
+        engine.component.bytes = Arc::from(&b"not the component"[..]);
         engine.rebuild(CallError::Trap("injected".into()));
         assert!(engine.plugin.is_none());
         let state = counters.plugin_state();
@@ -778,7 +783,7 @@ mod tests {
         assert_eq!(counters.plugin_state().failed_rebuilds, 4);
 
         // The component is back: the next retry rebuilds it and the state clears.
-        engine.spec.bytes = bytes;
+        engine.component.bytes = bytes;
         next_rebuild(&inbox).await;
         engine.handle(Event::Rebuild);
         assert!(engine.plugin.is_some());

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket};
-use switchyard_carrier::streams::{Acceptor, Lane};
+use switchyard_carrier::stream_seam::{Acceptor, Lane};
 use switchyard_carrier::tunnel::websocket::{self, Codec, Received};
 use switchyard_carrier::tunnel::{self, TunnelSession};
 use switchyard_carrier::{Refusal, Stream};
@@ -13,25 +13,22 @@ use crate::state::AppState;
 
 /// Holds a worker's lane until the websocket or the session ends.
 pub async fn hold(state: Arc<AppState>, node: String, lane: Lane, socket: WebSocket) {
-    let Some(cluster) = state.cluster.clone() else {
+    let Some(cluster) = state.carriers.clone() else {
         return;
     };
-    let Some((registry, spec)) = cluster.tunnel.clone() else {
+    let Some(spec) = cluster.tunnel.clone() else {
         return;
     };
+    let registry = cluster.sessions.clone();
     // A frontend serves no streams to workers.
     let refuse: Acceptor = Arc::new(|_: &str, _: Stream| Err(Refusal::UnknownService));
-    let side_lane = match lane {
-        Lane::Inference => tunnel::Lane::Inference,
-        Lane::Bulk => tunnel::Lane::Bulk,
-    };
     // The carriers' runtime, not the policies': a session is a long-lived
     // instance with the carriers' limits (memory, deadline, no pool slot).
     let started = TunnelSession::start(
         cluster.runtime.clone(),
         spec,
         tunnel::Side::Frontend,
-        side_lane,
+        lane,
         refuse,
     )
     .await;

@@ -1,0 +1,83 @@
+//! The components this binary carries (`switchyard-artifacts`), as `serve`
+//! and `up` hand them to the server, which seeds its plugin registry with
+//! them at start.
+
+use switchyard_artifacts::Shipped;
+use switchyard_carrier::component::sha256_hex;
+use switchyard_runtime::PluginKind;
+use switchyard_server::SeedComponent;
+
+/// The built-in components a replica seeds: the shipped policies always
+/// (in the registry, not bound), the carriers unless `--carrier-plugins`
+/// names a folder of them, which then takes their place.
+pub fn seeds(carrier_folder: bool) -> Vec<SeedComponent> {
+    switchyard_artifacts::shipped()
+        .iter()
+        .filter(|shipped| shipped.kind == PluginKind::Policy || !carrier_folder)
+        .map(seed)
+        .collect()
+}
+
+fn seed(shipped: &Shipped) -> SeedComponent {
+    // A version names one component, and a set runs the newest version of
+    // each carrier. A carrier is never bound by hand, so a rebuilt one (a
+    // new binary, same crate version) carries its digest as build metadata
+    // and is a new version rather than a conflict that stops the start; a
+    // policy keeps the plain version an admin binds (`max-tokens@0.1.0`).
+    let version = match shipped.kind {
+        PluginKind::Policy => shipped.version.to_string(),
+        _ => format!(
+            "{}+sha256.{}",
+            shipped.version,
+            &sha256_hex(shipped.bytes)[..16]
+        ),
+    };
+    SeedComponent {
+        name: shipped.name.to_string(),
+        kind: shipped.kind,
+        version,
+        bytes: shipped.bytes.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_carrier_folder_takes_the_place_of_the_built_in_carriers_only() {
+        let names = |seeds: Vec<SeedComponent>| -> Vec<String> {
+            seeds.into_iter().map(|s| s.name).collect()
+        };
+        assert_eq!(
+            names(seeds(false)),
+            [
+                "nats",
+                "pgbus",
+                "tunnel",
+                "model-allowlist",
+                "max-tokens",
+                "gpu-memory-guard"
+            ]
+        );
+        assert_eq!(
+            names(seeds(true)),
+            ["model-allowlist", "max-tokens", "gpu-memory-guard"]
+        );
+    }
+
+    #[test]
+    fn policies_keep_their_version_and_carriers_name_their_bytes() {
+        for seed in seeds(false) {
+            if seed.kind == PluginKind::Policy {
+                assert_eq!(seed.version, env!("CARGO_PKG_VERSION"));
+            } else {
+                let digest = sha256_hex(&seed.bytes);
+                assert_eq!(
+                    seed.version,
+                    format!("{}+sha256.{}", env!("CARGO_PKG_VERSION"), &digest[..16])
+                );
+            }
+        }
+    }
+}

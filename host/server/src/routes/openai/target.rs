@@ -1,0 +1,193 @@
+//! Where an admitted request is carried, and its answer brought back.
+//!
+//! A [`Target`] is a replica of this cluster today, reached over the
+//! streams seam on the inference lane: an [`InferenceHead`] line, then the
+//! body; the worker answers an [`AnswerHead`] line, then the engine's body
+//! as it comes. A peer cluster's endpoint will be another variant with its
+//! own way there; the handler does not change.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::Response;
+use bytes::{BufMut, BytesMut};
+use futures::StreamExt;
+use switchyard_carrier::stream_seam::Lane;
+use switchyard_carrier::{StreamError, StreamReader};
+use switchyard_protocol::limits::MAX_HEAD;
+use switchyard_protocol::stream::{AnswerHead, INFERENCE, InferenceHead};
+
+use super::error::ProxyError;
+use crate::routing::{Lease, Routing};
+use crate::state::AppState;
+
+/// The header naming the replica that answered.
+const REPLICA_HEADER: &str = "x-switchyard-replica";
+
+/// Where a request goes.
+#[derive(Debug)]
+pub enum Target {
+    /// A replica of this cluster; the lease holds its slot until the
+    /// answer's body ends.
+    Replica(Lease),
+}
+
+impl Target {
+    /// The least-loaded ready replica serving `model`.
+    pub fn route(routing: &Routing, model: &str) -> Result<Self, ProxyError> {
+        routing
+            .route(model)
+            .map(Target::Replica)
+            .map_err(|why| ProxyError::NoRoute {
+                why,
+                model: model.to_owned(),
+            })
+    }
+
+    /// The replica's id (the answer's `x-switchyard-replica`).
+    pub fn replica(&self) -> &str {
+        match self {
+            Target::Replica(lease) => &lease.replica,
+        }
+    }
+
+    /// Sends `body` to `path`; answers with the status and headers the
+    /// engine sent as soon as they arrive, the body streaming behind them.
+    pub async fn send(
+        self,
+        state: &AppState,
+        path: &str,
+        body: Bytes,
+    ) -> Result<Response, ProxyError> {
+        let Target::Replica(lease) = self;
+        let cluster = state.carriers.as_ref().ok_or(ProxyError::NoCarrier)?;
+        let message = request(&lease.replica, path, &body)?;
+        let mut reader = cluster
+            .streams
+            .active()
+            .call(&lease.node, Lane::Inference, INFERENCE, message)
+            .await?;
+        let (head, first) = reader
+            .read_line(MAX_HEAD)
+            .await
+            .map_err(|e| ProxyError::Broken(e.to_string()))?;
+        let head: AnswerHead = serde_json::from_slice(&head)
+            .map_err(|e| ProxyError::Broken(format!("the worker's answer head: {e}")))?;
+        let keepalive = head
+            .header("content-type")
+            .is_some_and(|v| v.starts_with("text/event-stream"))
+            .then_some(state.sse_keepalive);
+        let replica = HeaderValue::from_str(&lease.replica).ok();
+        let mut response = Response::new(Body::from_stream(answer_body(
+            reader, lease, first, keepalive,
+        )));
+        *response.status_mut() = status(head.status);
+        let headers = response.headers_mut();
+        if let Some(replica) = replica {
+            headers.insert(HeaderName::from_static(REPLICA_HEADER), replica);
+        }
+        for (name, value) in &head.headers {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.append(name, value);
+            }
+        }
+        Ok(response)
+    }
+}
+
+/// The stream's request: the head line, then the body, in one buffer
+/// sized once (the carrier sends it with the open where it can).
+fn request(replica: &str, path: &str, body: &[u8]) -> Result<Bytes, ProxyError> {
+    let head = InferenceHead {
+        replica: replica.to_owned(),
+        method: "POST".into(),
+        path: path.to_owned(),
+        headers: vec![("content-type".into(), "application/json".into())],
+    };
+    // A head is a few hundred bytes; the reserve saves a regrowth.
+    let mut message = BytesMut::with_capacity(256 + body.len()).writer();
+    serde_json::to_writer(&mut message, &head).map_err(ProxyError::internal)?;
+    let mut message = message.into_inner();
+    message.put_u8(b'\n');
+    message.extend_from_slice(body);
+    Ok(message.freeze())
+}
+
+/// The status an answer head names; 502 for one that is not an HTTP
+/// status.
+fn status(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
+}
+
+/// The engine's answer as the worker streams it; the lease lives as long.
+/// With `keepalive`, an SSE answer silent that long between events gets a
+/// comment line (clients ignore it; proxies see the connection alive).
+fn answer_body(
+    reader: StreamReader,
+    lease: Lease,
+    first: Bytes,
+    keepalive: Option<Duration>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+    let between_events = first.is_empty() || first.ends_with(b"\n\n");
+    let first = futures::stream::iter((!first.is_empty()).then_some(Ok(first)));
+    let rest = futures::stream::unfold(
+        (reader, lease, between_events),
+        move |(mut reader, lease, mut between_events)| async move {
+            let chunk = loop {
+                let Some(every) = keepalive else {
+                    break reader.read().await?;
+                };
+                match tokio::time::timeout(every, reader.read()).await {
+                    Ok(chunk) => break chunk?,
+                    Err(_) if between_events => {
+                        let comment = Ok(Bytes::from_static(b": keep-alive\n\n"));
+                        return Some((comment, (reader, lease, between_events)));
+                    }
+                    // Mid-event: a comment here would split it.
+                    Err(_) => continue,
+                }
+            };
+            if let Ok(bytes) = &chunk
+                && !bytes.is_empty()
+            {
+                between_events = bytes.ends_with(b"\n\n");
+            }
+            let chunk = chunk.map_err(|e: StreamError| std::io::Error::other(e.to_string()));
+            Some((chunk, (reader, lease, between_events)))
+        },
+    );
+    first.chain(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_status_that_is_not_an_http_status_is_a_bad_gateway() {
+        assert_eq!(status(201), StatusCode::CREATED);
+        assert_eq!(status(42), StatusCode::BAD_GATEWAY);
+        // 65736 does not fit the head's u16 at all: the head is refused,
+        // so the worker's garbage never reads as a truncated 200.
+        assert!(serde_json::from_str::<AnswerHead>(r#"{"status": 65736}"#).is_err());
+        assert!(serde_json::from_str::<AnswerHead>(r#"{"status": "200"}"#).is_err());
+    }
+
+    #[test]
+    fn the_request_is_the_head_line_then_the_body_unchanged() {
+        let body = br#"{"model": "demo",  "messages": []}"#;
+        let message = request("rep_1", "/v1/chat/completions", body).unwrap();
+        let (head, rest) = message.split_at(message.iter().position(|b| *b == b'\n').unwrap());
+        let head: InferenceHead = serde_json::from_slice(head).unwrap();
+        assert_eq!(head.replica, "rep_1");
+        assert_eq!(
+            (head.method.as_str(), head.path.as_str()),
+            ("POST", "/v1/chat/completions")
+        );
+        assert_eq!(&rest[1..], body);
+    }
+}

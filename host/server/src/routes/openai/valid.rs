@@ -1,0 +1,279 @@
+//! A `/v1` body parsed once into a [`ValidRequest`]: what admission and
+//! routing need (the model, the token limit, `stream`, a prompt estimate),
+//! read in one pass over the bytes without building a JSON tree.
+//!
+//! The frontend does not judge the OpenAI fields themselves: the engine
+//! does, with its own errors (the reference engine's `openai/valid.rs`),
+//! and engines differ in what they accept. So this type is the frontend's,
+//! not shared with an engine: it rejects only what cannot be routed (not
+//! JSON, no `model`, a limit the admission record cannot hold) and passes
+//! every other shape through unread, as the client sent it.
+//!
+//! The pass ([`fields`](super::fields)) checks the whole body as strictly
+//! as a `serde_json::Value` would, so a body the frontend used to refuse is
+//! still refused, without allocating for the fields it skips.
+
+use axum::body::Bytes;
+use switchyard_runtime::admission::{AdmissionRequest, InferencePatch, InferenceRequest};
+
+use super::error::ProxyError;
+use super::fields;
+use crate::auth::Caller;
+
+/// The `/v1` route a request came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completions,
+    /// `/v1/embeddings`.
+    Embeddings,
+}
+
+impl Endpoint {
+    /// The path, as the engine serves it and the admission record names it.
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+            Endpoint::Embeddings => "/v1/embeddings",
+        }
+    }
+}
+
+/// Characters per token in the prompt estimate the chain is told: the
+/// usual rule of thumb for English text with BPE tokenizers (the frontend
+/// has no tokenizer; a policy needs an order of magnitude, not a count).
+const CHARS_PER_TOKEN: usize = 4;
+
+/// A `/v1` request the frontend can admit and route.
+#[derive(Debug, Clone)]
+pub struct ValidRequest {
+    /// The route it came in on.
+    pub endpoint: Endpoint,
+    /// The model asked for.
+    pub model: String,
+    /// `max_tokens`, else `max_completion_tokens`, when a non-negative integer.
+    pub max_tokens: Option<u32>,
+    /// Whether the client asked for server-sent events.
+    pub stream: bool,
+    /// Roughly [`CHARS_PER_TOKEN`] characters per token of the text in
+    /// `messages`, `prompt` and `input`; at least 1.
+    pub prompt_tokens: u32,
+    /// The body as the client sent it.
+    body: Bytes,
+}
+
+impl ValidRequest {
+    /// Parses a body: 400 `invalid_request` when it is not JSON, names no
+    /// `model` string, or asks for more tokens than the record can hold.
+    /// Other fields are the engine's to judge.
+    pub fn parse(endpoint: Endpoint, body: Bytes) -> Result<Self, ProxyError> {
+        let fields = fields::read(&body)
+            .map_err(|e| ProxyError::Invalid(format!("the body is not JSON: {e}")))?;
+        let model = fields
+            .model
+            .ok_or_else(|| ProxyError::Invalid("`model` is required".into()))?;
+        // `max_tokens` wins when both are given, as the record always had it.
+        let max_tokens = match (fields.max_tokens, fields.max_completion_tokens) {
+            (Some(n), _) => Some(limit("max_tokens", n)?),
+            (None, Some(n)) => Some(limit("max_completion_tokens", n)?),
+            (None, None) => None,
+        };
+        let chars = fields.messages + fields.prompt + fields.input;
+        let prompt_tokens = u32::try_from(chars / CHARS_PER_TOKEN)
+            .unwrap_or(u32::MAX)
+            .max(1);
+        Ok(Self {
+            endpoint,
+            model,
+            max_tokens,
+            stream: fields.stream.unwrap_or(false),
+            prompt_tokens,
+            body,
+        })
+    }
+
+    /// The record the `inference` chain judges, built from the fields
+    /// already parsed.
+    pub fn admission(&self, caller: &Caller) -> AdmissionRequest {
+        AdmissionRequest::Inference(InferenceRequest {
+            caller: switchyard_runtime::admission::Caller {
+                key_id: caller.key_id.clone(),
+                project: None,
+                scopes: caller.scopes.clone(),
+            },
+            model: self.model.clone(),
+            endpoint: self.endpoint.path().into(),
+            prompt_tokens: self.prompt_tokens,
+            max_tokens: self.max_tokens,
+            stream: self.stream,
+        })
+    }
+
+    /// The body the engine gets: the client's bytes when no patch changed
+    /// anything (the common case, not copied), else the body with the patched
+    /// fields. A patched body is parsed a second time into a tree: patches
+    /// are the exception, and keeping every field of every request for
+    /// them would cost each unpatched request the allocations saved above.
+    pub fn body(&self, patch: Option<&InferencePatch>) -> Result<Bytes, ProxyError> {
+        let Some(limit) = patch.and_then(|p| p.max_tokens) else {
+            return Ok(self.body.clone());
+        };
+        let mut body: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&self.body).map_err(ProxyError::internal)?;
+        body.insert("max_tokens".into(), limit.into());
+        // Engines that read the newer name must see the limit too.
+        if let Some(newer) = body.get_mut("max_completion_tokens") {
+            *newer = limit.into();
+        }
+        serde_json::to_vec(&body)
+            .map(Bytes::from)
+            .map_err(ProxyError::internal)
+    }
+}
+
+/// A token limit the record (`u32`) can hold.
+fn limit(field: &str, value: u64) -> Result<u32, ProxyError> {
+    u32::try_from(value).map_err(|_| {
+        ProxyError::Invalid(format!("{field} must be at most {}, got {value}", u32::MAX))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn parse(body: &str) -> Result<ValidRequest, ProxyError> {
+        ValidRequest::parse(Endpoint::Chat, Bytes::copy_from_slice(body.as_bytes()))
+    }
+
+    fn refused(body: &str) -> String {
+        match parse(body) {
+            Err(ProxyError::Invalid(message)) => message,
+            other => panic!("{body}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_body_that_cannot_be_routed_is_refused_as_before() {
+        for body in ["", "{\"model\": \"m\"", "{\"model\": \"\\ud800\"}"] {
+            let why = serde_json::from_str::<Value>(body).unwrap_err();
+            assert_eq!(refused(body), format!("the body is not JSON: {why}"));
+        }
+        for body in [
+            "[\"model\"]",
+            "null",
+            "{\"model\": 5}",
+            "{\"messages\": []}",
+        ] {
+            assert_eq!(refused(body), "`model` is required", "{body}");
+        }
+    }
+
+    #[test]
+    fn the_record_fields_follow_the_body() {
+        let valid = parse(
+            r#"{"model": "m", "max_tokens": "ten", "max_completion_tokens": 9,
+                "messages": [{"content": "twelve chars"}], "prompt": "1234"}"#,
+        )
+        .unwrap();
+        // `max_tokens` is not a count: the newer name is the limit.
+        assert_eq!(valid.max_tokens, Some(9));
+        assert!(!valid.stream);
+        assert_eq!(valid.prompt_tokens, 4);
+        let valid = parse(
+            r#"{"model": "m", "max_tokens": 7, "max_completion_tokens": 9,
+            "stream": true}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (valid.max_tokens, valid.stream, valid.prompt_tokens),
+            (Some(7), true, 1)
+        );
+    }
+
+    #[test]
+    fn a_limit_the_record_cannot_hold_is_refused_and_named() {
+        assert_eq!(
+            refused(r#"{"model": "m", "max_tokens": 5000000000}"#),
+            "max_tokens must be at most 4294967295, got 5000000000"
+        );
+        assert_eq!(
+            refused(r#"{"model": "m", "max_completion_tokens": 5000000000}"#),
+            "max_completion_tokens must be at most 4294967295, got 5000000000"
+        );
+        let valid = parse(r#"{"model": "m", "max_tokens": 4294967295}"#).unwrap();
+        assert_eq!(valid.max_tokens, Some(u32::MAX));
+    }
+
+    #[test]
+    fn the_record_is_built_from_the_parsed_fields() {
+        let body = r#"{"model": "demo", "max_completion_tokens": 64, "stream": true,
+            "messages": [{"role": "user", "content": "sixteen letters!"}]}"#;
+        let request = ValidRequest::parse(
+            Endpoint::Completions,
+            Bytes::copy_from_slice(body.as_bytes()),
+        )
+        .unwrap();
+        let caller = Caller {
+            key_id: "key_1".into(),
+            scopes: vec!["inference".into()],
+        };
+        let expected = json!({
+            "caller": {"key_id": "key_1", "project": null, "scopes": ["inference"]},
+            "model": "demo",
+            "endpoint": "/v1/completions",
+            "prompt_tokens": 4,
+            "max_tokens": 64,
+            "stream": true,
+        });
+        assert_eq!(
+            request.admission(&caller),
+            AdmissionRequest::from_json(
+                switchyard_runtime::admission::AdmissionPoint::Inference,
+                expected
+            )
+            .unwrap()
+        );
+    }
+
+    #[test]
+    fn no_patch_forwards_the_clients_bytes_and_a_patch_rewrites_its_fields() {
+        // Spacing, key order and escapes a re-serialisation would change.
+        let body = "{\"stream\":false,  \"model\":\"demo\",\"max_completion_tokens\":900,\n\
+                    \"max_tokens\":900,\"messages\":[{\"content\":\"caf\\u00e9\"}]}";
+        let request = parse(body).unwrap();
+        for patch in [None, Some(InferencePatch { max_tokens: None })] {
+            let forwarded = request.body(patch.as_ref()).unwrap();
+            assert_eq!(forwarded, body.as_bytes());
+            // The same buffer, not a copy.
+            assert_eq!(forwarded.as_ptr(), request.body.as_ptr());
+        }
+        let patched = request
+            .body(Some(&InferencePatch {
+                max_tokens: Some(16),
+            }))
+            .unwrap();
+        let patched: Value = serde_json::from_slice(&patched).unwrap();
+        assert_eq!(
+            patched,
+            json!({"stream": false, "model": "demo", "max_completion_tokens": 16,
+                   "max_tokens": 16, "messages": [{"content": "café"}]})
+        );
+        // Only the fields the client sent, plus the limit.
+        let request = parse(r#"{"model": "demo", "messages": []}"#).unwrap();
+        let patched = request
+            .body(Some(&InferencePatch {
+                max_tokens: Some(16),
+            }))
+            .unwrap();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&patched).unwrap(),
+            json!({"model": "demo", "messages": [], "max_tokens": 16})
+        );
+    }
+}
