@@ -1,11 +1,14 @@
 //! Registration and the heartbeat loop.
 
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 
+use switchyard_protocol::carrier::CarrierNews;
 use switchyard_protocol::limits::MAX_FILES_REPORTED;
 use switchyard_protocol::node::{Heartbeat, HeartbeatAnswer, Inventory, RegisterNode};
 use switchyard_protocol::state::NodeState;
 use switchyard_runtime::{Runtime, RuntimeConfig};
+use tokio::sync::watch;
 
 use crate::carrier::CarrierLink;
 use crate::client::{Beaten, FrontendClient};
@@ -50,7 +53,7 @@ pub async fn run(
         EngineBinaries::default(),
         config.engine_start.clone(),
     );
-    let mut link = CarrierLink::new(
+    let link = CarrierLink::new(
         runtime,
         ComponentCache::new(&config.data_dir),
         config.carrier_plugins.clone(),
@@ -58,6 +61,9 @@ pub async fn run(
         config.nats_url.clone(),
         node.clone(),
     );
+    let (wanted, wanted_rx) = watch::channel(None);
+    let attached = Arc::new(Mutex::new(Vec::new()));
+    let link_task = tokio::spawn(follow_news(link, wanted_rx, attached.clone()));
     // The files the frontend last took; a heartbeat carries them only when they change.
     let mut reported: Option<Vec<String>> = None;
     loop {
@@ -66,7 +72,7 @@ pub async fn run(
             inventory: report(&gpus, &config, &node),
             labels: Some(config.labels.clone()),
             files_held: (reported.as_ref() != Some(&held)).then(|| held.clone()),
-            attached: link.attached(),
+            attached: attached.lock().expect("attached lock").clone(),
         };
         let answer = client.heartbeat(&identity, &beat).await;
         match answer {
@@ -83,8 +89,9 @@ pub async fn run(
                 if now != NodeState::Pending
                     && let Some(news) = carrier
                 {
-                    link.follow(&news.carrier, &news.components, &identity)
-                        .await;
+                    // Sent at every heartbeat: a set whose components could
+                    // not be fetched is tried again.
+                    wanted.send_replace(Some((news, identity.clone())));
                 }
                 if state != Some(now) {
                     tracing::info!(node = %identity.node_id, state = %now, "node state");
@@ -99,7 +106,7 @@ pub async fn run(
             }
             Ok(Beaten::CredentialRefused) => {
                 tracing::warn!(node = %identity.node_id, "the frontend refused this node's credential; registering again");
-                link.stop();
+                wanted.send_replace(None);
                 identity = register(&client, &config, &gpus, Some(&identity)).await?;
                 // A registration starts the node's row afresh.
                 reported = None;
@@ -108,8 +115,36 @@ pub async fn run(
             Err(e) => tracing::warn!(error = %e, "heartbeat failed; retrying"),
         }
         tokio::select! {
-            _ = &mut shutdown => return Ok(()),
+            _ = &mut shutdown => {
+                link_task.abort();
+                return Ok(());
+            }
             _ = tokio::time::sleep(config.heartbeat_interval) => {}
+        }
+    }
+}
+
+/// Runs what the heartbeats ask for (`None`: nothing). A change of set (a
+/// fetch, a compile) runs here, never in the heartbeat loop: a node whose
+/// heartbeats waited for it would look silent, then unhealthy, to the
+/// frontends.
+async fn follow_news(
+    mut link: CarrierLink,
+    mut wanted: watch::Receiver<Option<(CarrierNews, Identity)>>,
+    attached: Arc<Mutex<Vec<String>>>,
+) {
+    loop {
+        let now = wanted.borrow_and_update().clone();
+        match now {
+            Some((news, identity)) => {
+                link.follow(&news.carrier, &news.components, &identity)
+                    .await
+            }
+            None => link.stop(),
+        }
+        *attached.lock().expect("attached lock") = link.attached();
+        if wanted.changed().await.is_err() {
+            return;
         }
     }
 }
