@@ -150,7 +150,7 @@ async fn shipped_policies_bind_by_name(port: u16, admin: &str) {
         .unwrap();
     assert_eq!(shown["generation"], 0, "nothing is bound: {shown}");
 
-    let chain = json!({"policies": [{"plugin": "max-tokens", "version": env!("CARGO_PKG_VERSION"),
+    let chain = json!({"policies": [{"plugin": "max-tokens", "version": "0.1.0",
                                      "settings": plugins::shipped_settings("max-tokens")}]});
     let bound = admin_call(reqwest::Method::PUT, "inference")
         .json(&chain)

@@ -20,7 +20,7 @@ pub struct Shipped {
     pub name: &'static str,
     /// What it is (checked against the world it exports when it is seeded).
     pub kind: PluginKind,
-    /// Its version: the workspace's, as every guest crate's.
+    /// Its own version (its crate's `version`, not the host's).
     pub version: &'static str,
     /// The component's bytes.
     pub bytes: &'static [u8],

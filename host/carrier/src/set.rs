@@ -26,9 +26,9 @@ use crate::message::SendError;
 use crate::stream_seam::StreamsSeam;
 use crate::tunnel::TunnelRegistry;
 
-/// The subject roots every set carries: job progress, cache invalidation,
-/// node control and the work queue's units.
-pub const ROOTS: [&str; 4] = ["jobs", "cache", "node", "work"];
+/// The subject roots every set carries (defined with the other contracts
+/// between frontends and workers).
+pub use switchyard_protocol::limits::SUBJECT_ROOTS as ROOTS;
 /// The root the work queue claims units on (pgbus keeps it in a table of
 /// its own, not in `pg_notify`).
 const QUEUE_ROOT: &str = "work";

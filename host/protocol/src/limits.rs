@@ -1,9 +1,5 @@
 //! Limits the frontend and the worker both hold to: one side refuses what
 //! the other must never send, so each is named once, with its reason.
-//!
-//! (The subject roots the carriers carry are the carrier set's, in
-//! `switchyard_carrier::set`: frontends and workers both build their sets
-//! there.)
 
 /// The largest range of a model file one `blob` stream carries. A range is
 /// written to the placement cache's partial file as it arrives and a broken
@@ -21,3 +17,9 @@ pub const MAX_HEAD: usize = 64 * 1024;
 /// dozen files), and it keeps a heartbeat that carries them under 300 KB.
 /// Past it a node only loses the scheduler's bonus for the files left out.
 pub const MAX_FILES_REPORTED: usize = 4096;
+
+/// The subject roots every carrier set carries between frontends and
+/// workers: job progress, cache invalidation, node control and the work
+/// queue's units. A carrier refuses any other root, so both sides must name
+/// the same four.
+pub const SUBJECT_ROOTS: [&str; 4] = ["jobs", "cache", "node", "work"];
