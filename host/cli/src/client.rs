@@ -1,8 +1,9 @@
 //! A small client of the admin API for the CLI.
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use reqwest::{Method, RequestBuilder};
 use serde_json::Value;
+use switchyard_protocol::admin::{ErrorBody, ErrorDetail};
 
 use crate::cli::ApiArgs;
 
@@ -43,9 +44,7 @@ impl Client {
         let status = response.status();
         let body: Value = response.json().await.unwrap_or(Value::Null);
         if !status.is_success() {
-            let code = body["error"]["code"].as_str().unwrap_or("error");
-            let message = body["error"]["message"].as_str().unwrap_or("");
-            bail!("{status} {code}: {message}");
+            return Err(api_error(status, body));
         }
         Ok(body)
     }
@@ -58,5 +57,16 @@ impl Client {
         body: &impl serde::Serialize,
     ) -> anyhow::Result<Value> {
         self.send(self.request(method, path).json(body)).await
+    }
+}
+
+/// A non-2xx answer as an error: the API's `{"error": {code, message}}`
+/// when it sent one.
+pub fn api_error(status: reqwest::StatusCode, body: Value) -> anyhow::Error {
+    match serde_json::from_value::<ErrorBody>(body) {
+        Ok(ErrorBody {
+            error: ErrorDetail { code, message },
+        }) => anyhow::anyhow!("{status} {code}: {message}"),
+        Err(_) => anyhow::anyhow!("{status} error: "),
     }
 }

@@ -163,6 +163,13 @@ pub enum FetchLine {
     },
 }
 
+/// Every API error's body: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The code and the message.
+    pub error: ErrorDetail,
+}
+
 /// An API error's code and message (the `error` of `{"error": {...}}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorDetail {
@@ -257,6 +264,12 @@ mod tests {
                 code: "digest_mismatch".into(),
                 message: "the bytes hash to something else".into(),
             }),
+        });
+        round_trip(&ErrorBody {
+            error: ErrorDetail {
+                code: "not_found".into(),
+                message: "no model 'demo'".into(),
+            },
         });
     }
 }

@@ -81,9 +81,7 @@ pub async fn fetch(client: &Client, fetch: FetchModel) -> anyhow::Result<Value> 
 /// The manifest of a 2xx answer, or the API's error as an error.
 fn outcome(status: StatusCode, answer: Value) -> anyhow::Result<Value> {
     if !status.is_success() {
-        let code = answer["error"]["code"].as_str().unwrap_or("error");
-        let message = answer["error"]["message"].as_str().unwrap_or("");
-        bail!("{status} {code}: {message}");
+        return Err(crate::client::api_error(status, answer));
     }
     Ok(answer)
 }
