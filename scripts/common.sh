@@ -148,6 +148,17 @@ use_target_dir() {
     export CARGO_TARGET_DIR
     CARGO_TARGET_DIR=$(default_target_dir)
     export SWITCHYARD_PLUGINS_DIR="$CARGO_TARGET_DIR/plugins"
+    # A reused target folder only grows: incremental caches of every past
+    # clone pile up there (a CI run once failed with the disk full). Builds
+    # here run once per clone, so they keep none, and old ones are dropped
+    # when the disk runs low.
+    export CARGO_INCREMENTAL=0
+    local free_kib
+    free_kib=$(df -Pk "$(dirname "$CARGO_TARGET_DIR")" | awk 'NR==2 {print $4}')
+    if (( free_kib < 20 * 1024 * 1024 )) && [[ -d "$CARGO_TARGET_DIR/debug" ]]; then
+        say "less than 20 GiB free: dropping the old debug builds in $CARGO_TARGET_DIR"
+        rm -rf "$CARGO_TARGET_DIR/debug/incremental" "$CARGO_TARGET_DIR/debug/deps"
+    fi
 }
 
 # Builds every guest into $SWITCHYARD_PLUGINS_DIR; the `switchyard` binary
