@@ -2,7 +2,8 @@
 # Builds the guests and the release binaries, then prints the platform's
 # benchmark table (see docs/benchmarks.md for the recorded figures).
 # Arguments select sections: latency, activation, swap, idle-memory, nats,
-# pgbus, tunnel, lanes, routing (both carrier sets), staging.
+# pgbus, tunnel, lanes, routing (both carrier sets), staging, switch (the
+# live carrier switch under chat load).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh

@@ -230,7 +230,7 @@ async fn tunnel_set_across_two_frontends_and_two_workers_without_addresses_survi
     let carrier = a.get("/api/cluster/carrier").await;
     assert_eq!(carrier["carrier"], "tunnel", "{carrier}");
     assert_eq!(carrier["epoch"], 1);
-    assert_eq!(carrier["state"], "active");
+    assert_eq!(carrier["state"], "stable");
 
     let token = a.registration_token().await;
     let (dir_1, dir_2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

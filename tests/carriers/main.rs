@@ -4,7 +4,8 @@
 //! PostgreSQL, `tunnel` sessions, two sets side by side in `sets`); then
 //! whole clusters of real `serve`, `worker` and engine processes on each
 //! set (`cluster`, `placement`, `lifecycle`, `healing`, `inference`,
-//! `cancel`, `keepalive`, `unhealthy`, `watch`, `up`).
+//! `cancel`, `keepalive`, `unhealthy`, `watch`, `up`), and the live switch
+//! between sets while the cluster serves (`switch`).
 
 mod cancel;
 mod cluster;
@@ -17,6 +18,7 @@ mod pgbus;
 mod placement;
 mod session_runtime;
 mod sets;
+mod switch;
 mod tunnel;
 mod unhealthy;
 mod up;

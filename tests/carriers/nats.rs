@@ -52,6 +52,13 @@ async fn next(messages: &mut mpsc::Receiver<Message>) -> Message {
         .expect("subscription open")
 }
 
+async fn heard(broadcasts: &mut switchyard_carrier::fanout::Broadcasts) -> Message {
+    tokio::time::timeout(WAIT, broadcasts.recv())
+        .await
+        .expect("a broadcast in time")
+        .expect("holder alive")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conformance_suite_passes() {
     let server = NatsServer::start(&[]);
@@ -192,18 +199,36 @@ async fn the_fan_out_holder_listens_on_two_carriers_during_a_change() {
         .await
         .unwrap();
     assert_eq!(
-        next(&mut messages).await.payload,
+        heard(&mut messages).await.payload,
         Bytes::from_static(b"during")
     );
     assert_eq!(
-        next(&mut messages).await.payload,
+        heard(&mut messages).await.payload,
         Bytes::from_static(b"during"),
-        "heard once per attached carrier"
+        "a publish made around the holder carries no id: heard once per attached carrier"
+    );
+    // One made through a holder carries its id: heard once, on two carriers of one server.
+    holder
+        .publish("cache.invalidate", Bytes::from_static(b"once"))
+        .await
+        .unwrap();
+    holder
+        .publish("cache.invalidate", Bytes::from_static(b"twice?"))
+        .await
+        .unwrap();
+    assert_eq!(
+        heard(&mut messages).await.payload,
+        Bytes::from_static(b"once")
+    );
+    assert_eq!(
+        heard(&mut messages).await.payload,
+        Bytes::from_static(b"twice?"),
+        "the second copy of `once` was dropped"
     );
 
     // After the swap and the release, publish goes to the new carrier and is heard once.
     holder.swap(new.clone());
-    holder.release("old");
+    holder.release(&old);
     round_trip(&new).await;
     round_trip(&old).await;
     holder
@@ -215,11 +240,11 @@ async fn the_fan_out_holder_listens_on_two_carriers_during_a_change() {
         .await
         .unwrap();
     assert_eq!(
-        next(&mut messages).await.payload,
+        heard(&mut messages).await.payload,
         Bytes::from_static(b"after")
     );
     assert_eq!(
-        next(&mut messages).await.payload,
+        heard(&mut messages).await.payload,
         Bytes::from_static(b"marker")
     );
     assert_eq!(holder.active().name(), "new");

@@ -21,4 +21,5 @@ mod replicas;
 mod requests;
 mod sandbox;
 mod scheduling;
+mod settings;
 mod vllm;

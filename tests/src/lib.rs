@@ -10,6 +10,7 @@ pub mod nats;
 pub mod plugins;
 pub mod process;
 pub mod replica;
+pub mod switch;
 pub mod tunnel;
 
 /// The admin token every test replica is started with.

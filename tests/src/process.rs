@@ -6,12 +6,18 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// The built binary (`SWITCHYARD_BIN`, or beside this test's `deps/` folder).
+/// The built binary (`SWITCHYARD_BIN`, beside this program, or beside this
+/// test's `deps/` folder).
 pub fn binary() -> PathBuf {
     if let Some(bin) = std::env::var_os("SWITCHYARD_BIN") {
         return bin.into();
     }
     let exe = std::env::current_exe().expect("current exe");
+    // A program beside it (`switchyard-bench` in `target/release`).
+    let sibling = exe.with_file_name("switchyard");
+    if sibling.is_file() {
+        return sibling;
+    }
     let bin = exe
         .parent()
         .and_then(|deps| deps.parent())

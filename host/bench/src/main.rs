@@ -12,7 +12,9 @@
 //! 7. one tunnel stream's throughput beside bare TCP, and (`lanes`) a small
 //!    call's latency behind a bulk transfer on a shaped link;
 //! 8. (`routing`) OpenAI requests through the frontend beside straight to the engine;
-//! 9. (`staging`) a verified model copy to a worker beside `sha256sum` + `cp`.
+//! 9. (`staging`) a verified model copy to a worker beside `sha256sum` + `cp`;
+//! 10. (`switch`) the live carrier switch under chat load: request → commit
+//!     and commit → settled per direction, failures, losses and repeats.
 
 mod activation;
 mod fixtures;
@@ -26,10 +28,11 @@ mod shaper;
 mod staging;
 mod stats;
 mod swap;
+mod switch;
 mod tunnel;
 
 /// Every section, by the name `switchyard-bench <name>...` selects it with.
-const SECTIONS: [(&str, fn()); 10] = [
+const SECTIONS: [(&str, fn()); 11] = [
     ("latency", latency::run),
     ("activation", activation::run),
     ("swap", swap::run),
@@ -40,6 +43,7 @@ const SECTIONS: [(&str, fn()); 10] = [
     ("lanes", lanes::run),
     ("routing", routing::run),
     ("staging", staging::run),
+    ("switch", switch::run),
 ];
 
 fn main() {

@@ -62,6 +62,10 @@ pub enum ControlError {
     /// The call never reached the worker.
     #[error("not delivered: {0}")]
     NotDelivered(String),
+    /// During a carrier change, the worker is attached to no set this
+    /// replica runs. Nothing was sent.
+    #[error("no route: {0}")]
+    NoRoute(String),
     /// The call reached the worker but the answer was lost or garbled.
     #[error("control call failed: {0}")]
     Failed(String),
@@ -116,6 +120,7 @@ impl ControlSeam for StreamControl {
                     .await
                     .map_err(|refusal| match refusal {
                         Refusal::NotDelivered(why) => ControlError::NotDelivered(why),
+                        Refusal::NoRoute(why) => ControlError::NoRoute(why),
                         other => ControlError::Failed(other.to_string()),
                     })?;
                 let answer = reader

@@ -181,7 +181,11 @@ pub fn answer_line(outcome: Result<(), &Refusal>) -> String {
         Err(Refusal::UnknownService) => format_answer(&Answer::Unknown),
         Err(Refusal::Overloaded) => format_answer(&Answer::Overloaded),
         Err(Refusal::ServiceRefused(message)) => format_answer(&Answer::Refused(&fit(message))),
-        Err(Refusal::NotDelivered(why)) => format_answer(&Answer::Undelivered(&fit(why))),
+        // Another replica's window found no route: to this caller, the
+        // worker was not reached.
+        Err(Refusal::NotDelivered(why) | Refusal::NoRoute(why)) => {
+            format_answer(&Answer::Undelivered(&fit(why)))
+        }
     }
 }
 

@@ -29,6 +29,8 @@
 //! - [`handshake`]: the answer line of a stream open (direct dials and the
 //!   relay) and the direct streams' challenge and hello; `refusal.rs`: [`Refusal`].
 //! - [`holder`]: the atomic pointer the control and streams seams sit behind.
+//! - [`window`]: the control and streams seams between a change's commit and
+//!   its settle, routing each call by what its worker is attached to.
 
 pub mod client;
 pub mod component;
@@ -49,6 +51,7 @@ pub mod set;
 pub mod stream;
 pub mod stream_seam;
 pub mod tunnel;
+pub mod window;
 
 pub use client::{Carrier, CarrierSetup, Subscription, endpoints_named_by};
 pub use component::{ComponentSpec, DigestMismatch};

@@ -11,6 +11,10 @@
 //!   deletes the claimed row; on NATS the producer's request is answered).
 //!   A unit it already handled (a redelivery) is acknowledged again without
 //!   running twice.
+//!
+//! Like the fan-out holder, the queue keeps its consumers in a registry:
+//! during a carrier change each consumes from both carriers ([`WorkQueue::listen`],
+//! [`WorkQueue::release`]), and a unit is acknowledged on the carrier it came from.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -39,6 +43,36 @@ pub fn queue_subject(kind: &str) -> String {
 pub struct WorkQueue {
     active: ArcSwap<Carrier>,
     answer_within: Duration,
+    consumers: Mutex<Vec<Consumer>>,
+}
+
+/// A unit as it arrived, with the carrier it arrived on.
+type Arrival = (Arc<Carrier>, Message);
+
+struct Consumer {
+    kind: String,
+    units: mpsc::Sender<Arrival>,
+    /// One subscription per carrier it consumes from.
+    on: Vec<(Arc<Carrier>, Subscription)>,
+}
+
+/// Subscribes `units` to `kind` on `carrier`: a small task tags each
+/// message with its carrier (it ends when the subscription is dropped).
+async fn consume_on(
+    carrier: &Arc<Carrier>,
+    kind: &str,
+    units: mpsc::Sender<Arrival>,
+) -> Result<Subscription, SendError> {
+    let (subscription, mut messages) = carrier.subscribe(&queue_subject(kind), Some(kind)).await?;
+    let from = carrier.clone();
+    tokio::spawn(async move {
+        while let Some(message) = messages.recv().await {
+            if units.send((from.clone(), message)).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(subscription)
 }
 
 impl std::fmt::Debug for WorkQueue {
@@ -55,7 +89,41 @@ impl WorkQueue {
         Self {
             active: ArcSwap::new(carrier),
             answer_within,
+            consumers: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Makes every consumer consume from a second carrier as well.
+    pub async fn listen(&self, second: &Arc<Carrier>) -> Result<(), SendError> {
+        let wanted: Vec<(usize, String, mpsc::Sender<Arrival>)> = self
+            .consumers
+            .lock()
+            .expect("consumers lock")
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.on.iter().any(|(on, _)| Arc::ptr_eq(on, second)))
+            .map(|(i, c)| (i, c.kind.clone(), c.units.clone()))
+            .collect();
+        for (i, kind, units) in wanted {
+            let subscription = consume_on(second, &kind, units).await?;
+            if let Some(c) = self.consumers.lock().expect("consumers lock").get_mut(i) {
+                c.on.push((second.clone(), subscription));
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every consumer consuming from `carrier` (units it handed out
+    /// are still acknowledged on it).
+    pub fn release(&self, carrier: &Arc<Carrier>) {
+        for c in self.consumers.lock().expect("consumers lock").iter_mut() {
+            c.on.retain(|(on, _)| !Arc::ptr_eq(on, carrier));
+        }
+    }
+
+    /// The carrier submits go to.
+    pub fn active(&self) -> Arc<Carrier> {
+        self.active.load_full()
     }
 
     /// Points new calls at `carrier`.
@@ -90,14 +158,21 @@ impl WorkQueue {
         Err(last)
     }
 
-    /// Becomes a consumer of `kind`.
+    /// Becomes a consumer of `kind` (on every carrier the queue consumes from).
     pub async fn consume(&self, kind: &str) -> Result<Units, SendError> {
         let carrier = self.active.load_full();
-        let (subscription, messages) = carrier.subscribe(&queue_subject(kind), Some(kind)).await?;
+        let (units, arrivals) = mpsc::channel(crate::client::SUBSCRIPTION_QUEUE);
+        let subscription = consume_on(&carrier, kind, units.clone()).await?;
+        self.consumers
+            .lock()
+            .expect("consumers lock")
+            .push(Consumer {
+                kind: kind.to_string(),
+                units,
+                on: vec![(carrier, subscription)],
+            });
         Ok(Units {
-            carrier,
-            _subscription: subscription,
-            messages,
+            arrivals,
             handled: Arc::new(Mutex::new(Handled::default())),
         })
     }
@@ -125,9 +200,7 @@ impl Handled {
 
 /// A consumer's units, in the order they arrive.
 pub struct Units {
-    carrier: Arc<Carrier>,
-    _subscription: Subscription,
-    messages: mpsc::Receiver<Message>,
+    arrivals: mpsc::Receiver<Arrival>,
     handled: Arc<Mutex<Handled>>,
 }
 
@@ -138,10 +211,10 @@ impl std::fmt::Debug for Units {
 }
 
 impl Units {
-    /// The next unit not handled before; `None` when the carrier stopped.
+    /// The next unit not handled before; `None` once the queue is gone.
     pub async fn next(&mut self) -> Option<Unit> {
         loop {
-            let message = self.messages.recv().await?;
+            let (carrier, message) = self.arrivals.recv().await?;
             let id = message
                 .headers
                 .iter()
@@ -152,7 +225,7 @@ impl Units {
                 id,
                 payload: message.payload,
                 reply_to: message.reply_to,
-                carrier: self.carrier.clone(),
+                carrier,
                 handled: self.handled.clone(),
             };
             let seen = self

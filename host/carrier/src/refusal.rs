@@ -26,6 +26,9 @@ pub enum Refusal {
     Overloaded,
     /// No answer from the worker (no session, session lost, dial failed).
     NotDelivered(String),
+    /// During a carrier change, no set this replica runs reaches the
+    /// worker: it is attached to none of them. Nothing was sent.
+    NoRoute(String),
 }
 
 impl fmt::Display for Refusal {
@@ -35,6 +38,7 @@ impl fmt::Display for Refusal {
             Self::ServiceRefused(message) => write!(f, "service refused: {message}"),
             Self::Overloaded => f.write_str("worker overloaded"),
             Self::NotDelivered(why) => write!(f, "not delivered: {why}"),
+            Self::NoRoute(why) => write!(f, "no route: {why}"),
         }
     }
 }

@@ -34,9 +34,13 @@ pub enum Command {
     /// Engines the worker starts (not usually run by hand).
     #[command(subcommand)]
     Engine(EngineCommand),
-    /// Carriers, offline.
+    /// The cluster's carrier set: its status, a live switch, an abort; and
+    /// a carrier component's conformance suite, offline.
     #[command(subcommand)]
     Carrier(CarrierCommand),
+    /// The cluster's settings.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// Admission policies, offline.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -494,6 +498,103 @@ pub enum CarrierCommand {
         #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
         database_url: Option<String>,
     },
+    /// The active set with its plugin versions, a change under way, the
+    /// live replicas and the workers.
+    Status {
+        /// Print the API's JSON as it is.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Move the cluster to another carrier set, or to other versions of its
+    /// plugins, while it serves. Shows the preflight first, then asks.
+    Switch(SwitchArgs),
+    /// Abort the change in prepare (workers let go of the target).
+    Abort {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SwitchArgs {
+    /// The set to move to (`nats`, `tunnel`).
+    #[arg(long = "to", value_name = "SET")]
+    pub to: String,
+    /// A plugin version to run instead of the newest registered, repeatable
+    /// (`--plugin nats@0.2.0`: a version upgrade when the set stays).
+    #[arg(long = "plugin", value_name = "NAME@VERSION", value_parser = plugin_version)]
+    pub plugins: Vec<(String, String)>,
+    /// Show the preflight only; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Go ahead although workers cannot follow (they are demoted until they can).
+    #[arg(long)]
+    pub force: bool,
+    /// Do not ask (required when stdin is not a terminal).
+    #[arg(long)]
+    pub yes: bool,
+    /// Then draw each phase (prepare, commit, stable) until the change
+    /// settled on the target (exit 0) or went back (exit 1).
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
+/// `name@version`, both non-empty.
+fn plugin_version(text: &str) -> Result<(String, String), String> {
+    match text.split_once('@') {
+        Some((name, version)) if !name.is_empty() && !version.is_empty() => {
+            Ok((name.to_string(), version.to_string()))
+        }
+        _ => Err(format!("'{text}' is not NAME@VERSION")),
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// The NATS URLs and the waits of a carrier change.
+    #[command(subcommand)]
+    Settings(SettingsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SettingsCommand {
+    /// Print the settings (passwords in URLs masked).
+    Show {
+        /// Print the API's JSON as it is.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Change some settings: `window_ms=10000 nats_url=nats://10.0.0.5:4222`
+    /// (numbers as numbers, `null` clears a URL). A NATS URL is checked
+    /// from the server and used from the next carrier change on.
+    Set {
+        /// KEY=VALUE, one or more.
+        #[arg(required = true, value_name = "KEY=VALUE", value_parser = setting)]
+        pairs: Vec<(String, serde_json::Value)>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+/// `key=value`: the value is JSON when it reads as a number, `null` or a
+/// quoted string, else the text itself (a URL).
+pub fn setting(pair: &str) -> Result<(String, serde_json::Value), String> {
+    let (key, value) = pair
+        .split_once('=')
+        .filter(|(key, _)| !key.is_empty())
+        .ok_or_else(|| format!("'{pair}' is not KEY=VALUE"))?;
+    let value = match serde_json::from_str::<serde_json::Value>(value) {
+        Ok(json @ (serde_json::Value::Number(_) | serde_json::Value::Null)) => json,
+        Ok(serde_json::Value::String(text)) => serde_json::Value::String(text),
+        _ => serde_json::Value::String(value.to_string()),
+    };
+    Ok((key.to_string(), value))
 }
 
 #[derive(Debug, Subcommand)]

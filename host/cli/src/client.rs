@@ -37,16 +37,27 @@ impl Client {
 
     /// Sends and returns the JSON body of a 2xx answer, or the API's error as an error.
     pub async fn send(&self, request: RequestBuilder) -> anyhow::Result<Value> {
+        let (status, body) = self.answer(request).await?;
+        if !status.is_success() {
+            return Err(api_error(status, body));
+        }
+        Ok(body)
+    }
+
+    /// Sends and returns the status and JSON body of any answer (`null`
+    /// when it has none), for a command that reads more of an error than
+    /// its code ([`api_error`] still says it).
+    pub async fn answer(
+        &self,
+        request: RequestBuilder,
+    ) -> anyhow::Result<(reqwest::StatusCode, Value)> {
         let response = request
             .send()
             .await
             .with_context(|| format!("cannot reach {}", self.base))?;
         let status = response.status();
         let body: Value = response.json().await.unwrap_or(Value::Null);
-        if !status.is_success() {
-            return Err(api_error(status, body));
-        }
-        Ok(body)
+        Ok((status, body))
     }
 
     /// [`Client::send`] with a JSON body.

@@ -1,6 +1,8 @@
 //! One module per command.
 
 mod admin;
+mod carrier;
+mod cluster_settings;
 mod conformance;
 mod deployment_watch;
 mod model;
@@ -12,7 +14,7 @@ mod up;
 use std::future::Future;
 use std::process::ExitCode;
 
-use crate::cli::{CarrierCommand, Cli, Command, EngineCommand, PolicyCommand};
+use crate::cli::{CarrierCommand, Cli, ClusterCommand, Command, EngineCommand, PolicyCommand};
 
 /// Runs the command; `Ok` carries the exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -79,6 +81,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             config,
             database_url,
         }) => block_on(conformance::run(component, config, database_url)),
+        Command::Carrier(CarrierCommand::Status { json, api }) => {
+            block_on(carrier::status(json, api))
+        }
+        Command::Carrier(CarrierCommand::Switch(args)) => block_on(carrier::switch(args)),
+        Command::Carrier(CarrierCommand::Abort { api }) => block_on(carrier::abort(api)),
+        Command::Cluster(ClusterCommand::Settings(c)) => block_on(cluster_settings::settings(c)),
         Command::Plugin(c) => block_on(admin::plugin(c)),
         Command::Admission(c) => block_on(admin::admission(c)),
         Command::Key(c) => block_on(admin::key(c)),

@@ -151,9 +151,10 @@ pub struct Heartbeat {
     /// last heartbeat that carried them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files_held: Option<Vec<String>>,
-    /// The carrier sets the worker is attached to now (by name).
-    #[serde(default)]
-    pub attached: Vec<String>,
+    /// The carrier sets the worker is attached to and those it cannot
+    /// follow (absent: the frontend keeps what it knew).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carriers: Option<crate::carrier::Attachment>,
 }
 
 /// The answer to a heartbeat.
@@ -250,7 +251,11 @@ mod tests {
             inventory: inventory(),
             labels: Some([("zone".into(), "a".into())].into()),
             files_held: Some(vec!["ab".repeat(32)]),
-            attached: vec!["tunnel".into()],
+            carriers: Some(crate::carrier::Attachment {
+                attached: vec!["tunnel".into()],
+                epoch_seen: Some(2),
+                cannot_follow: [("nats".into(), "no routable --address".into())].into(),
+            }),
         };
         round_trip(&beat);
         let unchanged = Heartbeat::default();
@@ -265,8 +270,13 @@ mod tests {
             carrier: Some(CarrierNews {
                 carrier: "nats".into(),
                 epoch: 1,
-                state: CarrierRowState::Active,
+                state: CarrierRowState::Stable,
                 components: Vec::new(),
+                target: None,
+                draining: None,
+                nats_url: None,
+                attach_jitter_ms: None,
+                max_drain_ms: None,
             }),
             engines: Some(vec!["rep_1".into()]),
         };

@@ -38,10 +38,12 @@ text_enum! {
 text_enum! {
     /// The cluster carrier row's state (`cluster_carrier.state`).
     pub enum CarrierRowState {
-        /// The set named is the one in use.
-        Active => "active",
-        /// A change of set is under way.
-        Switching => "switching",
+        /// The set named is the one in use; a set may still drain.
+        Stable => "stable",
+        /// Every replica builds the target beside the active set; workers attach to it.
+        Prepare => "prepare",
+        /// The target is active; the old set drains until the change settles.
+        Commit => "commit",
     }
 }
 
@@ -71,7 +73,10 @@ mod tests {
     fn the_openapi_schema_lists_the_texts_not_the_rust_names() {
         use utoipa::PartialSchema;
         let schema = serde_json::to_value(CarrierRowState::schema()).unwrap();
-        assert_eq!(schema["enum"], serde_json::json!(["active", "switching"]));
+        assert_eq!(
+            schema["enum"],
+            serde_json::json!(["stable", "prepare", "commit"])
+        );
         assert_eq!(schema["type"], "string");
     }
 

@@ -14,6 +14,7 @@ pub mod openai;
 pub mod peer_blobs;
 pub mod plugins;
 pub mod relay;
+pub mod settings;
 #[cfg(test)]
 mod tests;
 
@@ -98,7 +99,14 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/api/cluster/connect", get(cluster::connect))
         .route("/api/cluster/relay", get(relay::relay))
         .route("/api/cluster/library/blobs/{sha256}", get(peer_blobs::blob))
-        .route("/api/cluster/carrier", get(cluster::carrier))
+        .route(
+            "/api/cluster/carrier",
+            get(cluster::carrier).post(cluster::change),
+        )
+        .route(
+            "/api/cluster/settings",
+            get(settings::show).put(settings::update),
+        )
         .route(
             "/api/cluster/probe",
             post(diagnostics::probe).get(diagnostics::probes),

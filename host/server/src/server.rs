@@ -158,6 +158,17 @@ async fn serve(
         state.library.clone(),
         stop_rx.clone(),
     ));
+    // Every replica follows the cluster's carrier row; the one holding the
+    // leader lock moves a change along.
+    let switch = state.carriers.clone().map(|carriers| {
+        (
+            tokio::spawn(crate::carriers::follow::run(
+                carriers.clone(),
+                stop_rx.clone(),
+            )),
+            tokio::spawn(crate::carriers::lead::run(carriers, stop_rx.clone())),
+        )
+    });
     let heartbeat = tokio::spawn(heartbeat(
         store.clone(),
         instance_id.clone(),
@@ -187,6 +198,9 @@ async fn serve(
 
     let _ = stop_tx.send(true);
     let _ = tokio::join!(follower, heartbeat, reconciler, sweeper);
+    if let Some((following, leading)) = switch {
+        let _ = tokio::join!(following, leading);
+    }
     if let Some(carriers) = &state.carriers {
         carriers.shutdown();
     }

@@ -1,19 +1,58 @@
 //! The cluster's carrier row, replica addresses and the relay secret, and
 //! who holds each worker's session.
 
+use switchyard_protocol::carrier::Pins;
 use switchyard_protocol::state::CarrierRowState;
+use tokio_postgres::types::Json;
 
 use crate::{Store, StoreError, state_column};
 
 /// The `cluster_carrier` row.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ClusterCarrier {
-    /// The carrier set: `nats` or `tunnel`.
+    /// The active carrier set: `nats` or `tunnel`.
     pub carrier: String,
-    /// Bumped by every switch.
+    /// The active set's components (empty on a row from before pins).
+    pub plugins: Pins,
+    /// Grows with every move of a change.
     pub epoch: i64,
-    /// `active`, or `switching` during a change.
+    /// `stable`, `prepare` or `commit`.
     pub state: CarrierRowState,
+    /// The set a change moves to (prepare).
+    pub target: Option<String>,
+    /// Its components.
+    pub target_plugins: Option<Pins>,
+    /// The set that drains (commit).
+    pub draining: Option<String>,
+    /// Its components.
+    pub draining_plugins: Option<Pins>,
+    /// Milliseconds until the prepare times out or the drain ends, by the
+    /// database clock (negative: passed).
+    pub deadline_in_ms: Option<i64>,
+    /// The change's workers-cannot-follow blockers were overridden.
+    pub forced: bool,
+    /// The change under way (`carrier_changes.id`).
+    pub change_id: Option<i64>,
+}
+
+pub(crate) const ROW_COLUMNS: &str = "carrier, plugins, epoch, state, target, target_plugins, \
+    draining, draining_plugins, \
+    (extract(epoch FROM deadline - now()) * 1000)::bigint, forced, change_id";
+
+pub(crate) fn cluster_carrier(row: &tokio_postgres::Row) -> ClusterCarrier {
+    ClusterCarrier {
+        carrier: row.get(0),
+        plugins: row.get::<_, Json<Pins>>(1).0,
+        epoch: row.get(2),
+        state: state_column(row, 3),
+        target: row.get(4),
+        target_plugins: row.get::<_, Option<Json<Pins>>>(5).map(|j| j.0),
+        draining: row.get(6),
+        draining_plugins: row.get::<_, Option<Json<Pins>>>(7).map(|j| j.0),
+        deadline_in_ms: row.get(8),
+        forced: row.get(9),
+        change_id: row.get(10),
+    }
 }
 
 /// The replica that holds a worker's lane.
@@ -28,26 +67,39 @@ pub struct ConnectionOwner {
 }
 
 impl Store {
-    /// The carrier row, seeded with `default` when absent (once: a
-    /// concurrent seed by another replica wins and is returned).
+    /// The carrier row, seeded with `default` and its components when
+    /// absent (once: a concurrent seed by another replica wins and is
+    /// returned).
     pub async fn ensure_cluster_carrier(
         &self,
         default: &str,
+        plugins: &Pins,
     ) -> Result<ClusterCarrier, StoreError> {
-        let conn = self.conn().await?;
-        conn.execute(
-            "INSERT INTO cluster_carrier (carrier) VALUES ($1) ON CONFLICT DO NOTHING",
-            &[&default],
-        )
-        .await?;
-        let row = conn
-            .query_one("SELECT carrier, epoch, state FROM cluster_carrier", &[])
+        self.conn()
+            .await?
+            .execute(
+                "INSERT INTO cluster_carrier (carrier, plugins) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&default, &Json(plugins)],
+            )
             .await?;
-        Ok(ClusterCarrier {
-            carrier: row.get(0),
-            epoch: row.get(1),
-            state: state_column(&row, 2),
-        })
+        self.cluster_carrier()
+            .await?
+            .ok_or_else(|| StoreError::NotFound("cluster_carrier row".into()))
+    }
+
+    /// Pins the active set's components on a row from before pins (its
+    /// `plugins` empty); returns the row as it is after.
+    pub async fn pin_cluster_plugins(&self, plugins: &Pins) -> Result<ClusterCarrier, StoreError> {
+        self.conn()
+            .await?
+            .execute(
+                "UPDATE cluster_carrier SET plugins = $1 WHERE plugins = '{}'",
+                &[&Json(plugins)],
+            )
+            .await?;
+        self.cluster_carrier()
+            .await?
+            .ok_or_else(|| StoreError::NotFound("cluster_carrier row".into()))
     }
 
     /// The carrier row, if seeded.
@@ -55,13 +107,9 @@ impl Store {
         let row = self
             .conn()
             .await?
-            .query_opt("SELECT carrier, epoch, state FROM cluster_carrier", &[])
+            .query_opt(&format!("SELECT {ROW_COLUMNS} FROM cluster_carrier"), &[])
             .await?;
-        Ok(row.map(|row| ClusterCarrier {
-            carrier: row.get(0),
-            epoch: row.get(1),
-            state: state_column(&row, 2),
-        }))
+        Ok(row.as_ref().map(cluster_carrier))
     }
 
     /// The secret replicas present to each other to relay streams.

@@ -12,6 +12,7 @@
 //! - `tls`: TLS to PostgreSQL as `sslmode` asks (disable, prefer, require, verify-full).
 
 pub mod admission;
+pub mod carrier_switch;
 pub mod cluster;
 pub mod deployments;
 pub mod embedded;

@@ -38,6 +38,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "registration_tokens",
         include_str!("../migrations/0009_registration_tokens.sql"),
     ),
+    (
+        10,
+        "carrier_switch",
+        include_str!("../migrations/0010_carrier_switch.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").

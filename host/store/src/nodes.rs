@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use switchyard_protocol::carrier::Attachment;
 use switchyard_protocol::node::Inventory;
 use switchyard_protocol::state::NodeState;
 use tokio_postgres::types::Json;
@@ -170,6 +171,8 @@ pub struct HeartbeatReport<'a> {
     pub labels: Option<&'a BTreeMap<String, String>>,
     /// SHA-256s of the complete files in its placement cache.
     pub files_held: Option<&'a [String]>,
+    /// Its carriers (absent: kept as they were).
+    pub carriers: Option<&'a Attachment>,
 }
 
 impl Store {
@@ -383,7 +386,13 @@ impl Store {
                 &format!(
                     "UPDATE nodes SET last_heartbeat_at = now(), inventory = $2,
                         labels = coalesce($3, labels), files_held = coalesce($4, files_held),
-                        state = CASE WHEN state IN ('unhealthy', 'offline') THEN 'healthy' ELSE state END
+                        attached = CASE WHEN $5 THEN $6 ELSE attached END,
+                        epoch_seen = CASE WHEN $5 THEN $7 ELSE epoch_seen END,
+                        cannot_follow = CASE WHEN $5 THEN $8 ELSE cannot_follow END,
+                        -- A node demoted for its carriers is promoted by the
+                        -- health monitor once it reports the active set.
+                        state = CASE WHEN state IN ('unhealthy', 'offline') AND demoted_reason IS NULL
+                            THEN 'healthy' ELSE state END
                      WHERE id = $1 RETURNING {}",
                     node_columns()
                 ),
@@ -392,6 +401,10 @@ impl Store {
                     &Json(beat.inventory),
                     &beat.labels.map(Json),
                     &beat.files_held,
+                    &beat.carriers.is_some(),
+                    &beat.carriers.map(|c| c.attached.clone()),
+                    &beat.carriers.and_then(|c| c.epoch_seen),
+                    &Json(beat.carriers.map(|c| c.cannot_follow.clone()).unwrap_or_default()),
                 ],
             )
             .await?

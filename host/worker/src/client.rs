@@ -17,8 +17,9 @@ pub struct FrontendClient {
 /// How a heartbeat went.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Beaten {
-    /// The frontend answered.
-    Answered(HeartbeatAnswer),
+    /// The frontend answered (boxed: the carrier news is large beside the
+    /// other variant).
+    Answered(Box<HeartbeatAnswer>),
     /// The credential is no longer valid (the node re-registered elsewhere or was removed).
     CredentialRefused,
 }
@@ -108,6 +109,6 @@ impl FrontendClient {
             .json()
             .await
             .map_err(|e| WorkerError::Frontend(format!("the heartbeat answer: {e}")))?;
-        Ok(Beaten::Answered(answer))
+        Ok(Beaten::Answered(Box::new(answer)))
     }
 }

@@ -11,10 +11,11 @@
 //! - [`placement`]: the verified placement cache of model files.
 //! - [`inventory`]: what the machine reports (CPUs, memory).
 //! - [`client`]: the frontend's node API.
-//! - [`carrier`]: the worker's side of the cluster's carrier set.
+//! - [`carrier`]: the worker's side of the cluster's carrier sets (several side
+//!   by side during a change: attach with jitter and backoff, drain, close).
 //! - [`components`]: the carrier components it runs, fetched from a frontend and verified.
 //! - [`run`]: registration and the heartbeat loop.
-//! - [`services`]: control verbs and stream services.
+//! - [`services`]: control verbs and stream services, and the count of what runs per set.
 
 pub mod carrier;
 pub mod client;

@@ -250,17 +250,23 @@ impl Node {
 
     /// Every stream service: this node's and the basic ones.
     pub fn acceptor(self: &Arc<Self>) -> Acceptor {
+        self.acceptor_counted(services::InFlight::default())
+    }
+
+    /// [`Node::acceptor`], counting each stream in `in_flight` until its
+    /// service ends (what runs on one carrier set).
+    pub fn acceptor_counted(self: &Arc<Self>, in_flight: services::InFlight) -> Acceptor {
         let runtime = tokio::runtime::Handle::current();
         let control = self.control();
-        let basic = services::acceptor(control.clone());
+        let basic = services::acceptor_counted(control.clone(), in_flight.clone());
         let node = self.clone();
         Arc::new(move |service: &str, stream: Stream| match service {
             BLOB => {
-                runtime.spawn(node.clone().serve_blob(stream));
+                runtime.spawn(in_flight.counted(node.clone().serve_blob(stream)));
                 Ok(())
             }
             INFERENCE => {
-                runtime.spawn(node.clone().serve_inference(stream));
+                runtime.spawn(in_flight.counted(node.clone().serve_inference(stream)));
                 Ok(())
             }
             // `control` (with this node's verbs), `echo`, `sink`, `source`.

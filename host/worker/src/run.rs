@@ -1,7 +1,6 @@
 //! Registration and the heartbeat loop.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
 
 use switchyard_protocol::carrier::CarrierNews;
 use switchyard_protocol::limits::MAX_FILES_REPORTED;
@@ -62,8 +61,8 @@ pub async fn run(
         node.clone(),
     );
     let (wanted, wanted_rx) = watch::channel(None);
-    let attached = Arc::new(Mutex::new(Vec::new()));
-    let link_task = tokio::spawn(follow_news(link, wanted_rx, attached.clone()));
+    let carriers = link.status();
+    let link_task = tokio::spawn(follow_news(link, wanted_rx));
     // The files the frontend last took; a heartbeat carries them only when they change.
     let mut reported: Option<Vec<String>> = None;
     loop {
@@ -72,15 +71,17 @@ pub async fn run(
             inventory: report(&gpus, &config, &node),
             labels: Some(config.labels.clone()),
             files_held: (reported.as_ref() != Some(&held)).then(|| held.clone()),
-            attached: attached.lock().expect("attached lock").clone(),
+            // Every heartbeat: the frontend's preflight and routing read it.
+            carriers: Some(carriers.attachment()),
         };
         let answer = client.heartbeat(&identity, &beat).await;
         match answer {
-            Ok(Beaten::Answered(HeartbeatAnswer {
-                state: now,
-                carrier,
-                engines,
-            })) => {
+            Ok(Beaten::Answered(answer)) => {
+                let HeartbeatAnswer {
+                    state: now,
+                    carrier,
+                    engines,
+                } = *answer;
                 reported = Some(held);
                 if let Some(known) = engines {
                     node.stop_unknown(&known);
@@ -124,27 +125,33 @@ pub async fn run(
     }
 }
 
-/// Runs what the heartbeats ask for (`None`: nothing). A change of set (a
-/// fetch, a compile) runs here, never in the heartbeat loop: a node whose
-/// heartbeats waited for it would look silent, then unhealthy, to the
-/// frontends.
+/// Runs what the heartbeats ask for (`None`: nothing). Attaching to a set
+/// (a fetch, a compile, a connect) runs here, never in the heartbeat loop:
+/// a node whose heartbeats waited for it would look silent, then
+/// unhealthy, to the frontends. Besides each news, it wakes when the link
+/// asks (a target's jitter, a backoff, a set that drains).
 async fn follow_news(
     mut link: CarrierLink,
     mut wanted: watch::Receiver<Option<(CarrierNews, Identity)>>,
-    attached: Arc<Mutex<Vec<String>>>,
 ) {
     loop {
         let now = wanted.borrow_and_update().clone();
-        match now {
-            Some((news, identity)) => {
-                link.follow(&news.carrier, &news.components, &identity)
-                    .await
+        let wake = match now {
+            Some((news, identity)) => link.follow(&news, &identity).await,
+            None => {
+                link.stop();
+                None
             }
-            None => link.stop(),
-        }
-        *attached.lock().expect("attached lock") = link.attached();
-        if wanted.changed().await.is_err() {
-            return;
+        };
+        let later = async {
+            match wake {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = wanted.changed() => if changed.is_err() { return },
+            () = later => {}
         }
     }
 }

@@ -426,7 +426,9 @@ fn to_plugin(refusal: Refusal) -> plugin::Refusal {
         Refusal::ServiceRefused(message) => plugin::Refusal::ServiceRefused(message),
         Refusal::Overloaded => plugin::Refusal::Overloaded,
         // Cannot be sent: the closest honest answer is that the service refused.
-        Refusal::NotDelivered(message) => plugin::Refusal::ServiceRefused(message),
+        Refusal::NotDelivered(message) | Refusal::NoRoute(message) => {
+            plugin::Refusal::ServiceRefused(message)
+        }
     }
 }
 

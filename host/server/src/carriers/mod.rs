@@ -6,28 +6,46 @@
 //! - [`seed`]: the carrier components a replica pushes into the plugin
 //!   registry, and their resolution from it.
 //! - [`start`]: reads (or seeds) the `cluster_carrier` row and starts its set.
+//! - [`build`]: builds a set from the components the row pins; whether a
+//!   set could be built here.
+//! - [`follow`]: every replica follows the row: builds a change's target
+//!   beside the active set, swaps at the commit, releases at the settle,
+//!   and reports what it built in `instances`.
+//! - [`lead`]: the replica holding the leader lock moves a change along
+//!   (prepare → commit → settle, or abort on timeout).
+//! - [`report`]: the carrier status and a change's preflight.
+//! - [`units`]: work units left on a released pgbus queue move to the new set.
+//! - [`news`]: the carrier news a heartbeat answer carries.
 //! - [`relay`]: streams to a worker whose session another replica holds.
 //! - [`probe`]: a broadcast heard by every replica and a unit handled by one.
 
+pub mod build;
+pub mod follow;
+pub mod lead;
+pub mod news;
 pub mod probe;
 pub mod relay;
+pub mod report;
 pub mod seed;
 pub mod session;
 pub mod start;
+pub mod units;
 
 use std::sync::Arc;
 
+use arc_swap::{ArcSwap, ArcSwapOption};
+use switchyard_carrier::window::Attachments;
 use switchyard_carrier::{
     ComponentSpec, ControlSeam, FanOut, Holder, StreamsSeam, TunnelRegistry, WorkQueue,
 };
-use switchyard_protocol::carrier::ComponentRef;
+use switchyard_protocol::carrier::{CarrierNews, ClusterSettings};
 use switchyard_runtime::Runtime;
 use switchyard_store::cluster::ClusterCarrier;
 
-/// A replica's carrier set and seams.
+use build::{Builder, BuiltSet};
+
+/// A replica's carrier sets and seams.
 pub struct Carriers {
-    /// The cluster row as this replica started it.
-    pub row: ClusterCarrier,
     /// The plugin runtime carriers and tunnel sessions run on (limits of
     /// their own, apart from the policies').
     pub runtime: Arc<Runtime>,
@@ -42,30 +60,72 @@ pub struct Carriers {
     /// The worker sessions this replica holds. They belong to the replica,
     /// not to a set: the `tunnel` set's streams seam is this registry.
     pub sessions: Arc<TunnelRegistry>,
-    /// The component worker sessions run (`None`: the registry holds no
-    /// tunnel component, and the connect endpoint answers 503).
-    pub tunnel: Option<ComponentSpec>,
-    /// The components a worker runs for this set, for the heartbeat's
-    /// carrier news (workers fetch them from a frontend by name and version).
-    pub worker_components: Vec<ComponentSpec>,
+    /// The component new worker sessions run (`None`: the registry holds
+    /// no tunnel component, and the connect endpoint answers 503). A
+    /// session keeps the version it began with.
+    pub tunnel: ArcSwapOption<ComponentSpec>,
     /// What this replica heard of the probes.
     pub probe: probe::Probe,
+    /// This replica's id.
+    pub instance_id: String,
+    /// Builds sets from the registry.
+    pub(crate) builder: Builder,
+    /// The row and settings as this replica last read them.
+    view: ArcSwap<View>,
+    /// The sets built here.
+    pub(crate) built: tokio::sync::Mutex<Built>,
+    /// What each worker reported it is attached to (the window routes by it).
+    pub(crate) attachments: Attachments,
     /// Tasks that hold the cluster (the probe's listeners), ended by [`Carriers::shutdown`].
     pub(crate) tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
-impl Carriers {
-    /// The components a worker runs for this set, as the heartbeat's
-    /// carrier news names them.
-    pub fn news_components(&self) -> Vec<ComponentRef> {
-        self.worker_components
-            .iter()
-            .map(|c| ComponentRef {
-                name: c.name.clone(),
-                version: c.version.clone(),
-                sha256: c.sha256.clone(),
-            })
+/// The cluster row and settings as a replica last read them.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// The `cluster_carrier` row.
+    pub row: ClusterCarrier,
+    /// The cluster's settings.
+    pub settings: ClusterSettings,
+}
+
+/// The sets a replica runs: the active one, the target of a prepare, and
+/// the set that drains after a commit.
+#[derive(Debug)]
+pub struct Built {
+    /// Where publishes, submits, control calls and streams go.
+    pub active: BuiltSet,
+    /// Built beside the active set during a prepare.
+    pub target: Option<BuiltSet>,
+    /// Kept after a commit until the change settles.
+    pub draining: Option<BuiltSet>,
+    /// The row epoch this replica acted on last.
+    pub epoch: i64,
+    /// The last target that failed to build here, and when.
+    pub failed: Option<(build::SetKey, std::time::Instant)>,
+}
+
+impl Built {
+    /// The labels `instances.built` records.
+    pub fn labels(&self) -> Vec<String> {
+        std::iter::once(&self.active)
+            .chain(&self.target)
+            .chain(&self.draining)
+            .map(|set| set.key.label())
             .collect()
+    }
+}
+
+impl Carriers {
+    /// The row and settings as this replica last read them.
+    pub fn view(&self) -> Arc<View> {
+        self.view.load_full()
+    }
+
+    /// The carrier news a heartbeat answer carries.
+    pub fn news(&self) -> CarrierNews {
+        let view = self.view();
+        news::news(&view.row, &view.settings)
     }
 
     /// Ends the tasks that hold the cluster, so that its carriers stop once
@@ -80,7 +140,7 @@ impl Carriers {
 impl std::fmt::Debug for Carriers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Carriers")
-            .field("row", &self.row)
+            .field("row", &self.view().row)
             .finish_non_exhaustive()
     }
 }

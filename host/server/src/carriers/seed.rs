@@ -169,6 +169,33 @@ pub async fn resolve(store: &Store, needed: Needed) -> anyhow::Result<Option<Com
     )?))
 }
 
+/// The component a pin names: the registry's bytes for that digest, under
+/// the pinned name and version (`None`: the registry no longer holds it).
+pub async fn resolve_pinned(
+    store: &Store,
+    name: &str,
+    pin: &switchyard_protocol::carrier::Pin,
+) -> anyhow::Result<Option<ComponentSpec>> {
+    let Some(record) = store.plugin(name, &pin.version).await? else {
+        return Ok(None);
+    };
+    if record.sha256 != pin.sha256 {
+        bail!(
+            "the plugin registry holds {name}@{} with sha256 {}, not the pinned {}",
+            pin.version,
+            record.sha256,
+            pin.sha256
+        );
+    }
+    let bytes = store.plugin_bytes(&record.sha256).await?;
+    Ok(Some(ComponentSpec::pinned(
+        &record.name,
+        &record.version,
+        bytes,
+        &record.sha256,
+    )?))
+}
+
 /// Every component `side` runs for a set that the registry holds.
 pub async fn resolve_all(
     store: &Store,

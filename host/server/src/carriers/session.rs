@@ -16,9 +16,10 @@ pub async fn hold(state: Arc<AppState>, node: String, lane: Lane, socket: WebSoc
     let Some(cluster) = state.carriers.clone() else {
         return;
     };
-    let Some(spec) = cluster.tunnel.clone() else {
+    let Some(spec) = cluster.tunnel.load_full() else {
         return;
     };
+    let spec = (*spec).clone();
     let registry = cluster.sessions.clone();
     // A frontend serves no streams to workers.
     let refuse: Acceptor = Arc::new(|_: &str, _: Stream| Err(Refusal::UnknownService));

@@ -5,25 +5,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
-use switchyard_carrier::direct::{NodeAddress, Resolver};
-use switchyard_carrier::set::{self, Frontend, SetEnv, Side, SideKind};
+use arc_swap::{ArcSwap, ArcSwapOption};
+use switchyard_carrier::set::{self, SideKind};
 use switchyard_carrier::{FanOut, Holder, SetName, TunnelRegistry, WorkQueue};
+use switchyard_protocol::carrier::{Pin, Pins};
 use switchyard_runtime::{PluginKind, Runtime, RuntimeConfig};
-use switchyard_store::Store;
+use switchyard_store::{PoolTimeouts, Store};
 
+use super::build::{Builder, SetKey};
 use super::seed::{self, SeedComponent};
-use super::{Carriers, probe, relay};
+use super::{Built, Carriers, View, probe, relay};
 use crate::config::ServeConfig;
 
-/// How long a replica waits for its carrier to connect at start.
-const CONNECT_WAIT: Duration = Duration::from_secs(15);
 /// How long one try of a work-queue submit waits for its answer.
 const SUBMIT_ANSWER: Duration = Duration::from_secs(5);
 
 /// Seeds the plugin registry with this replica's carrier components, reads
-/// (or seeds) the cluster row and starts its carrier set from the registry.
+/// (or seeds) the cluster row and starts its active set from the registry.
 /// `Ok(None)` when the registry holds none of the set's components (the
 /// replica then holds no worker sessions: the connect endpoint answers 503).
+/// A change under way is picked up by the follower ([`super::follow`]).
 pub async fn start(
     config: &ServeConfig,
     store: &Store,
@@ -35,12 +36,22 @@ pub async fn start(
         seeds.extend(SeedComponent::from_dir(dir)?);
     }
     seed::seed(store, &seeds).await?;
-    let seed_set = if config.nats_url.is_some() {
-        SetName::Nats
-    } else {
-        SetName::Tunnel
+    let mut settings = store.cluster_settings().await?;
+    // The flag names the cluster's NATS server when none is stored; a
+    // stored one wins, so that every replica dials the same server.
+    if settings.nats_url.is_none()
+        && let Some(url) = &config.nats_url
+    {
+        settings.nats_url = Some(url.clone());
+        store.put_cluster_settings(&settings).await?;
+    }
+    let seed_set = match config.nats_url {
+        Some(_) => SetName::Nats,
+        None => SetName::Tunnel,
     };
-    let row = store.ensure_cluster_carrier(seed_set.as_str()).await?;
+    let row = store
+        .ensure_cluster_carrier(seed_set.as_str(), &newest_pins(store, seed_set).await?)
+        .await?;
     let Some(name) = SetName::parse(&row.carrier) else {
         bail!(
             "the cluster's carrier is `{}` (cluster_carrier row), which this build does not run; it runs {}",
@@ -48,88 +59,102 @@ pub async fn start(
             SetName::names()
         );
     };
-    let entry = name.entry();
-    let components = seed::resolve_all(store, entry.components(SideKind::Frontend)).await?;
-    if components.is_empty() {
-        tracing::warn!(
-            carrier = %name,
-            "the plugin registry holds no carrier components (give --carrier-plugins): this replica holds no worker sessions"
-        );
-        return Ok(None);
-    }
+    // A row from before pins (or seeded while the registry was empty)
+    // pins the newest components now.
+    let row = match row.plugins.is_empty() {
+        true => {
+            let pins = newest_pins(store, name).await?;
+            if pins.is_empty() {
+                tracing::warn!(
+                    carrier = %name,
+                    "the plugin registry holds no carrier components (give --carrier-plugins): this replica holds no worker sessions"
+                );
+                return Ok(None);
+            }
+            store.pin_cluster_plugins(&pins).await?
+        }
+        false => row,
+    };
     // Carriers run beside the policies with limits of their own.
     let runtime = Runtime::new(RuntimeConfig::for_carriers(Some(
         config.data_dir.join("cache"),
     )))?;
     let sessions = Arc::new(TunnelRegistry::default());
     sessions.set_relay(relay::relay(store.clone(), instance_id.to_string()).await?);
+    let carrier_database_url = carrier_database_url(store, database_url).await?;
+    let builder = Builder {
+        store: store.clone(),
+        runtime: runtime.clone(),
+        sessions: sessions.clone(),
+        bus: Store::connect_lazily(&carrier_database_url, PoolTimeouts::default())?,
+        carrier_database_url,
+        flag_nats_url: config.nats_url.clone(),
+    };
+    let key = SetKey {
+        set: name,
+        pins: row.plugins.clone(),
+    };
+    let active = builder.build(&key, &settings).await?;
     // The replica's sessions run whatever set is active: the tunnel
     // component is resolved for them even when the set does not name it.
-    let tunnel = seed::resolve(
-        store,
-        set::Needed {
-            name: "tunnel",
-            kind: PluginKind::Tunnel,
-        },
-    )
-    .await?;
-    let frontend = Frontend {
-        database_url: match entry.messages_on_database {
-            true => Some(carrier_database_url(store, database_url).await?),
-            false => None,
-        },
-        sessions: sessions.clone(),
-        resolve: resolver(store),
+    let tunnel = match &active.tunnel {
+        Some(tunnel) => Some(tunnel.clone()),
+        None => {
+            seed::resolve(
+                store,
+                set::Needed {
+                    name: "tunnel",
+                    kind: PluginKind::Tunnel,
+                },
+            )
+            .await?
+        }
     };
-    let env = SetEnv {
-        runtime: runtime.clone(),
-        components,
-        nats_url: config.nats_url.clone(),
-    };
-    let seams = set::start(name, &env, Side::Frontend(frontend))?;
-    let (Some(messages), Some(control), Some(streams)) =
-        (seams.messages, seams.control, seams.streams)
-    else {
-        bail!("the `{name}` set started without a frontend's seams");
-    };
-    if !messages.wait_ready(CONNECT_WAIT).await {
-        bail!(
-            "the `{}` carrier did not connect within {}s",
-            row.carrier,
-            CONNECT_WAIT.as_secs()
-        );
-    }
-    let workers_run: Vec<_> = entry
-        .components(SideKind::Worker)
-        .into_iter()
-        .filter_map(|needed| env.components.iter().find(|c| c.name == needed.name))
-        .cloned()
-        .collect();
     let cluster = Arc::new(Carriers {
-        row,
         runtime,
-        fanout: FanOut::new(messages.clone()),
-        queue: WorkQueue::new(messages, SUBMIT_ANSWER),
-        control: Holder::new(control),
-        streams: Holder::new(streams),
+        fanout: FanOut::new(active.messages.clone()),
+        queue: WorkQueue::new(active.messages.clone(), SUBMIT_ANSWER),
+        control: Holder::new(active.control.clone()),
+        streams: Holder::new(active.streams.clone()),
         sessions,
-        tunnel: seams.tunnel.or(tunnel),
-        worker_components: workers_run,
+        tunnel: ArcSwapOption::from_pointee(tunnel),
         probe: probe::Probe::default(),
+        instance_id: instance_id.to_string(),
+        builder,
+        view: ArcSwap::from_pointee(View {
+            row: row.clone(),
+            settings,
+        }),
+        built: tokio::sync::Mutex::new(Built {
+            active,
+            target: None,
+            draining: None,
+            epoch: row.epoch,
+            failed: None,
+        }),
+        attachments: Default::default(),
         tasks: std::sync::Mutex::new(Vec::new()),
     });
     probe::listen(cluster.clone()).await?;
-    tracing::info!(carrier = %cluster.row.carrier, epoch = cluster.row.epoch, "carrier set started");
+    tracing::info!(carrier = %row.carrier, epoch = row.epoch, "carrier set started");
     Ok(Some(cluster))
 }
 
-/// Where the `nats` set finds a node's address and stream key.
-fn resolver(store: &Store) -> Resolver {
-    let store = store.clone();
-    Arc::new(move |node: String| {
-        let store = store.clone();
-        Box::pin(async move { node_address(&store, &node).await })
-    })
+/// The newest registered version of each component a frontend runs for `set`.
+pub async fn newest_pins(store: &Store, set: SetName) -> anyhow::Result<Pins> {
+    let components = seed::resolve_all(store, set.entry().components(SideKind::Frontend)).await?;
+    Ok(components
+        .into_iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                Pin {
+                    version: c.version.clone(),
+                    sha256: c.sha256.clone(),
+                },
+            )
+        })
+        .collect())
 }
 
 /// The database login pgbus uses: a role limited to its own schema, or,
@@ -145,27 +170,5 @@ async fn carrier_database_url(store: &Store, database_url: &str) -> anyhow::Resu
             );
             Ok(database_url.to_string())
         }
-    }
-}
-
-/// Where the `nats` set dials a node's streams.
-async fn node_address(store: &Store, node: &str) -> Result<NodeAddress, String> {
-    let lookup = async {
-        let found = store.node(node).await.map_err(|e| e.to_string())?;
-        let credential = store
-            .node_credential(node)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>((found, credential))
-    };
-    match lookup.await? {
-        (Some(found), Some(credential)) => match found.address {
-            Some(address) => Ok(NodeAddress {
-                address,
-                key: switchyard_carrier::direct::stream_key(&credential.credential_sha256),
-            }),
-            None => Err(format!("node {node} has no routable address")),
-        },
-        _ => Err(format!("no node {node}")),
     }
 }

@@ -8,16 +8,25 @@ use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::time::Duration;
+use switchyard_carrier::SetName;
+use switchyard_carrier::set::SideKind;
 use switchyard_carrier::stream_seam::Lane;
 use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
+use switchyard_protocol::carrier::{CarrierChange, ChangeMoved, Pin, Pins, Preflight};
+use switchyard_protocol::state::CarrierRowState;
+use switchyard_store::carrier_switch::NewChange;
+use switchyard_store::cluster::ClusterCarrier;
 
-use crate::auth::{Authorized, NodesManage, authenticate_node};
+use crate::auth::{Admin, Authorized, authenticate_node};
+use crate::carriers::report;
 use crate::carriers::session;
+use crate::carriers::start::newest_pins;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::ApiQuery;
+use crate::extract::{ApiJson, ApiQuery};
 use crate::state::AppState;
 
 /// Which session the worker opens.
@@ -75,7 +84,7 @@ pub async fn connect(
     let Some(registry) = state
         .carriers
         .as_ref()
-        .filter(|c| c.tunnel.is_some())
+        .filter(|c| c.tunnel.load().is_some())
         .map(|c| c.sessions.clone())
     else {
         tracing::debug!(node = %node_id, lane = lane_name, "connect refused: no tunnel component");
@@ -102,46 +111,202 @@ pub async fn connect(
         .on_upgrade(move |socket| session::hold(state, node_id, lane, socket)))
 }
 
-/// The cluster's active carrier, its epoch and state, and the worker
-/// sessions this replica holds.
+/// The cluster's carrier: the row (active set with its component
+/// versions, epoch, state, target, draining set and the time the drain has
+/// left), every live replica with what it built and can build, every
+/// worker with what it is attached to and cannot follow, the work in
+/// flight, the settings (passwords masked), and what this replica runs.
 #[utoipa::path(get, path = "/api/cluster/carrier", tag = "cluster",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "`{carrier, epoch, state, running, connected, plugin, sessions}`: the row, the set this replica runs, whether its fan-out carrier is connected, its plugin's state (`{state: running|rebuilding, failed_rebuilds, last_error, next_retry_unix_ms}`: a failed rebuild is retried after 1 s, doubling up to 30 s), and the worker sessions it holds"),
+        (status = 200, description = "`{carrier, plugins: {name: {version, sha256}}, epoch, state: stable|prepare|commit, target, target_plugins, draining, drain_left_ms, prepare_left_ms, forced, replicas: [{id, version, epoch, ready, can_build: {set: {ok, reason}}}], workers: [{node, attached, epoch_seen, cannot_follow: {set: reason}, reported, demoted_reason}], in_flight: {streams, units}, settings, last_change, running, connected, plugin, sessions}`"),
         (status = 401, description = "`unauthorized`"),
-        (status = 403, description = "`forbidden`: the key lacks `nodes:manage` (the sessions name every connected node)"),
+        (status = 403, description = "`forbidden`: the key lacks `admin`"),
     ))]
 pub async fn carrier(
-    _caller: Authorized<NodesManage>,
+    _caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
 ) -> ApiResult<Json<Value>> {
-    let row = state.store.cluster_carrier().await?;
-    let sessions: Vec<Value> = state
-        .carriers
-        .as_ref()
-        .map(|c| {
-            c.sessions
-                .held()
-                .into_iter()
-                .map(|(node, lane)| json!({"node": node, "lane": lane.as_str()}))
-                .collect()
+    Ok(Json(report::status(&state).await?))
+}
+
+/// Starts a change of the cluster's carrier set (or of its component
+/// versions), tries one (`dry_run`), or aborts one in prepare.
+#[utoipa::path(post, path = "/api/cluster/carrier", tag = "cluster",
+    security(("bearer" = [])),
+    request_body = CarrierChange,
+    responses(
+        (status = 200, description = "a dry run: `Preflight` `{ok, blockers, report}` (every live replica refreshed its report first); or an abort: `{epoch, state}` (the epoch grew)", body = Preflight),
+        (status = 202, description = "started: `{epoch, state: prepare}`; the replicas carry it out and one of them leads it", body = ChangeMoved),
+        (status = 400, description = "`unknown_target`: not a set this build runs, or a component version the registry does not hold; `invalid_request`"),
+        (status = 401, description = "`unauthorized`"),
+        (status = 403, description = "`forbidden`: the key lacks `admin`"),
+        (status = 409, description = "`change_under_way`; `nothing_to_abort`"),
+        (status = 422, description = "`blocked`: `{error, blockers: [{code, message}], report}` (`already_active`, `replica_cannot_build`, `replica_silent`, `worker_cannot_follow`; `force` overrides only the last)"),
+        (status = 503, description = "`carrier_unavailable`: this replica runs no carrier set"),
+    ))]
+pub async fn change(
+    caller: Authorized<Admin>,
+    State(state): State<Arc<AppState>>,
+    ApiJson(body): ApiJson<CarrierChange>,
+) -> ApiResult<Response> {
+    if state.carriers.is_none() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "carrier_unavailable",
+            "this replica runs no carrier set",
+        ));
+    }
+    let store = &state.store;
+    let row = store.cluster_carrier().await?.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "carrier_unavailable",
+            "the cluster's carrier row is not seeded yet",
+        )
+    })?;
+    if body.abort {
+        if body.target.is_some() || body.dry_run || body.force || !body.plugins.is_empty() {
+            return Err(ApiError::invalid_request("`abort` takes nothing else"));
+        }
+        let moved = match row.state {
+            CarrierRowState::Prepare => {
+                let reason = format!("aborted by key {}", caller.key_id);
+                store.abort_change(row.epoch, &reason).await?
+            }
+            _ => None,
+        };
+        let Some(moved) = moved else {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "nothing_to_abort",
+                format!("no change is in prepare (the row is `{}`)", row.state),
+            ));
+        };
+        tracing::info!(key = %caller.key_id, epoch = moved.epoch, "carrier change aborted");
+        return Ok(Json(ChangeMoved {
+            epoch: moved.epoch,
+            state: moved.state,
         })
-        .unwrap_or_default();
-    Ok(Json(json!({
-        "carrier": row.as_ref().map(|r| r.carrier.clone()),
-        "epoch": row.as_ref().map(|r| r.epoch),
-        "state": row.as_ref().map(|r| r.state),
-        "running": state.carriers.as_ref().map(|c| c.row.carrier.clone()),
-        "connected": state.carriers.as_ref().is_some_and(|c| c.fanout.active().is_ready()),
-        "plugin": state.carriers.as_ref().map(|c| {
-            let plugin = c.fanout.active().plugin_state();
-            json!({
-                "state": plugin.state,
-                "failed_rebuilds": plugin.failed_rebuilds,
-                "last_error": plugin.last_error,
-                "next_retry_unix_ms": plugin.next_retry_unix_ms,
-            })
+        .into_response());
+    }
+    let (target, pins) = target_pins(&state, &body).await?;
+    let blockers = report::preflight(&state, &row, target, &pins, body.force).await?;
+    if body.dry_run {
+        return Ok(Json(Preflight {
+            ok: blockers.is_empty(),
+            blockers,
+            report: report::status(&state).await?,
+        })
+        .into_response());
+    }
+    if row.state != CarrierRowState::Stable {
+        return Err(under_way(&row));
+    }
+    if !blockers.is_empty() {
+        let message = blockers
+            .iter()
+            .map(|b| b.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let body = json!({
+            "error": {"code": "blocked", "message": message},
+            "blockers": blockers,
+            "report": report::status(&state).await?,
+        });
+        return Ok((StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response());
+    }
+    let settings = store.cluster_settings().await?;
+    let started = store
+        .begin_change(
+            row.epoch,
+            NewChange {
+                target: target.as_str(),
+                target_plugins: &pins,
+                forced: body.force,
+                requested_by: &caller.key_id,
+                prepare_timeout: Duration::from_millis(settings.prepare_timeout_ms),
+            },
+        )
+        .await?;
+    let Some(started) = started else {
+        return Err(under_way(&row));
+    };
+    tracing::info!(key = %caller.key_id, from = %row.carrier, to = %target, epoch = started.epoch, forced = body.force, "carrier change started");
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(ChangeMoved {
+            epoch: started.epoch,
+            state: started.state,
         }),
-        "sessions": sessions,
-    })))
+    )
+        .into_response())
+}
+
+fn under_way(row: &ClusterCarrier) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "change_under_way",
+        format!(
+            "a carrier change is under way (`{}`, epoch {}); abort it or wait until it settles",
+            row.state, row.epoch
+        ),
+    )
+}
+
+/// The target set and the components it would run: the newest registered
+/// version of each, or the version the request names.
+async fn target_pins(state: &AppState, body: &CarrierChange) -> ApiResult<(SetName, Pins)> {
+    let unknown =
+        |message: String| ApiError::new(StatusCode::BAD_REQUEST, "unknown_target", message);
+    let target = body
+        .target
+        .as_deref()
+        .ok_or_else(|| unknown(format!("give a `target`: {}", SetName::names())))?;
+    let set = SetName::parse(target).ok_or_else(|| {
+        unknown(format!(
+            "`{}` is not a carrier set; this build runs {}",
+            target.chars().take(64).collect::<String>(),
+            SetName::names()
+        ))
+    })?;
+    let mut pins = newest_pins(&state.store, set)
+        .await
+        .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+    for (name, version) in &body.plugins {
+        if !pins.contains_key(name)
+            && !set
+                .entry()
+                .components(SideKind::Frontend)
+                .iter()
+                .any(|n| n.name == name)
+        {
+            return Err(unknown(format!(
+                "the `{set}` set runs no `{}` component",
+                name.chars().take(64).collect::<String>()
+            )));
+        }
+        let record = state.store.plugin(name, version).await?.ok_or_else(|| {
+            unknown(format!(
+                "the plugin registry holds no {name}@{}",
+                version.chars().take(64).collect::<String>()
+            ))
+        })?;
+        pins.insert(
+            name.clone(),
+            Pin {
+                version: record.version,
+                sha256: record.sha256,
+            },
+        );
+    }
+    for needed in set.entry().components(SideKind::Frontend) {
+        if !pins.contains_key(needed.name) {
+            return Err(unknown(format!(
+                "the plugin registry holds no `{}` component, which the `{set}` set runs",
+                needed.name
+            )));
+        }
+    }
+    Ok((set, pins))
 }

@@ -117,6 +117,9 @@ pub async fn control(
                 "node_unreachable",
                 e.to_string(),
             ),
+            ControlError::NoRoute(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no_route", e.to_string())
+            }
             ControlError::Failed(_) => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "control_failed", e.to_string())
             }
@@ -192,6 +195,11 @@ pub async fn stream(
             Refusal::NotDelivered(_) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "node_unreachable",
+                refusal.to_string(),
+            ),
+            Refusal::NoRoute(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_route",
                 refusal.to_string(),
             ),
         })?;

@@ -88,14 +88,10 @@ async fn cluster(state: &AppState, out: &mut String) {
             "# HELP {name} 1 while this replica's fan-out carrier is connected.\n# TYPE {name} gauge"
         );
         let connected = u8::from(cluster.fanout.active().is_ready());
-        let carrier = escape(&cluster.row.carrier);
+        let view = cluster.view();
+        let carrier = escape(&view.row.carrier);
         let _ = writeln!(out, "{name}{{carrier=\"{carrier}\"}} {connected}");
-        let name = "switchyard_carrier_epoch";
-        let _ = writeln!(
-            out,
-            "# HELP {name} The cluster carrier's epoch this replica runs.\n# TYPE {name} gauge"
-        );
-        let _ = writeln!(out, "{name} {}", cluster.row.epoch);
+        switch_metrics(state, cluster, out).await;
     }
     if let Ok(nodes) = state.store.nodes().await {
         let mut by_state: BTreeMap<&str, u64> = BTreeMap::new();
@@ -145,5 +141,132 @@ async fn cluster(state: &AppState, out: &mut String) {
     );
     for (replica, n) in state.routing.in_flight() {
         let _ = writeln!(out, "{name}{{replica=\"{}\"}} {n}", escape(&replica));
+    }
+}
+
+/// The carrier switch: the row as this replica last read it, each live
+/// replica's readiness, the drain's time left, changes by outcome and how
+/// long their phases took.
+async fn switch_metrics(state: &AppState, cluster: &crate::carriers::Carriers, out: &mut String) {
+    let view = cluster.view();
+    let row = &view.row;
+    let gauge = |out: &mut String, name: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    };
+    gauge(
+        out,
+        "switchyard_carrier_epoch",
+        "The cluster carrier row's epoch, as this replica last read it.",
+    );
+    let _ = writeln!(out, "switchyard_carrier_epoch {}", row.epoch);
+    gauge(
+        out,
+        "switchyard_carrier_state",
+        "1 for the state the carrier row is in (stable, prepare, commit).",
+    );
+    for s in switchyard_protocol::state::CarrierRowState::ALL {
+        let _ = writeln!(
+            out,
+            "switchyard_carrier_state{{state=\"{}\"}} {}",
+            s.as_str(),
+            u8::from(*s == row.state)
+        );
+    }
+    gauge(
+        out,
+        "switchyard_carrier_active",
+        "1 per component of the active carrier set, with its version.",
+    );
+    for (plugin, pin) in &row.plugins {
+        let _ = writeln!(
+            out,
+            "switchyard_carrier_active{{set=\"{}\",plugin=\"{}\",version=\"{}\"}} 1",
+            escape(&row.carrier),
+            escape(plugin),
+            escape(&pin.version)
+        );
+    }
+    gauge(
+        out,
+        "switchyard_carrier_drain_left_seconds",
+        "How long the old set may still drain (0 unless a change is in commit).",
+    );
+    let left = match row.state {
+        switchyard_protocol::state::CarrierRowState::Commit => {
+            row.deadline_in_ms.unwrap_or(0).max(0)
+        }
+        _ => 0,
+    };
+    let _ = writeln!(
+        out,
+        "switchyard_carrier_drain_left_seconds {}",
+        left as f64 / 1000.0
+    );
+    if let Ok(replicas) = state
+        .store
+        .live_replicas(crate::carriers::report::LIVE, None)
+        .await
+    {
+        gauge(
+            out,
+            "switchyard_carrier_replica_epoch",
+            "The row epoch each live replica acted on last.",
+        );
+        for replica in replicas {
+            let _ = writeln!(
+                out,
+                "switchyard_carrier_replica_epoch{{replica=\"{}\"}} {}",
+                escape(&replica.report.id),
+                replica.report.epoch
+            );
+        }
+    }
+    if let Ok(counts) = state.store.carrier_change_counts().await {
+        let name = "switchyard_carrier_changes_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Carrier changes by outcome.\n# TYPE {name} counter"
+        );
+        for outcome in ["settled", "aborted"] {
+            let n = counts.get(outcome).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}{{outcome=\"{outcome}\"}} {n}");
+        }
+    }
+    if let Ok(changes) = state.store.carrier_changes(1000).await {
+        let name = "switchyard_carrier_phase_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} How long carrier changes took, request to commit (prepare) and commit to settled (drain).\n# TYPE {name} histogram"
+        );
+        const BOUNDS: [f64; 9] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+        for (phase, values) in [
+            (
+                "prepare",
+                changes
+                    .iter()
+                    .filter_map(|c| c.prepare_ms)
+                    .collect::<Vec<_>>(),
+            ),
+            (
+                "drain",
+                changes
+                    .iter()
+                    .filter_map(|c| c.drain_ms)
+                    .collect::<Vec<_>>(),
+            ),
+        ] {
+            for bound in BOUNDS {
+                let n = values.iter().filter(|ms| **ms / 1000.0 <= bound).count();
+                let _ = writeln!(out, "{name}_bucket{{phase=\"{phase}\",le=\"{bound}\"}} {n}");
+            }
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{phase=\"{phase}\",le=\"+Inf\"}} {}",
+                values.len()
+            );
+            let sum: f64 = values.iter().sum::<f64>() / 1000.0;
+            let _ = writeln!(out, "{name}_sum{{phase=\"{phase}\"}} {sum}");
+            let _ = writeln!(out, "{name}_count{{phase=\"{phase}\"}} {}", values.len());
+        }
     }
 }

@@ -8,15 +8,17 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use switchyard_protocol::admin::NewRegistrationToken;
-use switchyard_protocol::carrier::CarrierNews;
+use switchyard_protocol::carrier::Attachment;
 use switchyard_protocol::limits::MAX_FILES_REPORTED;
 use switchyard_protocol::node::{Heartbeat, HeartbeatAnswer, RegisterNode, Registered};
+use switchyard_protocol::state::NodeState;
 use switchyard_store::keys::token_digest;
 use switchyard_store::nodes::{
     HeartbeatReport, Node, Registration, RegistrationRefused, TokenLimits,
 };
 
 use crate::auth::{Caller, authenticate_node, bearer};
+use crate::carriers::news;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::labels::{self, Labels};
@@ -276,6 +278,9 @@ pub async fn heartbeat(
             )));
         }
     }
+    if let Some(carriers) = &body.carriers {
+        valid_attachment(carriers)?;
+    }
     let node = state
         .store
         .heartbeat_node(
@@ -284,21 +289,23 @@ pub async fn heartbeat(
                 inventory: &body.inventory,
                 labels: labels.as_ref(),
                 files_held: body.files_held.as_deref(),
+                carriers: body.carriers.as_ref(),
             },
         )
         .await?;
-    // The components a worker runs for the set, from this replica's
-    // registry resolution; the worker fetches them by name and version.
-    let carrier = state.store.cluster_carrier().await?.map(|row| CarrierNews {
-        carrier: row.carrier,
-        epoch: row.epoch,
-        state: row.state,
-        components: state
-            .carriers
-            .as_ref()
-            .map(|cluster| cluster.news_components())
-            .unwrap_or_default(),
-    });
+    // The row's sets with the components a worker runs for each (the
+    // worker fetches them by name and version); a pending node learns
+    // nothing of the carriers (it may not connect yet).
+    let carrier = match node.state {
+        NodeState::Pending => None,
+        _ => match &state.carriers {
+            Some(carriers) => Some(carriers.news()),
+            None => match state.store.cluster_carrier().await? {
+                Some(row) => Some(news::news(&row, &state.store.cluster_settings().await?)),
+                None => None,
+            },
+        },
+    };
     // The engines the cluster knows on this node: the worker stops the
     // others (an engine whose replica was deleted or forgotten).
     let engines = state.store.replica_ids_on(&id).await?;
@@ -419,4 +426,42 @@ async fn schedule(
         .ok_or_else(|| ApiError::not_found(format!("node {id}")))?;
     tracing::info!(node = %id, ?action, by = %caller.key_id, "node scheduling changed");
     Ok(Json(json!(node)))
+}
+
+/// Sets a worker may name in a heartbeat, and the longest reason: what is
+/// stored per node stays small whatever a worker sends.
+const MAX_SETS_REPORTED: usize = 8;
+const MAX_REASON: usize = 512;
+
+fn valid_attachment(carriers: &Attachment) -> ApiResult<()> {
+    let names = carriers
+        .attached
+        .iter()
+        .chain(carriers.cannot_follow.keys());
+    if carriers.attached.len() > MAX_SETS_REPORTED
+        || carriers.cannot_follow.len() > MAX_SETS_REPORTED
+    {
+        return Err(ApiError::invalid_request(format!(
+            "carriers: at most {MAX_SETS_REPORTED} sets attached and {MAX_SETS_REPORTED} it cannot follow"
+        )));
+    }
+    if let Some(bad) = names
+        .into_iter()
+        .find(|n| n.is_empty() || n.len() > 64 || !crate::valid::is_name(n))
+    {
+        return Err(ApiError::invalid_request(format!(
+            "carriers: `{}` is not a carrier set's name",
+            bad.chars().take(64).collect::<String>()
+        )));
+    }
+    if carriers
+        .cannot_follow
+        .values()
+        .any(|r| r.len() > MAX_REASON)
+    {
+        return Err(ApiError::invalid_request(format!(
+            "carriers: a reason is at most {MAX_REASON} bytes"
+        )));
+    }
+    Ok(())
 }

@@ -106,6 +106,9 @@ impl ProxyError {
             // to the worker (503, try again), the worker at its stream limit
             // (429), or the worker's own refusal (502).
             Self::Refused(Refusal::NotDelivered(_)) => "replica_unreachable",
+            // During a carrier change: the worker is attached to no set
+            // this replica runs yet (503, try again).
+            Self::Refused(Refusal::NoRoute(_)) => "no_route",
             Self::Refused(Refusal::Overloaded) => "worker_overloaded",
             Self::Refused(Refusal::UnknownService | Refusal::ServiceRefused(_)) => "worker_refused",
             Self::Broken(_) => "stream_reset",
@@ -125,7 +128,7 @@ impl ProxyError {
                 NoRoute::Busy => (StatusCode::TOO_MANY_REQUESTS, Some(BUSY_RETRY_AFTER)),
             },
             Self::NoCarrier => (StatusCode::SERVICE_UNAVAILABLE, None),
-            Self::Refused(Refusal::NotDelivered(_)) => {
+            Self::Refused(Refusal::NotDelivered(_) | Refusal::NoRoute(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, Some(BUSY_RETRY_AFTER))
             }
             Self::Refused(Refusal::Overloaded) => {

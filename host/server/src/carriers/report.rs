@@ -1,0 +1,258 @@
+//! The carrier status (`GET /api/cluster/carrier`) and a change's
+//! preflight: what blocks moving the cluster to a set.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use switchyard_carrier::SetName;
+use switchyard_protocol::carrier::{Blocker, ClusterSettings, Pins, WorkerReport, blockers};
+use switchyard_protocol::state::{CarrierRowState, NodeState};
+use switchyard_store::StoreError;
+use switchyard_store::cluster::ClusterCarrier;
+
+use super::build::SetKey;
+use crate::state::AppState;
+
+/// A replica whose report is older than this is not live: a change neither
+/// waits for it nor counts it (a replica reports about every second).
+pub const LIVE: Duration = Duration::from_secs(5);
+/// How long a dry run waits for every live replica to refresh its report.
+const REPORT_WAIT: Duration = Duration::from_secs(6);
+/// How often it looks meanwhile.
+const REPORT_POLL: Duration = Duration::from_millis(50);
+
+/// The carrier status.
+pub async fn status(state: &AppState) -> Result<Value, StoreError> {
+    let store = &state.store;
+    let row = store.cluster_carrier().await?;
+    let settings = store.cluster_settings().await?;
+    let replicas = store.live_replicas(LIVE, None).await?;
+    let workers = store.carrier_workers().await?;
+    let last_change = store.carrier_changes(1).await?.into_iter().next();
+    let keys = row.as_ref().map(|row| {
+        (
+            SetKey::of(&row.carrier, Some(&row.plugins)).map(|k| k.label()),
+            row.target
+                .as_deref()
+                .and_then(|t| SetKey::of(t, row.target_plugins.as_ref()))
+                .map(|k| k.label()),
+        )
+    });
+    let replicas: Vec<Value> = replicas
+        .into_iter()
+        .map(|replica| {
+            let mut report = replica.report;
+            report.ready = match (&row, &keys) {
+                (Some(row), Some((active, target))) => {
+                    report.epoch >= row.epoch
+                        && replica.built.first() == active.as_ref()
+                        && (row.state != CarrierRowState::Prepare
+                            || target.as_ref().is_some_and(|t| replica.built.contains(t)))
+                }
+                _ => false,
+            };
+            json!(report)
+        })
+        .collect();
+    let workers: Vec<Value> = workers
+        .into_iter()
+        .map(|w| {
+            let mut value = json!(w.report);
+            value["reported"] = json!(w.reported);
+            value["demoted_reason"] = json!(w.demoted_reason);
+            value
+        })
+        .collect();
+    let sessions: Vec<Value> = state
+        .carriers
+        .as_ref()
+        .map(|c| {
+            c.sessions
+                .held()
+                .into_iter()
+                .map(|(node, lane)| json!({"node": node, "lane": lane.as_str()}))
+                .collect()
+        })
+        .unwrap_or_default();
+    let streams: usize = state.routing.in_flight().iter().map(|(_, n)| n).sum();
+    let units = match &state.carriers {
+        Some(carriers) => super::units::pending(carriers).await.unwrap_or(0),
+        None => 0,
+    };
+    Ok(json!({
+        "carrier": row.as_ref().map(|r| r.carrier.clone()),
+        "plugins": row.as_ref().map(|r| &r.plugins),
+        "epoch": row.as_ref().map(|r| r.epoch),
+        "state": row.as_ref().map(|r| r.state),
+        "target": row.as_ref().and_then(|r| r.target.clone()),
+        "target_plugins": row.as_ref().and_then(|r| r.target_plugins.clone()),
+        "draining": row.as_ref().and_then(|r| r.draining.clone()),
+        "drain_left_ms": row.as_ref()
+            .filter(|r| r.state == CarrierRowState::Commit)
+            .and_then(|r| r.deadline_in_ms)
+            .map(|ms| ms.max(0)),
+        "prepare_left_ms": row.as_ref()
+            .filter(|r| r.state == CarrierRowState::Prepare)
+            .and_then(|r| r.deadline_in_ms)
+            .map(|ms| ms.max(0)),
+        "forced": row.as_ref().is_some_and(|r| r.forced),
+        "replicas": replicas,
+        "workers": workers,
+        "in_flight": {"streams": streams, "units": units},
+        "settings": masked(&settings),
+        "last_change": last_change,
+        "running": state.carriers.as_ref().map(|c| c.view().row.carrier.clone()),
+        "connected": state.carriers.as_ref().is_some_and(|c| c.fanout.active().is_ready()),
+        "plugin": state.carriers.as_ref().map(|c| {
+            let plugin = c.fanout.active().plugin_state();
+            json!({
+                "state": plugin.state,
+                "failed_rebuilds": plugin.failed_rebuilds,
+                "last_error": plugin.last_error,
+                "next_retry_unix_ms": plugin.next_retry_unix_ms,
+            })
+        }),
+        "sessions": sessions,
+    }))
+}
+
+/// What blocks moving from `row` to `target` with `pins`, after every live
+/// replica refreshed its report. `force` leaves out the workers that
+/// cannot follow (they are demoted once the change settles).
+pub async fn preflight(
+    state: &AppState,
+    row: &ClusterCarrier,
+    target: SetName,
+    pins: &Pins,
+    force: bool,
+) -> Result<Vec<Blocker>, StoreError> {
+    let store = &state.store;
+    let mut found = Vec::new();
+    let mut block = |code: &str, message: String| {
+        found.push(Blocker {
+            code: code.to_string(),
+            message,
+        })
+    };
+    if row.state != CarrierRowState::Stable {
+        block(
+            blockers::CHANGE_UNDER_WAY,
+            format!(
+                "a change to `{}` is under way ({})",
+                row.target.as_deref().unwrap_or(&row.carrier),
+                row.state
+            ),
+        );
+    }
+    if row.carrier == target.as_str() && row.plugins == *pins {
+        block(
+            blockers::ALREADY_ACTIVE,
+            format!("`{target}` with these component versions is what the cluster runs"),
+        );
+    }
+    let asked = Instant::now();
+    store.ask_for_reports().await?;
+    let replicas = loop {
+        let replicas = store
+            .live_replicas(LIVE, Some(asked.elapsed() + REPORT_POLL))
+            .await?;
+        if replicas.iter().all(|r| r.reported) || asked.elapsed() >= REPORT_WAIT {
+            break replicas;
+        }
+        tokio::time::sleep(REPORT_POLL).await;
+    };
+    for replica in &replicas {
+        let id = &replica.report.id;
+        if !replica.reported {
+            block(
+                blockers::REPLICA_SILENT,
+                format!(
+                    "replica {id} did not refresh its report within {}s",
+                    REPORT_WAIT.as_secs()
+                ),
+            );
+            continue;
+        }
+        match replica.report.can_build.get(target.as_str()) {
+            Some(verdict) if verdict.ok => {}
+            Some(verdict) => block(
+                blockers::REPLICA_CANNOT_BUILD,
+                format!(
+                    "replica {id} cannot build `{target}`: {}",
+                    verdict.reason.as_deref().unwrap_or("no reason given")
+                ),
+            ),
+            None => block(
+                blockers::REPLICA_CANNOT_BUILD,
+                format!("replica {id} did not say whether it can build `{target}`"),
+            ),
+        }
+    }
+    if !force {
+        for worker in store.carrier_workers().await? {
+            if worker.state == NodeState::Unhealthy && worker.demoted_reason.is_none() {
+                continue;
+            }
+            let WorkerReport {
+                node,
+                cannot_follow,
+                ..
+            } = worker.report;
+            if let Some(reason) = cannot_follow.get(target.as_str()) {
+                block(
+                    blockers::WORKER_CANNOT_FOLLOW,
+                    format!("worker {node} cannot follow to `{target}`: {reason}"),
+                );
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The settings as shown: a password (or a token alone) inside a URL masked.
+pub fn masked(settings: &ClusterSettings) -> ClusterSettings {
+    ClusterSettings {
+        nats_url: settings.nats_url.as_deref().map(mask_url),
+        worker_nats_url: settings.worker_nats_url.as_deref().map(mask_url),
+        ..settings.clone()
+    }
+}
+
+/// `nats://user:secret@host:4222` → `nats://user:***@host:4222`;
+/// `nats://token@host` → `nats://***@host`.
+pub fn mask_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return url.to_string();
+    };
+    let shown = match userinfo.split_once(':') {
+        Some((user, _)) => format!("{user}:***"),
+        None => "***".to_string(),
+    };
+    format!("{scheme}://{shown}@{host}{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_and_tokens_in_urls_are_masked() {
+        assert_eq!(mask_url("nats://u:p%40ss@h:4222"), "nats://u:***@h:4222");
+        assert_eq!(mask_url("nats://s3cret@h:4222/x"), "nats://***@h:4222/x");
+        assert_eq!(mask_url("nats://h:4222"), "nats://h:4222");
+        assert_eq!(mask_url("not a url"), "not a url");
+        let settings = ClusterSettings {
+            nats_url: Some("tls://a:b@h:1".into()),
+            ..ClusterSettings::default()
+        };
+        assert_eq!(
+            masked(&settings).nats_url.as_deref(),
+            Some("tls://a:***@h:1")
+        );
+    }
+}

@@ -1,0 +1,504 @@
+//! `GET/PUT /api/cluster/settings`: the NATS URLs of the `nats` set and the
+//! waits of a carrier change ([`ClusterSettings`]).
+//!
+//! A `PUT` takes a partial object and is parsed once into a [`SettingsPatch`]
+//! (unknown key 400 `unknown_setting`, bad value 400 `invalid_setting`), then
+//! judged against the cluster: a NATS URL does not change while a change is
+//! under way (409 `change_under_way`), and a new one must answer from this
+//! replica (422 `unreachable`). Saving a URL never switches the carrier: the
+//! next change (or start) uses it.
+//!
+//! Credentials never live in a setting: a URL with a user or password is
+//! refused (NATS clients take them from their own configuration, as the
+//! NATS CLI's contexts and Kubernetes' secrets keep them out of shared
+//! config). A URL stored before this check (a `--nats-url` with a
+//! password) is shown masked, and no URL's value is ever logged.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Map, Value};
+use switchyard_protocol::carrier::{ClusterSettings, MAX_ATTACH_JITTER_MS, MIN_WAIT_MS};
+use switchyard_protocol::state::CarrierRowState;
+use tokio::io::AsyncBufReadExt;
+
+use crate::auth::{Admin, Authorized};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// How long a reachability check may take, name lookup, connect and the
+/// server's `INFO` line together: an operator waits on it, and a NATS
+/// server sends `INFO` at once on accept.
+pub const REACH_TIMEOUT: Duration = Duration::from_secs(3);
+/// The longest URL taken: a host name is at most 253 characters; this
+/// leaves room and stays far from anything a log line must carry.
+pub const MAX_URL_LEN: usize = 512;
+/// The longest `INFO` line read: a NATS server's is well under 1 KiB
+/// (the protocol caps a control line at 4 KiB).
+const MAX_INFO_LINE: u64 = 4096;
+/// The port a NATS URL without one means (what every NATS client assumes).
+const NATS_PORT: u16 = 4222;
+
+/// The settings, URLs masked.
+#[utoipa::path(get, path = "/api/cluster/settings", tag = "cluster",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, body = ClusterSettings, description = "The settings; a password inside a URL shows as `***`",
+            example = json!({"nats_url": "nats://10.0.0.5:4222", "worker_nats_url": null, "prepare_timeout_ms": 60000, "window_ms": 30000, "max_drain_ms": 120000, "attach_jitter_ms": 10000})),
+        (status = 401, description = "`unauthorized`"),
+        (status = 403, description = "`forbidden`: the key lacks `admin`"),
+    ))]
+pub async fn show(
+    _caller: Authorized<Admin>,
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<ClusterSettings>> {
+    Ok(Json(masked(state.store.cluster_settings().await?)))
+}
+
+/// Changes some settings (a partial object; `null` clears a URL) and
+/// answers with all of them, URLs masked. A new NATS URL is checked from
+/// this replica first; it is used from the next carrier change on.
+#[utoipa::path(put, path = "/api/cluster/settings", tag = "cluster",
+    security(("bearer" = [])),
+    request_body(content = Object, description = "Any of the settings' keys",
+        example = json!({"nats_url": "nats://10.0.0.5:4222", "window_ms": 10000})),
+    responses(
+        (status = 200, body = ClusterSettings, description = "The settings after the change, URLs masked"),
+        (status = 400, description = "`unknown_setting`: a key that names no setting; `invalid_setting`: a wait under 5000 ms, a jitter over 600000 ms, a value of the wrong type, a URL that is not `nats://host[:port]` or `tls://host[:port]`, or a URL with credentials"),
+        (status = 401, description = "`unauthorized`"),
+        (status = 403, description = "`forbidden`: the key lacks `admin`"),
+        (status = 409, description = "`change_under_way`: a NATS URL cannot change while a carrier change is under way"),
+        (status = 422, description = "`unreachable`: this replica cannot reach the NATS server within 3 s, or what answers is not one"),
+    ))]
+pub async fn update(
+    caller: Authorized<Admin>,
+    State(state): State<Arc<AppState>>,
+    ApiJson(body): ApiJson<Map<String, Value>>,
+) -> ApiResult<Json<ClusterSettings>> {
+    let patch = SettingsPatch::parse(&body)?;
+    let current = state.store.cluster_settings().await?;
+    let next = patch.apply(current.clone());
+    let urls_changed: Vec<&str> = changed_urls(&current, &next);
+    if !urls_changed.is_empty() {
+        // Read just before saving: a change that begins in between uses the
+        // settings it read when it began (what the leader pins at prepare).
+        let row = state.store.cluster_carrier().await?;
+        if let Some(row) = row.filter(|r| r.state != CarrierRowState::Stable) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "change_under_way",
+                format!(
+                    "a carrier change is under way (state {}, epoch {}); change {} once it settled or aborted",
+                    row.state.as_str(),
+                    row.epoch,
+                    urls_changed.join(" and ")
+                ),
+            ));
+        }
+        for (name, url) in [
+            ("nats_url", &next.nats_url),
+            ("worker_nats_url", &next.worker_nats_url),
+        ] {
+            if let Some(url) = url.as_deref().filter(|_| urls_changed.contains(&name)) {
+                let target = NatsTarget::parse(url).map_err(|why| invalid(name, &why))?;
+                target.reach().await.map_err(|why| {
+                    ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "unreachable",
+                        format!("{name}: this replica cannot reach {target}: {why}"),
+                    )
+                })?;
+            }
+        }
+    }
+    state.store.put_cluster_settings(&next).await?;
+    // Names only: a URL's value stays out of the log.
+    let keys: Vec<&str> = body.keys().map(String::as_str).collect();
+    tracing::info!(by = %caller.key_id, ?keys, "cluster settings saved");
+    Ok(Json(masked(next)))
+}
+
+/// A `PUT`'s body, parsed: each field `Some` when the body names it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SettingsPatch {
+    /// `Some(None)`: cleared.
+    nats_url: Option<Option<String>>,
+    worker_nats_url: Option<Option<String>>,
+    prepare_timeout_ms: Option<u64>,
+    window_ms: Option<u64>,
+    max_drain_ms: Option<u64>,
+    attach_jitter_ms: Option<u64>,
+}
+
+impl SettingsPatch {
+    /// Parses a partial settings object: 400 `unknown_setting` for a key
+    /// that names no setting, 400 `invalid_setting` for a bad value.
+    pub fn parse(body: &Map<String, Value>) -> Result<Self, ApiError> {
+        let mut patch = Self::default();
+        for (key, value) in body {
+            match key.as_str() {
+                "nats_url" => patch.nats_url = Some(url_value(key, value)?),
+                "worker_nats_url" => patch.worker_nats_url = Some(url_value(key, value)?),
+                "prepare_timeout_ms" => patch.prepare_timeout_ms = Some(wait_value(key, value)?),
+                "window_ms" => patch.window_ms = Some(wait_value(key, value)?),
+                "max_drain_ms" => patch.max_drain_ms = Some(wait_value(key, value)?),
+                "attach_jitter_ms" => {
+                    let jitter = millis(key, value)?;
+                    if jitter > MAX_ATTACH_JITTER_MS {
+                        return Err(invalid(
+                            key,
+                            &format!("must be at most {MAX_ATTACH_JITTER_MS} ms, got {jitter}"),
+                        ));
+                    }
+                    patch.attach_jitter_ms = Some(jitter);
+                }
+                _ => {
+                    // Echo the key only when it is a plain name: it is the
+                    // client's own text, shown back in a message.
+                    let shown = if crate::valid::path_segment("key", key).is_ok() {
+                        format!("'{key}'")
+                    } else {
+                        "a key".into()
+                    };
+                    return Err(ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "unknown_setting",
+                        format!(
+                            "{shown} is no setting; the settings are {}",
+                            ClusterSettings::NAMES.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(patch)
+    }
+
+    /// The settings with this patch laid over them.
+    pub fn apply(self, mut settings: ClusterSettings) -> ClusterSettings {
+        if let Some(url) = self.nats_url {
+            settings.nats_url = url;
+        }
+        if let Some(url) = self.worker_nats_url {
+            settings.worker_nats_url = url;
+        }
+        if let Some(ms) = self.prepare_timeout_ms {
+            settings.prepare_timeout_ms = ms;
+        }
+        if let Some(ms) = self.window_ms {
+            settings.window_ms = ms;
+        }
+        if let Some(ms) = self.max_drain_ms {
+            settings.max_drain_ms = ms;
+        }
+        if let Some(ms) = self.attach_jitter_ms {
+            settings.attach_jitter_ms = ms;
+        }
+        settings
+    }
+}
+
+fn invalid(key: &str, why: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_setting",
+        format!("{key}: {why}"),
+    )
+}
+
+fn millis(key: &str, value: &Value) -> Result<u64, ApiError> {
+    value
+        .as_u64()
+        .ok_or_else(|| invalid(key, "must be a whole number of milliseconds"))
+}
+
+fn wait_value(key: &str, value: &Value) -> Result<u64, ApiError> {
+    let ms = millis(key, value)?;
+    if ms < MIN_WAIT_MS {
+        return Err(invalid(
+            key,
+            &format!(
+                "must be at least {MIN_WAIT_MS} ms (a replica's poll must see a change before it ends), got {ms}"
+            ),
+        ));
+    }
+    Ok(ms)
+}
+
+fn url_value(key: &str, value: &Value) -> Result<Option<String>, ApiError> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(url) => {
+            NatsTarget::parse(url).map_err(|why| invalid(key, &why))?;
+            Ok(Some(url.trim().to_string()))
+        }
+        _ => Err(invalid(key, "must be a URL (nats://host:port) or null")),
+    }
+}
+
+/// The URL settings whose value differs.
+fn changed_urls(before: &ClusterSettings, after: &ClusterSettings) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    if before.nats_url != after.nats_url {
+        changed.push("nats_url");
+    }
+    if before.worker_nats_url != after.worker_nats_url {
+        changed.push("worker_nats_url");
+    }
+    changed
+}
+
+/// Where a NATS URL points: `nats://host[:port]` or `tls://host[:port]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsTarget {
+    host: String,
+    port: u16,
+}
+
+impl std::fmt::Display for NatsTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl NatsTarget {
+    /// The host and port of a setting's URL; why not, in words that never
+    /// repeat the URL (it may hold a credential).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text.len() > MAX_URL_LEN {
+            return Err(format!("a URL is at most {MAX_URL_LEN} characters"));
+        }
+        let url = url::Url::parse(text)
+            .map_err(|_| "is not a URL (nats://host:port or tls://host:port)".to_string())?;
+        if !matches!(url.scheme(), "nats" | "tls") {
+            return Err("the scheme must be nats:// or tls://".into());
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(
+                "a URL may not carry credentials; give them to the NATS clients' own configuration"
+                    .into(),
+            );
+        }
+        if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
+            return Err("a NATS URL is nats://host:port, with no path or query".into());
+        }
+        let host = match url.host() {
+            Some(url::Host::Domain(name)) if !name.is_empty() => name.to_string(),
+            Some(url::Host::Ipv4(ip)) => ip.to_string(),
+            Some(url::Host::Ipv6(ip)) => ip.to_string(),
+            _ => return Err("the URL names no host".into()),
+        };
+        Ok(Self {
+            host,
+            port: url.port().unwrap_or(NATS_PORT),
+        })
+    }
+
+    /// Connects and reads the server's `INFO` line, within [`REACH_TIMEOUT`]:
+    /// an open port is not enough, what answers must be a NATS server. The
+    /// server sends `INFO` in the clear before any TLS (unless it is set to
+    /// TLS-first, which a `tls://` client then needs anyway).
+    pub async fn reach(&self) -> Result<(), String> {
+        let attempt = async {
+            let stream = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+                .await
+                .map_err(|e| format!("cannot connect ({})", e.kind()))?;
+            let mut line = String::new();
+            tokio::io::BufReader::new(tokio::io::AsyncReadExt::take(stream, MAX_INFO_LINE))
+                .read_line(&mut line)
+                .await
+                .map_err(|e| format!("connected, then the connection failed ({})", e.kind()))?;
+            if line.starts_with("INFO ") || line.starts_with("INFO\t") {
+                Ok(())
+            } else {
+                Err("connected, but what answers is not a NATS server (no INFO line)".into())
+            }
+        };
+        tokio::time::timeout(REACH_TIMEOUT, attempt)
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "no NATS INFO line within {} s",
+                    REACH_TIMEOUT.as_secs()
+                ))
+            })
+    }
+}
+
+/// The settings as shown: every URL masked.
+pub fn masked(mut settings: ClusterSettings) -> ClusterSettings {
+    settings.nats_url = settings.nats_url.as_deref().map(mask_url);
+    settings.worker_nats_url = settings.worker_nats_url.as_deref().map(mask_url);
+    settings
+}
+
+/// A URL (or a comma-separated list of them, as NATS clients take) with
+/// each password, or a token-only user part, replaced by `***`. Written
+/// on the text, not a parser: a URL that does not parse is masked too.
+pub fn mask_url(text: &str) -> String {
+    text.split(',')
+        .map(|one| {
+            let (scheme, rest) = match one.find("://") {
+                Some(at) => one.split_at(at + 3),
+                None => ("", one),
+            };
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            let (authority, tail) = rest.split_at(end);
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => {
+                    let shown = match userinfo.split_once(':') {
+                        Some((user, _)) => format!("{user}:***"),
+                        None => "***".into(),
+                    };
+                    format!("{scheme}{shown}@{host}{tail}")
+                }
+                None => one.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn parse(body: Value) -> Result<SettingsPatch, ApiError> {
+        SettingsPatch::parse(body.as_object().unwrap())
+    }
+
+    #[test]
+    fn passwords_and_tokens_inside_urls_are_masked() {
+        assert_eq!(
+            mask_url("nats://user:s3cret@host:4222"),
+            "nats://user:***@host:4222"
+        );
+        assert_eq!(mask_url("nats://t0ken@host:4222"), "nats://***@host:4222");
+        assert_eq!(
+            mask_url("tls://a:b@h1:1,nats://h2:2"),
+            "tls://a:***@h1:1,nats://h2:2"
+        );
+        assert_eq!(mask_url("nats://u:p@w@host/x"), "nats://u:***@host/x");
+        assert_eq!(mask_url("nats://host:4222"), "nats://host:4222");
+        assert_eq!(mask_url("not a url"), "not a url");
+    }
+
+    #[test]
+    fn a_url_is_nats_or_tls_with_a_host_and_no_credentials() {
+        assert_eq!(
+            NatsTarget::parse("nats://10.0.0.5:4333").unwrap(),
+            NatsTarget {
+                host: "10.0.0.5".into(),
+                port: 4333
+            }
+        );
+        assert_eq!(NatsTarget::parse("tls://nats.internal").unwrap().port, 4222);
+        assert_eq!(
+            NatsTarget::parse("nats://[::1]:4222").unwrap().to_string(),
+            "[::1]:4222"
+        );
+        for bad in [
+            "http://host:4222",
+            "nats://",
+            "nats://host:4222/path",
+            "nats://host:4222?x=1",
+            "host:4222",
+            "nats://host:99999",
+        ] {
+            assert!(NatsTarget::parse(bad).is_err(), "{bad}");
+        }
+        for secret in ["nats://u:pw@host:4222", "nats://tok@host:4222"] {
+            let why = NatsTarget::parse(secret).unwrap_err();
+            assert!(why.contains("credentials"), "{why}");
+            assert!(!why.contains("pw") && !why.contains("tok"), "{why}");
+        }
+    }
+
+    #[test]
+    fn a_patch_names_known_settings_with_values_of_their_kind() {
+        let patch = parse(json!({"window_ms": 10000, "nats_url": null})).unwrap();
+        let applied = patch.apply(ClusterSettings {
+            nats_url: Some("nats://old:4222".into()),
+            ..ClusterSettings::default()
+        });
+        assert_eq!(applied.window_ms, 10_000);
+        assert_eq!(applied.nats_url, None);
+        assert_eq!(applied.prepare_timeout_ms, 60_000, "untouched keys stay");
+
+        let code = |body| parse(body).unwrap_err().code;
+        assert_eq!(code(json!({"windw_ms": 10000})), "unknown_setting");
+        assert_eq!(code(json!({"window_ms": 4999})), "invalid_setting");
+        assert_eq!(code(json!({"window_ms": "10000"})), "invalid_setting");
+        assert_eq!(code(json!({"window_ms": -1})), "invalid_setting");
+        assert_eq!(code(json!({"window_ms": 1.5e4})), "invalid_setting");
+        assert_eq!(code(json!({"window_ms": null})), "invalid_setting");
+        assert_eq!(
+            code(json!({"attach_jitter_ms": 600_001})),
+            "invalid_setting"
+        );
+        assert_eq!(code(json!({"nats_url": 4222})), "invalid_setting");
+        // A jitter may be zero (tests); a wait may not be under five seconds.
+        assert!(parse(json!({"attach_jitter_ms": 0})).is_ok());
+        assert!(parse(json!({"max_drain_ms": MIN_WAIT_MS})).is_ok());
+        let secret = parse(json!({"nats_url": "nats://u:hunter2@h:4222"})).unwrap_err();
+        assert_eq!(secret.code, "invalid_setting");
+        assert!(!secret.message.contains("hunter2"), "{}", secret.message);
+    }
+
+    #[test]
+    fn every_name_the_protocol_lists_is_a_setting_here() {
+        for name in ClusterSettings::NAMES {
+            let value = if ClusterSettings::URLS.contains(&name) {
+                json!("nats://h:4222")
+            } else {
+                json!(MIN_WAIT_MS)
+            };
+            assert!(parse(json!({ name: value })).is_ok(), "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_port_nobody_listens_on_is_unreachable_and_a_silent_one_is_no_nats() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let closed = NatsTarget {
+            host: "127.0.0.1".into(),
+            port,
+        };
+        assert!(closed.reach().await.unwrap_err().contains("cannot connect"));
+
+        // Something that accepts and says what NATS says, and something
+        // that accepts and says otherwise.
+        for (greeting, ok) in [
+            ("INFO {\"server_id\":\"x\"}\r\n", true),
+            ("HTTP/1.1 400\r\n", false),
+        ] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let server = tokio::spawn(async move {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                tokio::io::AsyncWriteExt::write_all(&mut socket, greeting.as_bytes())
+                    .await
+                    .unwrap();
+            });
+            let target = NatsTarget {
+                host: "127.0.0.1".into(),
+                port,
+            };
+            assert_eq!(target.reach().await.is_ok(), ok, "{greeting}");
+            server.await.unwrap();
+        }
+    }
+}
