@@ -9,6 +9,7 @@
 
 mod cancel;
 mod cluster;
+mod follow;
 mod healing;
 mod inference;
 mod keepalive;

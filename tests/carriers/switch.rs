@@ -22,7 +22,7 @@ use switchyard_tests::nats::worker_flags;
 use switchyard_tests::plugins::component;
 use switchyard_tests::switch::{
     Change, Cluster, Gate, Load, Nats, Probes, change, count_probes, eventually, eventually_within,
-    push_plugin, second_build,
+    push_plugin, second_build, settled_on,
 };
 
 /// Chat clients during a change.
@@ -77,9 +77,12 @@ async fn change_under_load(cluster: &mut Cluster, body: Value, target: &str, tag
     let during = load.completed_between(moved.requested, moved.settled);
     let (completed, failures) = load.stop().await;
     eprintln!(
-        "{tag}: answered in {:?}, past prepare after {:?}, settled after {:?}; \
+        "{tag}: answered in {:?}, replicas ready after {:?}, workers attached after {:?}, \
+         past prepare after {:?}, settled after {:?}; \
          {completed} requests, {during} during the change; record {}",
         moved.answered - moved.requested,
+        moved.replicas_ready.map(|t| t - moved.requested),
+        moved.workers_attached.map(|t| t - moved.requested),
         moved.committed - moved.requested,
         moved.settled - moved.requested,
         moved.record
@@ -388,11 +391,7 @@ async fn a_worker_that_cannot_follow_blocks_nats_until_forced_and_is_demoted_the
     })
     .await;
     gate.open();
-    eventually("the forced change settled on nats", || async {
-        let status = cluster.carrier(0).await;
-        status["carrier"] == "nats" && status["state"] == "stable"
-    })
-    .await;
+    settled_on(&cluster, 0, "nats").await;
     cluster.workers_attached_some(&[full], "nats").await;
 
     // The worker that cannot follow stays registered, demoted, with why.

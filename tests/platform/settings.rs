@@ -125,6 +125,11 @@ async fn settings_are_checked_saved_and_shown_with_passwords_masked() {
             "a credential is never echoed: {text}"
         );
     }
+    // A body that is no object is refused without being quoted back.
+    let (status, answer) = put(&replica, json!("nats://ops:hunter2@127.0.0.1:4222")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(answer["error"]["code"], "invalid_setting");
+    assert!(!answer.to_string().contains("hunter2"), "{answer}");
     let (_, shown) = replica.call(replica.admin(Method::GET, PATH)).await;
     assert_eq!(shown, saved, "a refused change changes nothing");
 
@@ -192,8 +197,9 @@ async fn a_nats_url_must_answer_from_this_replica_and_saving_it_switches_nothing
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{saved}");
-    assert_eq!(saved["nats_url"], reachable.as_str());
-    assert_eq!(saved["worker_nats_url"], reachable.as_str());
+    // Kept as host:port, the form the `nats` set's component dials.
+    assert_eq!(saved["nats_url"], nats.address());
+    assert_eq!(saved["worker_nats_url"], nats.address());
     assert_eq!(
         row().await,
         before,
@@ -270,4 +276,22 @@ attach_jitter_ms    10000
     assert_ne!(code, 0, "{out}");
     assert!(err.contains("invalid_setting"), "{err}");
     replica.stop().await;
+}
+
+#[test]
+fn the_document_lists_both_operations_with_their_statuses() {
+    let doc: Value = serde_json::from_str(&switchyard_server::openapi::document()).unwrap();
+    let path = &doc["paths"][PATH];
+    assert_eq!(path["get"]["security"][0]["bearer"], json!([]));
+    assert_eq!(
+        path["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/ClusterSettings"
+    );
+    for status in ["200", "400", "401", "403", "409", "422"] {
+        assert!(
+            path["put"]["responses"].get(status).is_some(),
+            "PUT {PATH} documents {status}: {}",
+            path["put"]
+        );
+    }
 }

@@ -695,6 +695,10 @@ pub struct Change {
     pub settled: Instant,
     /// `last_change` from the status once settled.
     pub record: Value,
+    /// The first poll in prepare that saw every live replica ready.
+    pub replicas_ready: Option<Instant>,
+    /// The first poll in prepare that saw every worker attached to the target.
+    pub workers_attached: Option<Instant>,
 }
 
 /// Posts `body` through replica `via` (202 expected), then polls the status
@@ -714,11 +718,28 @@ pub async fn change(cluster: &Cluster, via: usize, body: Value, target: &str) ->
     );
     let epoch = answer["epoch"].as_i64().unwrap();
     let mut committed = None;
-    let mut last = Value::Null;
+    let (mut replicas_ready, mut workers_attached) = (None, None);
     let started = Instant::now();
     loop {
         let status = cluster.carrier(via).await;
         let now = Instant::now();
+        if status["state"] == "prepare" && status["epoch"].as_i64() == Some(epoch) {
+            let all = |key: &str, check: &dyn Fn(&Value) -> bool| {
+                status[key].as_array().is_some_and(|a| a.iter().all(check))
+            };
+            if replicas_ready.is_none() && all("replicas", &|r| r["ready"] == true) {
+                replicas_ready = Some(now);
+            }
+            let attached = |w: &Value| {
+                w["attached"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|s| s == target))
+                    && w["epoch_seen"].as_i64() >= Some(epoch)
+            };
+            if workers_attached.is_none() && all("workers", &attached) {
+                workers_attached = Some(now);
+            }
+        }
         let past_prepare = status["epoch"].as_i64().unwrap_or(0) > epoch;
         if past_prepare && committed.is_none() {
             committed = Some(now);
@@ -733,14 +754,32 @@ pub async fn change(cluster: &Cluster, via: usize, body: Value, target: &str) ->
                 committed: committed.unwrap(),
                 settled: now,
                 record,
+                replicas_ready,
+                workers_attached,
             };
         }
-        last = status;
         assert!(
             started.elapsed() < PATIENCE,
-            "the change to {target} did not settle: {last}"
+            "the change to {target} did not settle: {status}"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Polls replica `via` until the row is stable on `target`; panics with
+/// the last status after `PATIENCE`.
+pub async fn settled_on(cluster: &Cluster, via: usize, target: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let status = cluster.carrier(via).await;
+        if status["carrier"] == target && status["state"] == "stable" {
+            return status;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "never settled on {target}: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 

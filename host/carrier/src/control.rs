@@ -262,7 +262,36 @@ pub async fn serve_control_on_carrier(
     node: &str,
     handler: ControlHandler,
 ) -> Result<(), SendError> {
-    let (subscription, mut requests) = carrier.subscribe(&control_subject(node), None).await?;
+    subscribe_control_on_carrier(carrier, node, handler)
+        .await?
+        .await;
+    Ok(())
+}
+
+/// Subscribes to a node's control subject and gives back what serves its
+/// verbs until the subscription ends (run it on a task): a worker that
+/// attaches to a set says it is attached only once it is subscribed, or a
+/// frontend's first call could find no responder.
+pub async fn subscribe_control_on_carrier(
+    carrier: Arc<Carrier>,
+    node: &str,
+    handler: ControlHandler,
+) -> Result<BoxFuture<'static, ()>, SendError> {
+    let (subscription, requests) = carrier.subscribe(&control_subject(node), None).await?;
+    Ok(Box::pin(serve_control_requests(
+        carrier,
+        subscription,
+        requests,
+        handler,
+    )))
+}
+
+async fn serve_control_requests(
+    carrier: Arc<Carrier>,
+    subscription: crate::client::Subscription,
+    mut requests: tokio::sync::mpsc::Receiver<crate::message::Message>,
+    handler: ControlHandler,
+) {
     while let Some(request) = requests.recv().await {
         let Some(reply_to) = request.reply_to.clone() else {
             continue;
@@ -292,5 +321,4 @@ pub async fn serve_control_on_carrier(
         });
     }
     drop(subscription);
-    Ok(())
 }

@@ -63,9 +63,9 @@ impl Window {
         let Some(sets) = attached.get(node) else {
             return Ok(&self.new);
         };
-        if sets.iter().any(|s| *s == self.new.set) {
+        if sets.contains(&self.new.set) {
             Ok(&self.new)
-        } else if sets.iter().any(|s| *s == self.old.set) {
+        } else if sets.contains(&self.old.set) {
             Ok(&self.old)
         } else {
             Err(Refusal::NoRoute(format!(

@@ -172,7 +172,8 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub name: Option<String>,
     /// An address frontends may dial (host:port), if this machine has one;
-    /// the nats carrier set's streams are served there.
+    /// the nats carrier set's streams are served there (without it this
+    /// worker reports that it cannot follow the cluster to nats).
     #[arg(long)]
     pub address: Option<String>,
     /// Heartbeat interval in ms.
@@ -183,7 +184,8 @@ pub struct WorkerArgs {
     /// components and the worker fetches them from it, checking their SHA-256.
     #[arg(long, env = "SWITCHYARD_PLUGINS_DIR")]
     pub carrier_plugins: Option<PathBuf>,
-    /// The NATS server, for a cluster whose carrier is nats.
+    /// The NATS server, for the nats carrier set; wins over the cluster's
+    /// setting (`worker_nats_url`, else `nats_url`), used without it.
     #[arg(long, env = "SWITCHYARD_NATS_URL", hide_env_values = true)]
     pub nats_url: Option<String>,
     /// Declare GPUs instead of detecting them: `name=H200,memory=141GiB[,count=2]`, repeatable.

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use sha2::Digest;
 use switchyard_carrier::client::Carrier;
-use switchyard_carrier::control::serve_control_on_carrier;
+use switchyard_carrier::control::subscribe_control_on_carrier;
 use switchyard_carrier::set::{self, SetEnv, Side, SideKind, StreamsVia};
 use switchyard_carrier::stream_seam::Acceptor;
 use switchyard_carrier::tunnel::{Lane, Side as TunnelSide, TunnelSession, websocket};
@@ -383,6 +383,11 @@ impl CarrierLink {
         link
     }
 
+    /// The sets running now (released ones that still drain included).
+    pub fn running(&self) -> Vec<SetKey> {
+        self.running.keys().cloned().collect()
+    }
+
     /// What heartbeats report; it follows the link.
     pub fn status(&self) -> LinkStatus {
         self.status.clone()
@@ -488,7 +493,13 @@ impl CarrierLink {
                 Err(e) => {
                     pending.failures += 1;
                     let wait = attach_backoff(pending.failures);
-                    tracing::warn!(set = %key.set, error = %e, retry_in_ms = wait.as_millis() as u64, "attaching to the carrier set failed");
+                    let retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                    // Said once; the retries (every 30 s at most) quietly.
+                    if pending.failures == 1 {
+                        tracing::warn!(set = %key.set, error = %e, retry_in_ms, "attaching to the carrier set failed");
+                    } else {
+                        tracing::debug!(set = %key.set, error = %e, retry_in_ms, "attaching to the carrier set failed again");
+                    }
                     pending.due = Instant::now() + wait;
                     self.pending.insert(key, pending);
                 }
@@ -584,16 +595,14 @@ impl CarrierLink {
             if name.entry().streams == StreamsVia::Direct {
                 self.serve_direct(identity).await?;
             }
-            let node = identity.node_id.clone();
+            // Subscribed before the set counts as attached: a frontend's
+            // first call must find this worker answering. Two versions of a
+            // set both answer; a frontend takes the first answer.
             let control = in_flight.control(self.node.control());
-            let served = carrier.clone();
-            running.tasks.push(tokio::spawn(async move {
-                // Two versions of a set both answer: a frontend takes the
-                // first answer to a request.
-                if let Err(e) = serve_control_on_carrier(served, &node, control).await {
-                    tracing::error!(error = %e, "control verbs are not served on the carrier");
-                }
-            }));
+            let serve = subscribe_control_on_carrier(carrier.clone(), &identity.node_id, control)
+                .await
+                .map_err(|e| format!("control verbs are not served on the carrier: {e}"))?;
+            running.tasks.push(tokio::spawn(serve));
             running.probe = Some(Probe::Messages(carrier));
         }
         if running.tunnel.is_some() {
@@ -1132,12 +1141,20 @@ mod tests {
         format!("{}:{}", c.carrier, &c.components[0].sha256[..6])
     }
 
+    /// Says `key`'s set is connected (or not) from now on.
+    fn connected(link: &mut CarrierLink, key: &SetKey, connected: bool) {
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(connected));
+        link.running.get_mut(key).unwrap().probe = Some(Probe::Flag(flag));
+        link.publish(None);
+    }
+
     #[tokio::test]
-    async fn a_tunnel_upgrade_attaches_beside_an_abort_closes_at_once_a_settle_drains() {
+    async fn a_tunnel_upgrade_attaches_beside_an_abort_lets_go_a_settle_drains() {
         let (old, new) = (b"tunnel-0.2.0".as_slice(), b"tunnel-0.3.0".as_slice());
         let mut f = fixture(&[old, new], None);
         let a = set("tunnel", vec![component("tunnel", "0.2.0", old)]);
         let b = set("tunnel", vec![component("tunnel", "0.3.0", new)]);
+        let (key_a, key_b) = (SetKey::of(&a), SetKey::of(&b));
 
         let stable = news(1, CarrierRowState::Stable, a.clone());
         f.link.follow(&stable, &f.identity).await;
@@ -1162,24 +1179,35 @@ mod tests {
         let mut now = running(&f.link);
         now.sort();
         assert_eq!(now, both);
-        assert_eq!(
-            f.link.dialling.as_ref().map(|(k, _)| k),
-            Some(&SetKey::of(&b))
-        );
+        assert_eq!(f.link.dialling.as_ref().map(|(k, _)| k), Some(&key_b));
         assert_eq!(f.link.status().attachment().epoch_seen, Some(2));
+        connected(&mut f.link, &key_b, true);
+        assert_eq!(f.link.status().attachment().attached, ["tunnel"]);
 
-        // Abort: the target goes at once, the old version dials again.
+        // Abort: the old version dials again at once; the target (which
+        // took over the lanes) is let go once the old one is connected and
+        // nothing runs on the target.
         let mut aborted = stable.clone();
         aborted.epoch = 3;
+        aborted.max_drain_ms = Some(600_000);
+        let work = f.link.running[&key_b].in_flight.enter();
+        f.link.follow(&aborted, &f.identity).await;
+        assert_eq!(f.link.dialling.as_ref().map(|(k, _)| k), Some(&key_a));
+        assert_eq!(
+            f.link.running.len(),
+            2,
+            "the old version is not connected yet"
+        );
+        connected(&mut f.link, &key_a, true);
+        f.link.follow(&aborted, &f.identity).await;
+        assert_eq!(f.link.running.len(), 2, "a stream still runs on the target");
+        drop(work);
         f.link.follow(&aborted, &f.identity).await;
         assert_eq!(running(&f.link), [short(&a)]);
-        assert_eq!(
-            f.link.dialling.as_ref().map(|(k, _)| k),
-            Some(&SetKey::of(&a))
-        );
 
         // Prepare again, commit, settle: the old version is kept while the
-        // new one is not connected, and closes once its drain is up.
+        // new one is not connected, and closes once it is and nothing runs
+        // on the old one.
         f.link.follow(&prepare, &f.identity).await;
         let mut commit = news(5, CarrierRowState::Commit, b.clone());
         commit.draining = Some(a.clone());
@@ -1190,7 +1218,7 @@ mod tests {
         let wake = f.link.follow(&settled, &f.identity).await;
         assert_eq!(f.link.running.len(), 2, "the old set drains");
         assert!(wake.is_some_and(|at| at <= Instant::now() + DRAIN_POLL));
-        settled.max_drain_ms = Some(0);
+        connected(&mut f.link, &key_b, true);
         f.link.follow(&settled, &f.identity).await;
         assert_eq!(running(&f.link), [short(&b)]);
         assert_eq!(f.link.status().attachment().epoch_seen, Some(6));

@@ -16,7 +16,8 @@ pub struct WorkerConfig {
     /// The node's name (default: the host name).
     pub name: String,
     /// An address frontends may dial, if the worker has one (`host:port`;
-    /// the `nats` set's streams are served there).
+    /// the `nats` set's streams are served there: without it the worker
+    /// reports it cannot follow the cluster to `nats`).
     pub address: Option<String>,
     /// How often to heartbeat.
     pub heartbeat_interval: Duration,
@@ -24,8 +25,8 @@ pub struct WorkerConfig {
     /// when the frontend's carrier news names none (an older frontend); a
     /// current frontend names them and the worker fetches them from it.
     pub carrier_plugins: Option<PathBuf>,
-    /// The NATS server, for a cluster whose carrier is `nats` (may hold
-    /// credentials, never shown).
+    /// The NATS server for the `nats` set (may hold credentials, never
+    /// shown); it wins over the one the cluster's carrier news names.
     pub nats_url: Option<String>,
     /// GPUs declared by the operator (`--gpu`, `--gpu-file`); empty: detect.
     pub gpus: Vec<switchyard_gpu::Gpu>,

@@ -28,6 +28,10 @@ use crate::client::{Client, api_error};
 /// How often `--wait` reads the row: a phase of a fast change lasts a few
 /// hundred milliseconds, and a read is one indexed row.
 const POLL: Duration = Duration::from_millis(200);
+/// How long `--wait` keeps polling a server that does not answer: a
+/// replica restarting is back within it; the change itself is bounded by
+/// the prepare timeout and the window.
+const UNANSWERED: Duration = Duration::from_secs(10);
 const PATH: &str = "/api/cluster/carrier";
 
 /// What the CLI reads of `GET /api/cluster/carrier` (the rest is ignored;
@@ -45,6 +49,47 @@ pub struct CarrierStatus {
     pub drain_left_ms: Option<i64>,
     pub replicas: Vec<ReplicaReport>,
     pub workers: Vec<WorkerReport>,
+    /// The newest change's record, when the server shows it.
+    pub last_change: Option<LastChange>,
+}
+
+/// The newest change as `carrier_changes` keeps it, its times by the
+/// database clock (what `--wait` reports once a change ended).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct LastChange {
+    pub to: String,
+    /// `settled`, `aborted`, or absent while under way.
+    pub outcome: Option<String>,
+    /// Why it aborted.
+    pub reason: Option<String>,
+    /// Request to commit.
+    pub prepare_ms: Option<f64>,
+    /// Commit to settled.
+    pub drain_ms: Option<f64>,
+}
+
+impl LastChange {
+    /// `; request → commit 0.21 s, commit → settled 0.05 s` for a change
+    /// to `target` that settled.
+    fn settled_times(&self, target: &str) -> String {
+        match (self.outcome.as_deref(), self.prepare_ms, self.drain_ms) {
+            (Some("settled"), Some(prepare), Some(drain)) if self.to == target => format!(
+                "; request → commit {:.2} s, commit → settled {:.2} s",
+                prepare / 1000.0,
+                drain / 1000.0
+            ),
+            _ => String::new(),
+        }
+    }
+
+    /// `: <why>` for a change that aborted.
+    fn abort_reason(&self) -> String {
+        match (self.outcome.as_deref(), &self.reason) {
+            (Some("aborted"), Some(why)) => format!(": {why}"),
+            _ => String::new(),
+        }
+    }
 }
 
 /// A set named by the status: a name, or `{"carrier": name, ...}`.
@@ -112,10 +157,7 @@ pub async fn switch(args: SwitchArgs) -> anyhow::Result<ExitCode> {
         if !std::io::stdin().is_terminal() {
             bail!("stdin is not a terminal: pass --yes to switch without being asked");
         }
-        if !confirm(&format!(
-            "Switch the cluster to {}? Proceed? [y/N] ",
-            args.to
-        ))? {
+        if !confirm("Proceed? [y/N] ")? {
             println!("not started");
             return Ok(ExitCode::FAILURE);
         }
@@ -138,9 +180,32 @@ pub async fn switch(args: SwitchArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut phases = Phases::new(&args.to, change.plugins.clone(), moved.epoch);
+    let mut answered = Instant::now();
     loop {
-        let status: CarrierStatus =
-            serde_json::from_value(client.send(client.request(Method::GET, PATH)).await?)?;
+        // A replica that stops answering (restarted, or the leader killed
+        // mid-change) does not end the wait at once: the change goes on
+        // without it. A refusal (4xx) does.
+        let status: CarrierStatus = match client.answer(client.request(Method::GET, PATH)).await {
+            Ok((code, body)) if code.is_success() => {
+                answered = Instant::now();
+                serde_json::from_value(body)?
+            }
+            Ok((code, body)) if code.is_client_error() => return Err(api_error(code, body)),
+            outcome => {
+                if answered.elapsed() > UNANSWERED {
+                    return Err(match outcome {
+                        Ok((code, body)) => api_error(code, body),
+                        Err(e) => e,
+                    }
+                    .context(format!(
+                        "no answer for {} s while waiting for the change",
+                        UNANSWERED.as_secs()
+                    )));
+                }
+                tokio::time::sleep(POLL).await;
+                continue;
+            }
+        };
         let (lines, end) = phases.step(&status, asked.elapsed());
         for line in lines {
             println!("{line}");
@@ -436,12 +501,24 @@ impl Phases {
                     self.draw(&mut lines, "prepare", elapsed, || "passed".into());
                     self.draw(&mut lines, "commit", elapsed, || "passed".into());
                     self.draw(&mut lines, "stable", elapsed, || {
-                        format!("settled on {active} (epoch {epoch})")
+                        let times = status
+                            .last_change
+                            .as_ref()
+                            .map(|c| c.settled_times(&target))
+                            .unwrap_or_default();
+                        format!("settled on {active} (epoch {epoch}){times}")
                     });
                     return (lines, Some(End::Settled));
                 }
                 self.draw(&mut lines, "aborted", elapsed, || {
-                    format!("back to stable on {active} (epoch {epoch}) without reaching {target}")
+                    let why = status
+                        .last_change
+                        .as_ref()
+                        .map(LastChange::abort_reason)
+                        .unwrap_or_default();
+                    format!(
+                        "back to stable on {active} (epoch {epoch}) without reaching {target}{why}"
+                    )
                 });
                 return (lines, Some(End::Aborted));
             }
@@ -666,8 +743,21 @@ replicas (1)
             ["commit      1.23 s  tunnel active; nats drains (at most 30.0 s left)"]
         );
         assert_eq!(end, None);
-        let (lines, end) = phases.step(&row("stable", "tunnel", 7), at(1500));
-        assert_eq!(lines, ["stable      1.50 s  settled on tunnel (epoch 7)"]);
+        let mut settled = row("stable", "tunnel", 7);
+        settled.last_change = Some(LastChange {
+            to: "tunnel".into(),
+            outcome: Some("settled".into()),
+            reason: None,
+            prepare_ms: Some(1210.4),
+            drain_ms: Some(52.0),
+        });
+        let (lines, end) = phases.step(&settled, at(1500));
+        assert_eq!(
+            lines,
+            [
+                "stable      1.50 s  settled on tunnel (epoch 7); request → commit 1.21 s, commit → settled 0.05 s"
+            ]
+        );
         assert_eq!(end, Some(End::Settled));
     }
 
@@ -690,10 +780,19 @@ replicas (1)
     fn a_change_back_to_stable_without_its_target_is_an_abort() {
         let mut phases = Phases::new("tunnel", BTreeMap::new(), 5);
         phases.step(&row("prepare", "nats", 5), Duration::ZERO);
-        let (lines, end) = phases.step(&row("stable", "nats", 6), Duration::from_secs(60));
+        let mut aborted = row("stable", "nats", 6);
+        aborted.last_change = Some(LastChange {
+            to: "tunnel".into(),
+            outcome: Some("aborted".into()),
+            reason: Some("the prepare timed out: replica r1 has not built `tunnel`".into()),
+            ..LastChange::default()
+        });
+        let (lines, end) = phases.step(&aborted, Duration::from_secs(60));
         assert_eq!(
             lines,
-            ["aborted    60.00 s  back to stable on nats (epoch 6) without reaching tunnel"]
+            [
+                "aborted    60.00 s  back to stable on nats (epoch 6) without reaching tunnel: the prepare timed out: replica r1 has not built `tunnel`"
+            ]
         );
         assert_eq!(end, Some(End::Aborted));
 

@@ -191,11 +191,10 @@ async fn reconcile(
                 if let Some(other) = other {
                     release(carriers, &other);
                 }
-                let new = build_and_listen(carriers, &active_key, settings)
+                build_and_listen(carriers, &active_key, settings)
                     .instrument(span.clone())
                     .await
-                    .map_err(|e| (active_key.set, e))?;
-                new
+                    .map_err(|e| (active_key.set, e))?
             }
         };
         let _entered = span.enter();

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use switchyard_carrier::SetName;
-use switchyard_protocol::carrier::{Blocker, ClusterSettings, Pins, WorkerReport, blockers};
+use switchyard_protocol::carrier::{Blocker, Pins, WorkerReport, blockers};
 use switchyard_protocol::state::{CarrierRowState, NodeState};
 use switchyard_store::StoreError;
 use switchyard_store::cluster::ClusterCarrier;
@@ -99,7 +99,7 @@ pub async fn status(state: &AppState) -> Result<Value, StoreError> {
         "replicas": replicas,
         "workers": workers,
         "in_flight": {"streams": streams, "units": units},
-        "settings": masked(&settings),
+        "settings": crate::routes::settings::masked(settings),
         "last_change": last_change,
         "running": state.carriers.as_ref().map(|c| c.view().row.carrier.clone()),
         "connected": state.carriers.as_ref().is_some_and(|c| c.fanout.active().is_ready()),
@@ -207,52 +207,4 @@ pub async fn preflight(
         }
     }
     Ok(found)
-}
-
-/// The settings as shown: a password (or a token alone) inside a URL masked.
-pub fn masked(settings: &ClusterSettings) -> ClusterSettings {
-    ClusterSettings {
-        nats_url: settings.nats_url.as_deref().map(mask_url),
-        worker_nats_url: settings.worker_nats_url.as_deref().map(mask_url),
-        ..settings.clone()
-    }
-}
-
-/// `nats://user:secret@host:4222` → `nats://user:***@host:4222`;
-/// `nats://token@host` → `nats://***@host`.
-pub fn mask_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
-        return url.to_string();
-    };
-    let shown = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        None => "***".to_string(),
-    };
-    format!("{scheme}://{shown}@{host}{tail}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_and_tokens_in_urls_are_masked() {
-        assert_eq!(mask_url("nats://u:p%40ss@h:4222"), "nats://u:***@h:4222");
-        assert_eq!(mask_url("nats://s3cret@h:4222/x"), "nats://***@h:4222/x");
-        assert_eq!(mask_url("nats://h:4222"), "nats://h:4222");
-        assert_eq!(mask_url("not a url"), "not a url");
-        let settings = ClusterSettings {
-            nats_url: Some("tls://a:b@h:1".into()),
-            ..ClusterSettings::default()
-        };
-        assert_eq!(
-            masked(&settings).nats_url.as_deref(),
-            Some("tls://a:***@h:1")
-        );
-    }
 }

@@ -61,14 +61,16 @@ pub async fn show(
 
 /// Changes some settings (a partial object; `null` clears a URL) and
 /// answers with all of them, URLs masked. A new NATS URL is checked from
-/// this replica first; it is used from the next carrier change on.
+/// this replica first; it is used from the next carrier change on. A
+/// plain server is kept as `host:port` (`nats://h:4222` and `h:4222` are
+/// one server), a TLS one as `tls://host:port`.
 #[utoipa::path(put, path = "/api/cluster/settings", tag = "cluster",
     security(("bearer" = [])),
     request_body(content = Object, description = "Any of the settings' keys",
         example = json!({"nats_url": "nats://10.0.0.5:4222", "window_ms": 10000})),
     responses(
         (status = 200, body = ClusterSettings, description = "The settings after the change, URLs masked"),
-        (status = 400, description = "`unknown_setting`: a key that names no setting; `invalid_setting`: a wait under 5000 ms, a jitter over 600000 ms, a value of the wrong type, a URL that is not `nats://host[:port]` or `tls://host[:port]`, or a URL with credentials"),
+        (status = 400, description = "`unknown_setting`: a key that names no setting; `invalid_setting`: a wait under 5000 ms, a jitter over 600000 ms, a value of the wrong type, a URL that is not `nats://host[:port]`, `tls://host[:port]` or `host:port`, or a URL with credentials"),
         (status = 401, description = "`unauthorized`"),
         (status = 403, description = "`forbidden`: the key lacks `admin`"),
         (status = 409, description = "`change_under_way`: a NATS URL cannot change while a carrier change is under way"),
@@ -77,8 +79,17 @@ pub async fn show(
 pub async fn update(
     caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-    ApiJson(body): ApiJson<Map<String, Value>>,
+    ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<ClusterSettings>> {
+    // Read as any JSON first: serde's own refusal of a non-object would
+    // quote the body back, and a body may be a URL with its password.
+    let Value::Object(body) = body else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_setting",
+            "the body is an object of settings: {\"window_ms\": 10000}",
+        ));
+    };
     let patch = SettingsPatch::parse(&body)?;
     let current = state.store.cluster_settings().await?;
     let next = patch.apply(current.clone());
@@ -233,8 +244,8 @@ fn url_value(key: &str, value: &Value) -> Result<Option<String>, ApiError> {
     match value {
         Value::Null => Ok(None),
         Value::String(url) => {
-            NatsTarget::parse(url).map_err(|why| invalid(key, &why))?;
-            Ok(Some(url.trim().to_string()))
+            let target = NatsTarget::parse(url).map_err(|why| invalid(key, &why))?;
+            Ok(Some(target.canonical()))
         }
         _ => Err(invalid(key, "must be a URL (nats://host:port) or null")),
     }
@@ -252,11 +263,13 @@ fn changed_urls(before: &ClusterSettings, after: &ClusterSettings) -> Vec<&'stat
     changed
 }
 
-/// Where a NATS URL points: `nats://host[:port]` or `tls://host[:port]`.
+/// Where a NATS URL points: `nats://host[:port]`, `tls://host[:port]`, or
+/// `host:port` (what `--nats-url` takes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NatsTarget {
     host: String,
     port: u16,
+    tls: bool,
 }
 
 impl std::fmt::Display for NatsTarget {
@@ -277,6 +290,13 @@ impl NatsTarget {
         if text.len() > MAX_URL_LEN {
             return Err(format!("a URL is at most {MAX_URL_LEN} characters"));
         }
+        let with_scheme;
+        let text = if text.contains("://") {
+            text
+        } else {
+            with_scheme = format!("nats://{text}");
+            &with_scheme
+        };
         let url = url::Url::parse(text)
             .map_err(|_| "is not a URL (nats://host:port or tls://host:port)".to_string())?;
         if !matches!(url.scheme(), "nats" | "tls") {
@@ -300,7 +320,20 @@ impl NatsTarget {
         Ok(Self {
             host,
             port: url.port().unwrap_or(NATS_PORT),
+            tls: url.scheme() == "tls",
         })
+    }
+
+    /// The form a setting keeps: `host:port` for a plain server, what the
+    /// `nats` set's component dials and what `--nats-url` takes (every
+    /// reader of the setting hands it on as it is); `tls://host:port` for
+    /// one that wants TLS, which a replica that cannot speak it reports in
+    /// its `can_build` rather than dialling in the clear.
+    pub fn canonical(&self) -> String {
+        match self.tls {
+            true => format!("tls://{self}"),
+            false => self.to_string(),
+        }
     }
 
     /// Connects and reads the server's `INFO` line, within [`REACH_TIMEOUT`]:
@@ -400,25 +433,31 @@ mod tests {
             NatsTarget::parse("nats://10.0.0.5:4333").unwrap(),
             NatsTarget {
                 host: "10.0.0.5".into(),
-                port: 4333
+                port: 4333,
+                tls: false,
             }
         );
-        assert_eq!(NatsTarget::parse("tls://nats.internal").unwrap().port, 4222);
-        assert_eq!(
-            NatsTarget::parse("nats://[::1]:4222").unwrap().to_string(),
-            "[::1]:4222"
-        );
+        let canonical = |text| NatsTarget::parse(text).unwrap().canonical();
+        assert_eq!(canonical("nats://10.0.0.5:4333"), "10.0.0.5:4333");
+        assert_eq!(canonical(" 10.0.0.5:4333 "), "10.0.0.5:4333");
+        assert_eq!(canonical("nats://nats.internal"), "nats.internal:4222");
+        assert_eq!(canonical("tls://nats.internal"), "tls://nats.internal:4222");
+        assert_eq!(canonical("nats://[::1]:4222"), "[::1]:4222");
         for bad in [
             "http://host:4222",
             "nats://",
             "nats://host:4222/path",
             "nats://host:4222?x=1",
-            "host:4222",
             "nats://host:99999",
+            "host:port",
         ] {
             assert!(NatsTarget::parse(bad).is_err(), "{bad}");
         }
-        for secret in ["nats://u:pw@host:4222", "nats://tok@host:4222"] {
+        for secret in [
+            "nats://u:pw@host:4222",
+            "nats://tok@host:4222",
+            "u:pw@host:4222",
+        ] {
             let why = NatsTarget::parse(secret).unwrap_err();
             assert!(why.contains("credentials"), "{why}");
             assert!(!why.contains("pw") && !why.contains("tok"), "{why}");
@@ -476,6 +515,7 @@ mod tests {
         let closed = NatsTarget {
             host: "127.0.0.1".into(),
             port,
+            tls: false,
         };
         assert!(closed.reach().await.unwrap_err().contains("cannot connect"));
 
@@ -496,6 +536,7 @@ mod tests {
             let target = NatsTarget {
                 host: "127.0.0.1".into(),
                 port,
+                tls: false,
             };
             assert_eq!(target.reach().await.is_ok(), ok, "{greeting}");
             server.await.unwrap();
