@@ -180,7 +180,7 @@ async fn a_worker_runs_two_nats_versions_side_by_side_and_closes_the_old_one_aft
     // Abort: the target goes (nothing runs on it, the active set is connected).
     link.follow(&news(3, CarrierRowState::Stable, &old, &url), &identity)
         .await;
-    assert_eq!(running(&link), [key_old.clone()]);
+    assert_eq!(running(&link), std::slice::from_ref(&key_old));
     serves(&control, &streams, "aborted").await;
 
     // Again, to commit: both run while the old one drains.

@@ -22,7 +22,7 @@ use switchyard_tests::nats::worker_flags;
 use switchyard_tests::plugins::component;
 use switchyard_tests::switch::{
     Change, Cluster, Gate, Load, Nats, Probes, change, count_probes, eventually, eventually_within,
-    push_plugin, second_build, settled_on,
+    push_plugin, second_build, settled_on, start_change,
 };
 
 /// Chat clients during a change.
@@ -75,6 +75,23 @@ async fn change_under_load(cluster: &mut Cluster, body: Value, target: &str, tag
     .await;
     let posted = probes.stop().await;
     let during = load.completed_between(moved.requested, moved.settled);
+    // When each failure ended, from the request (committed and settled as polled).
+    let offset = |at: Instant| match at.checked_duration_since(moved.requested) {
+        Some(after) => format!("+{after:?}"),
+        None => format!("-{:?}", moved.requested - at),
+    };
+    let timed: Vec<String> = load
+        .failures()
+        .into_iter()
+        .map(|(at, e)| {
+            format!(
+                "{} (committed {}, settled {}): {e}",
+                offset(at),
+                offset(moved.committed),
+                offset(moved.settled)
+            )
+        })
+        .collect();
     let (completed, failures) = load.stop().await;
     eprintln!(
         "{tag}: answered in {:?}, replicas ready after {:?}, workers attached after {:?}, \
@@ -87,11 +104,7 @@ async fn change_under_load(cluster: &mut Cluster, body: Value, target: &str, tag
         moved.settled - moved.requested,
         moved.record
     );
-    assert!(
-        failures.is_empty(),
-        "{} failed: {failures:?}",
-        failures.len()
-    );
+    assert!(failures.is_empty(), "{} failed: {timed:?}", failures.len());
     assert!(
         during > 20,
         "only {during} requests completed during the change"
@@ -326,13 +339,8 @@ async fn a_worker_that_cannot_follow_blocks_nats_until_forced_and_is_demoted_the
     // Abort in prepare (a gate holds it there): 200, the epoch grew; again: 409.
     let gate = Gate::register(&cluster, "gate").await;
     gate.shut();
-    let (status, started) = cluster
-        .post(
-            0,
-            "/api/cluster/carrier",
-            json!({"target": "nats", "force": true}),
-        )
-        .await;
+    let (_, status, started) =
+        start_change(&cluster, 0, &json!({"target": "nats", "force": true})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");
     let (status, again) = cluster
         .post(
@@ -371,13 +379,8 @@ async fn a_worker_that_cannot_follow_blocks_nats_until_forced_and_is_demoted_the
 
     // Forced: the worker that can follow is killed during the prepare and
     // restarted on its identity; it re-attaches, and the change settles.
-    let (status, started) = cluster
-        .post(
-            0,
-            "/api/cluster/carrier",
-            json!({"target": "nats", "force": true}),
-        )
-        .await;
+    let (_, status, started) =
+        start_change(&cluster, 0, &json!({"target": "nats", "force": true})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");
     cluster.workers[full].kill();
     cluster.restart_worker(full, 1, &worker_flags(Some(&nats.server)));
@@ -430,12 +433,14 @@ async fn leader_backend(database_url: &str) -> Option<i32> {
         .await
         .unwrap();
     tokio::spawn(connection);
-    // A bigint advisory key shows as classid (high half) and objid (low half).
+    // A bigint advisory key shows as classid (high half) and objid (low
+    // half); pg_locks lists every database's (other tests' leaders too).
     let high = ((LEADER_LOCK >> 32) as u32).to_string();
     let low = ((LEADER_LOCK & 0xffff_ffff) as u32).to_string();
     client
         .query_opt(
             "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
                AND objsubid = 1 AND classid::text = $1 AND objid::text = $2",
             &[&high, &low],
         )
@@ -476,9 +481,7 @@ async fn a_killed_leader_is_replaced_in_commit_and_a_stopped_replica_does_not_ho
     // and the change commits; the third has not acted on the commit, so the
     // change stays in commit while its report is fresh.
     gate.shut();
-    let (status, started) = cluster
-        .post(1, "/api/cluster/carrier", json!({"target": "tunnel"}))
-        .await;
+    let (_, status, started) = start_change(&cluster, 1, &json!({"target": "tunnel"})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");
     eventually("every replica built the target", || async {
         let status = cluster.carrier(1).await;
@@ -545,9 +548,7 @@ async fn a_killed_leader_is_replaced_in_commit_and_a_stopped_replica_does_not_ho
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     gate.shut();
-    let (status, started) = cluster
-        .post(1, "/api/cluster/carrier", json!({"target": "nats"}))
-        .await;
+    let (_, status, started) = start_change(&cluster, 1, &json!({"target": "nats"})).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");
     cluster.replicas[2].signal("STOP");
     assert_eq!(row_state(&database_url).await.1, "prepare");

@@ -466,7 +466,7 @@ pub async fn chat(
         return Err(format!("{status}: {text}"));
     }
     if stream {
-        let last = text.lines().filter(|l| l.starts_with("data: ")).next_back();
+        let last = text.lines().rfind(|l| l.starts_with("data: "));
         if last != Some("data: [DONE]") || text.contains("\"error\"") {
             return Err(format!("a stream that did not finish: {text}"));
         }
@@ -479,12 +479,15 @@ pub async fn chat(
     Ok(())
 }
 
+/// Each request's end and outcome.
+type Outcomes = Arc<Mutex<Vec<(Instant, Result<(), String>)>>>;
+
 /// Chat clients sending until stopped, each alternating frontends and
 /// streaming every other request.
 pub struct Load {
     stop: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    done: Arc<Mutex<Vec<(Instant, Result<(), String>)>>>,
+    done: Outcomes,
 }
 
 impl Load {
@@ -516,6 +519,14 @@ impl Load {
         done.iter()
             .filter(|(at, r)| r.is_ok() && *at >= from && *at <= to)
             .count()
+    }
+
+    /// The failures so far, with when each ended.
+    pub fn failures(&self) -> Vec<(Instant, String)> {
+        let done = self.done.lock().unwrap();
+        done.iter()
+            .filter_map(|(at, r)| r.clone().err().map(|e| (*at, e)))
+            .collect()
     }
 
     /// Stops the clients; returns (completed, failures).
@@ -701,14 +712,41 @@ pub struct Change {
     pub workers_attached: Option<Instant>,
 }
 
+/// Posts a change through replica `via`; returns when it was sent and the
+/// answer. A 422 whose only blockers are `replica_silent` (a replica did
+/// not refresh its report within the preflight's 6 s: seen when the test
+/// machine's CPUs are saturated) is tried again, at most 3 times, and said.
+pub async fn start_change(
+    cluster: &Cluster,
+    via: usize,
+    body: &Value,
+) -> (Instant, StatusCode, Value) {
+    let mut tries = 0;
+    loop {
+        let requested = Instant::now();
+        let (status, answer) = cluster
+            .post(via, "/api/cluster/carrier", body.clone())
+            .await;
+        tries += 1;
+        let silent_only = status == StatusCode::UNPROCESSABLE_ENTITY
+            && answer["blockers"]
+                .as_array()
+                .is_some_and(|b| b.iter().all(|b| b["code"] == "replica_silent"));
+        if !silent_only || tries == 3 {
+            return (requested, status, answer);
+        }
+        eprintln!(
+            "a preflight found replicas silent; trying again: {}",
+            answer["error"]
+        );
+    }
+}
+
 /// Posts `body` through replica `via` (202 expected), then polls the status
 /// until the change left prepare and settled on `target`.
 pub async fn change(cluster: &Cluster, via: usize, body: Value, target: &str) -> Change {
     let before = cluster.carrier(via).await;
-    let requested = Instant::now();
-    let (status, answer) = cluster
-        .post(via, "/api/cluster/carrier", body.clone())
-        .await;
+    let (requested, status, answer) = start_change(cluster, via, &body).await;
     let answered = Instant::now();
     assert_eq!(status, StatusCode::ACCEPTED, "{body} → {answer}");
     assert_eq!(answer["state"], "prepare", "{answer}");

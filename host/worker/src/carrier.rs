@@ -25,11 +25,11 @@ use std::time::Duration;
 
 use sha2::Digest;
 use switchyard_carrier::client::Carrier;
-use switchyard_carrier::control::subscribe_control_on_carrier;
+use switchyard_carrier::control::{CarrierControl, subscribe_control_on_carrier};
 use switchyard_carrier::set::{self, SetEnv, Side, SideKind, StreamsVia};
 use switchyard_carrier::stream_seam::Acceptor;
 use switchyard_carrier::tunnel::{Lane, Side as TunnelSide, TunnelSession, websocket};
-use switchyard_carrier::{ComponentSpec, SetName};
+use switchyard_carrier::{ComponentSpec, ControlSeam, SetName};
 use switchyard_protocol::carrier::{
     Attachment, CarrierNews, ComponentRef, MAX_ATTACH_JITTER_MS, SetRef,
 };
@@ -285,8 +285,8 @@ struct Running {
     /// Streams and control calls running on it.
     in_flight: InFlight,
     probe: Option<Probe>,
-    /// The tunnel component its lanes run (`tunnel` sets).
-    tunnel: Option<ComponentSpec>,
+    /// The tunnel component its lanes run, and its sessions (`tunnel` sets).
+    tunnel: Option<(ComponentSpec, Arc<Lanes>)>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -297,7 +297,7 @@ impl Running {
 
     fn close(self) {
         self.tasks.iter().for_each(JoinHandle::abort);
-        if let Some(Probe::Lanes(lanes)) = &self.probe {
+        if let Some((_, lanes)) = &self.tunnel {
             lanes.close();
         }
     }
@@ -509,8 +509,24 @@ impl CarrierLink {
         self.dial_newest();
         self.close_released(max_drain);
 
-        // Acted on: every set this news names runs or was tried.
-        let acted = self.pending.values().all(|p| p.failures > 0);
+        // Acted on: every set this news names is connected, or was tried
+        // and failed (then `cannot_follow` or the logs say why). A set
+        // still connecting is not yet acted on: a frontend reads an epoch
+        // seen without the active set attached as "cannot follow". Two
+        // versions of `tunnel` share the lanes: one of them connected is
+        // the name connected.
+        let named: std::collections::HashSet<SetName> = self
+            .running
+            .values()
+            .filter(|r| r.released_at.is_none())
+            .map(|r| r.name)
+            .collect();
+        let acted = self.pending.values().all(|p| p.failures > 0)
+            && named.iter().all(|name| {
+                self.running
+                    .values()
+                    .any(|r| r.name == *name && r.released_at.is_none() && r.connected())
+            });
         self.publish(acted.then_some(news.epoch));
 
         let draining = self
@@ -581,7 +597,7 @@ impl CarrierLink {
             released_at: None,
             in_flight: in_flight.clone(),
             probe: None,
-            tunnel: seams.tunnel.clone(),
+            tunnel: seams.tunnel.map(|spec| (spec, Arc::default())),
             tasks: Vec::new(),
         };
         if let Some(carrier) = seams.messages {
@@ -603,11 +619,18 @@ impl CarrierLink {
                 .await
                 .map_err(|e| format!("control verbs are not served on the carrier: {e}"))?;
             running.tasks.push(tokio::spawn(serve));
+            // A SUB is not acknowledged: a `ping` to itself on the same
+            // connection comes back only once the server has it, so a
+            // frontend's call after this finds a responder.
+            CarrierControl::new(carrier.clone())
+                .call(&identity.node_id, "ping", bytes::Bytes::new(), NATS_CONNECT)
+                .await
+                .map_err(|e| format!("control verbs do not answer on the carrier: {e}"))?;
             running.probe = Some(Probe::Messages(carrier));
         }
-        if running.tunnel.is_some() {
+        if let Some((_, lanes)) = &running.tunnel {
             // Dialled by `dial_newest`: one set's lanes at a time.
-            running.probe = Some(Probe::Lanes(Arc::default()));
+            running.probe = Some(Probe::Lanes(lanes.clone()));
         }
         Ok(running)
     }
@@ -687,8 +710,7 @@ impl CarrierLink {
             return;
         };
         let running = &self.running[&key];
-        let (Some(spec), Some(Probe::Lanes(lanes))) = (running.tunnel.clone(), &running.probe)
-        else {
+        let Some((spec, lanes)) = running.tunnel.clone() else {
             return;
         };
         let Some(identity) = self.identity.clone() else {
@@ -700,7 +722,7 @@ impl CarrierLink {
             spec,
             identity,
             acceptor,
-            lanes.clone(),
+            lanes,
         ));
         self.dialling = Some((key, task));
     }
@@ -1160,13 +1182,17 @@ mod tests {
         f.link.follow(&stable, &f.identity).await;
         assert_eq!(running(&f.link), [short(&a)]);
         let report = f.link.status().attachment();
-        assert_eq!(report.epoch_seen, Some(1));
-        // Not connected (nobody answers the lanes): not attached.
+        // Not connected (nobody answers the lanes): not attached, and the
+        // news not yet acted on.
         assert!(report.attached.is_empty());
+        assert_eq!(report.epoch_seen, None);
         assert_eq!(
             report.cannot_follow,
             [("nats".to_string(), NO_ADDRESS.to_string())].into()
         );
+        connected(&mut f.link, &key_a, true);
+        f.link.follow(&stable, &f.identity).await;
+        assert_eq!(f.link.status().attachment().epoch_seen, Some(1));
 
         // Prepare: the new version runs beside the old one, and it dials.
         let mut prepare = stable.clone();
@@ -1180,9 +1206,18 @@ mod tests {
         now.sort();
         assert_eq!(now, both);
         assert_eq!(f.link.dialling.as_ref().map(|(k, _)| k), Some(&key_b));
+        // Two versions of one set share the lanes: the old one's session
+        // (still up) is the name connected.
         assert_eq!(f.link.status().attachment().epoch_seen, Some(2));
         connected(&mut f.link, &key_b, true);
-        assert_eq!(f.link.status().attachment().attached, ["tunnel"]);
+        // The new version took the lanes over: the old one's are lost.
+        connected(&mut f.link, &key_a, false);
+        f.link.follow(&prepare, &f.identity).await;
+        let report = f.link.status().attachment();
+        assert_eq!(
+            (report.attached, report.epoch_seen),
+            (vec!["tunnel".to_string()], Some(2))
+        );
 
         // Abort: the old version dials again at once; the target (which
         // took over the lanes) is let go once the old one is connected and
@@ -1254,9 +1289,10 @@ mod tests {
         let mut f = fixture(&[bytes], None);
         let a = set("tunnel", vec![component("tunnel", "0.2.0", bytes)]);
         let nats = set("nats", vec![component("nats", "0.1.0", b"nats")]);
-        f.link
-            .follow(&news(1, CarrierRowState::Stable, a.clone()), &f.identity)
-            .await;
+        let stable = news(1, CarrierRowState::Stable, a.clone());
+        f.link.follow(&stable, &f.identity).await;
+        connected(&mut f.link, &SetKey::of(&a), true);
+        f.link.follow(&stable, &f.identity).await;
         let mut prepare = news(2, CarrierRowState::Prepare, a.clone());
         prepare.target = Some(nats.clone());
         prepare.nats_url = Some("nats://127.0.0.1:1".into());

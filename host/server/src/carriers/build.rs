@@ -14,12 +14,11 @@ use switchyard_protocol::carrier::{CanBuild, ClusterSettings, Pins};
 use switchyard_runtime::Runtime;
 use switchyard_store::Store;
 
+use super::nats_url::NatsTarget;
 use super::seed;
 
 /// How long a set's messages carrier gets to connect.
 pub const CONNECT_WAIT: Duration = Duration::from_secs(15);
-/// How long a reachability check of a NATS server waits.
-const REACH_WAIT: Duration = Duration::from_secs(3);
 
 /// A set and the component versions it runs: what the row names and what
 /// a replica reports it built.
@@ -191,8 +190,12 @@ impl Builder {
             let Some(url) = self.nats_url(settings) else {
                 return no("no NATS URL: set `nats_url` in the cluster settings".into());
             };
-            if let Err(e) = reachable(&url).await {
-                return no(e);
+            let reached = match NatsTarget::parse(&url) {
+                Ok(target) => target.reach().await,
+                Err(why) => Err(why),
+            };
+            if let Err(why) = reached {
+                return no(format!("the cluster's NATS server: {why}"));
             }
         }
         CanBuild {
@@ -200,45 +203,6 @@ impl Builder {
             reason: None,
         }
     }
-}
-
-/// Whether a NATS server answers at `url` (a TCP connect and its `INFO`
-/// line). The error never repeats the URL (it may hold credentials).
-pub async fn reachable(url: &str) -> Result<(), String> {
-    use tokio::io::AsyncReadExt;
-    let authority = url
-        .split_once("://")
-        .map_or(url, |(_, rest)| rest)
-        .split(['/', '?'])
-        .next()
-        .unwrap_or_default();
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host_port = if host_port.contains(':') {
-        host_port.to_string()
-    } else {
-        format!("{host_port}:4222")
-    };
-    let check = async {
-        let mut stream = tokio::net::TcpStream::connect(&host_port)
-            .await
-            .map_err(|e| format!("the NATS server at {host_port} does not answer: {e}"))?;
-        let mut first = [0u8; 4];
-        stream
-            .read_exact(&mut first)
-            .await
-            .map_err(|e| format!("the server at {host_port} said nothing: {e}"))?;
-        match &first {
-            b"INFO" => Ok(()),
-            _ => Err(format!("the server at {host_port} is not a NATS server")),
-        }
-    };
-    tokio::time::timeout(REACH_WAIT, check)
-        .await
-        .unwrap_or_else(|_| {
-            Err(format!(
-                "the NATS server at {host_port} did not answer in time"
-            ))
-        })
 }
 
 /// Where the `nats` set finds a node's address and stream key.

@@ -16,12 +16,14 @@
 //! - [`report`]: the carrier status and a change's preflight.
 //! - [`units`]: work units left on a released pgbus queue move to the new set.
 //! - [`news`]: the carrier news a heartbeat answer carries.
+//! - [`nats_url`]: a NATS URL as the settings keep it, checked and masked.
 //! - [`relay`]: streams to a worker whose session another replica holds.
 //! - [`probe`]: a broadcast heard by every replica and a unit handled by one.
 
 pub mod build;
 pub mod follow;
 pub mod lead;
+pub mod nats_url;
 pub mod news;
 pub mod probe;
 pub mod relay;
