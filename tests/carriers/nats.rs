@@ -227,6 +227,7 @@ async fn the_fan_out_holder_listens_on_two_carriers_during_a_change() {
     );
 
     // After the swap and the release, publish goes to the new carrier and is heard once.
+    let published_before = old.stats().published;
     holder.swap(new.clone());
     holder.release(&old);
     round_trip(&new).await;
@@ -250,7 +251,7 @@ async fn the_fan_out_holder_listens_on_two_carriers_during_a_change() {
     assert_eq!(holder.active().name(), "new");
     assert_eq!(
         old.stats().published,
-        0,
+        published_before,
         "nothing went through the old carrier after the swap"
     );
 }

@@ -190,6 +190,27 @@ async fn a_cluster_on_nats_moves_to_tunnel_and_back_under_chat_load() {
     })
     .await;
     cluster.workers_attached("nats").await;
+
+    // A submit that was in flight on `tunnel` when the change settled lands
+    // on pgbus's queue after the settle moved what was there (seen under
+    // load: enqueued 112 ms after `settled_at`): it still runs, once.
+    strand_unit(&cluster.database_url, "stranded-1").await;
+    let urls: Vec<String> = (0..2).map(|i| cluster.url(i).to_string()).collect();
+    let stranded = [(
+        "stranded-1".to_string(),
+        Instant::now(),
+        StatusCode::ACCEPTED,
+    )];
+    let far = Instant::now() + Duration::from_secs(3600);
+    let count = count_probes(
+        &cluster.http,
+        &urls,
+        &stranded,
+        far,
+        Duration::from_secs(15),
+    )
+    .await;
+    assert!(count.clean(), "{count:?}");
     for moved in [to_tunnel, to_nats] {
         assert!(
             moved.record["prepare_ms"].as_f64().is_some(),
@@ -425,6 +446,34 @@ async fn a_worker_that_cannot_follow_blocks_nats_until_forced_and_is_demoted_the
                 .is_some_and(|a| a.iter().any(|s| s == "nats"))
     })
     .await;
+}
+
+/// Leaves a probe unit on pgbus's queue as a submit in flight on the old
+/// set does when it lands after the settle.
+async fn strand_unit(database_url: &str, id: &str) {
+    let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let schema: String = client
+        .query_one(
+            "SELECT table_schema::text FROM information_schema.tables
+              WHERE table_name = 'switchyard_carrier_queue'",
+            &[],
+        )
+        .await
+        .expect("pgbus queued on this database")
+        .get(0);
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{schema}\".switchyard_carrier_queue (unit_id, subject, headers, payload)
+                 VALUES ($1, 'work.probe', '', $2)"
+            ),
+            &[&id, &id.as_bytes()],
+        )
+        .await
+        .unwrap();
 }
 
 /// The backend holding the carrier leader lock, if any.

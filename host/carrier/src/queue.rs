@@ -17,7 +17,7 @@
 //! [`WorkQueue::release`]), and a unit is acknowledged on the carrier it came from.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -43,7 +43,8 @@ pub fn queue_subject(kind: &str) -> String {
 pub struct WorkQueue {
     active: ArcSwap<Carrier>,
     answer_within: Duration,
-    consumers: Mutex<Vec<Consumer>>,
+    /// The consumers, each owned by its [`Units`] (dropping those ends it).
+    consumers: Mutex<Vec<Weak<Mutex<Consumer>>>>,
 }
 
 /// A unit as it arrived, with the carrier it arrived on.
@@ -93,22 +94,29 @@ impl WorkQueue {
         }
     }
 
+    /// The consumers still alive (those whose [`Units`] were dropped are forgotten).
+    fn live_consumers(&self) -> Vec<Arc<Mutex<Consumer>>> {
+        let mut consumers = self.consumers.lock().expect("consumers lock");
+        consumers.retain(|c| c.strong_count() > 0);
+        consumers.iter().filter_map(Weak::upgrade).collect()
+    }
+
     /// Makes every consumer consume from a second carrier as well.
     pub async fn listen(&self, second: &Arc<Carrier>) -> Result<(), SendError> {
-        let wanted: Vec<(usize, String, mpsc::Sender<Arrival>)> = self
-            .consumers
-            .lock()
-            .expect("consumers lock")
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| !c.on.iter().any(|(on, _)| Arc::ptr_eq(on, second)))
-            .map(|(i, c)| (i, c.kind.clone(), c.units.clone()))
-            .collect();
-        for (i, kind, units) in wanted {
+        for consumer in self.live_consumers() {
+            let (kind, units) = {
+                let c = consumer.lock().expect("consumer lock");
+                if c.on.iter().any(|(on, _)| Arc::ptr_eq(on, second)) {
+                    continue;
+                }
+                (c.kind.clone(), c.units.clone())
+            };
             let subscription = consume_on(second, &kind, units).await?;
-            if let Some(c) = self.consumers.lock().expect("consumers lock").get_mut(i) {
-                c.on.push((second.clone(), subscription));
-            }
+            consumer
+                .lock()
+                .expect("consumer lock")
+                .on
+                .push((second.clone(), subscription));
         }
         Ok(())
     }
@@ -116,8 +124,12 @@ impl WorkQueue {
     /// Stops every consumer consuming from `carrier` (units it handed out
     /// are still acknowledged on it).
     pub fn release(&self, carrier: &Arc<Carrier>) {
-        for c in self.consumers.lock().expect("consumers lock").iter_mut() {
-            c.on.retain(|(on, _)| !Arc::ptr_eq(on, carrier));
+        for consumer in self.live_consumers() {
+            consumer
+                .lock()
+                .expect("consumer lock")
+                .on
+                .retain(|(on, _)| !Arc::ptr_eq(on, carrier));
         }
     }
 
@@ -163,17 +175,19 @@ impl WorkQueue {
         let carrier = self.active.load_full();
         let (units, arrivals) = mpsc::channel(crate::client::SUBSCRIPTION_QUEUE);
         let subscription = consume_on(&carrier, kind, units.clone()).await?;
+        let consumer = Arc::new(Mutex::new(Consumer {
+            kind: kind.to_string(),
+            units,
+            on: vec![(carrier, subscription)],
+        }));
         self.consumers
             .lock()
             .expect("consumers lock")
-            .push(Consumer {
-                kind: kind.to_string(),
-                units,
-                on: vec![(carrier, subscription)],
-            });
+            .push(Arc::downgrade(&consumer));
         Ok(Units {
             arrivals,
             handled: Arc::new(Mutex::new(Handled::default())),
+            _consumer: consumer,
         })
     }
 }
@@ -202,6 +216,8 @@ impl Handled {
 pub struct Units {
     arrivals: mpsc::Receiver<Arrival>,
     handled: Arc<Mutex<Handled>>,
+    /// Its subscriptions: they last as long as the consumer, not the queue.
+    _consumer: Arc<Mutex<Consumer>>,
 }
 
 impl std::fmt::Debug for Units {

@@ -163,6 +163,12 @@ impl SetEntry {
         match self.name {
             SetName::Nats => {
                 let url = env.nats_url.clone().ok_or(SetError::NeedsNatsUrl)?;
+                // The component takes `host:port`; `nats://host:port` is the
+                // same server (the settings keep the short form already).
+                let url = url
+                    .strip_prefix("nats://")
+                    .map(str::to_string)
+                    .unwrap_or(url);
                 Ok(CarrierSetup {
                     config: serde_json::json!({"servers": [url], "roots": ROOTS}).to_string(),
                     database_url: None,

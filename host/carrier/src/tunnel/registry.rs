@@ -58,18 +58,17 @@ impl TunnelRegistry {
         *self.relay.lock().expect("relay lock") = Some(relay);
     }
 
-    /// Holds `session` for the node's lane; a session it replaces is closed.
-    /// Returns the id [`TunnelRegistry::remove`] takes.
+    /// Holds `session` for the node's lane. A session it replaces takes no
+    /// new streams, but is not closed: streams open on it finish (a worker
+    /// moving to a new tunnel version dials beside the old session and
+    /// closes that one once nothing runs on it; a dead one ends with its
+    /// websocket). Returns the id [`TunnelRegistry::remove`] takes.
     pub fn insert(&self, node: &str, lane: Lane, session: TunnelSession) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let old = self
-            .sessions
+        self.sessions
             .lock()
             .expect("sessions lock")
             .insert((node.to_string(), lane), (id, session));
-        if let Some((_, old)) = old {
-            old.close();
-        }
         id
     }
 

@@ -106,6 +106,10 @@ async fn drive(carriers: &Carriers) -> anyhow::Result<CarrierRowState> {
             if demoted + promoted > 0 {
                 tracing::info!(demoted, promoted, carrier = %row.carrier, "workers demoted or promoted by what they are attached to");
             }
+            let swept = units::sweep(carriers, &row.carrier).await?;
+            if swept > 0 {
+                tracing::info!(swept, carrier = %row.carrier, "work units that reached a released pgbus queue after the settle moved to the active set");
+            }
             Ok(())
         }
     }?;

@@ -66,6 +66,41 @@ pub async fn move_pending(carriers: &Carriers, old: &str, new: &str) -> anyhow::
     }
 }
 
+/// Moves units stranded on pgbus's queue while the active set `active`
+/// does not queue there; returns how many moved. A submit in flight on the
+/// old set when a change settles (it read the queue holder's carrier
+/// before the commit swapped it, and its INSERT ran after the settle's
+/// [`move_pending`]) lands where no consumer listens: the leader sweeps
+/// while stable, so such a unit runs (once: the row and its submit share a
+/// transaction) a leader's poll later instead of never. Cheap: one catalog
+/// lookup (`to_regclass`, no error where pgbus never queued) and a DELETE
+/// on an empty table.
+pub async fn sweep(carriers: &Carriers, active: &str) -> anyhow::Result<u64> {
+    let on_pgbus = |set: SetName| set.entry().messages_on_database;
+    if SetName::parse(active).is_none_or(on_pgbus) {
+        return Ok(0);
+    }
+    let exists: bool = carriers
+        .builder
+        .bus
+        .conn()
+        .await?
+        .query_one(
+            &format!("SELECT to_regclass('{QUEUE_TABLE}') IS NOT NULL"),
+            &[],
+        )
+        .await?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let mut moved = 0;
+    for set in SetName::ALL.into_iter().filter(|s| on_pgbus(*s)) {
+        moved += move_pending(carriers, set.as_str(), active).await?;
+    }
+    Ok(moved)
+}
+
 /// Units waiting on pgbus's queue (claimed or not); 0 where it never queued.
 pub async fn pending(carriers: &Carriers) -> anyhow::Result<i64> {
     let conn = carriers.builder.bus.conn().await?;
