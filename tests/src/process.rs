@@ -31,6 +31,12 @@ pub fn binary() -> PathBuf {
     bin
 }
 
+/// The children's log filter: `SWITCHYARD_TEST_RUST_LOG` (to look into a
+/// failure), else warnings only.
+fn log_filter() -> String {
+    std::env::var("SWITCHYARD_TEST_RUST_LOG").unwrap_or_else(|_| "warn".into())
+}
+
 /// A `switchyard serve` child; SIGTERM on drop.
 pub struct ServeProcess {
     /// The child.
@@ -75,7 +81,7 @@ impl ServeProcess {
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", log_filter())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         for (k, v) in env {
@@ -169,7 +175,7 @@ impl WorkerProcess {
             ])
             .arg(dir)
             .args(extra)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", log_filter())
             .stdout(Stdio::null())
             .spawn()
             .expect("spawning switchyard worker");
