@@ -410,6 +410,9 @@ async fn labels_and_files_held_are_reported_checked_and_kept() {
         json!({"files_held": ["not-a-digest"]}),
         json!({"files_held": vec![held.clone(); 4097]}),
         json!({"labels": {"zone": "a b"}}),
+        json!({"inventory": {}, "carriers": {"attached": vec!["nats"; 9]}}),
+        json!({"inventory": {}, "carriers": {"attached": ["not a set"]}}),
+        json!({"inventory": {}, "carriers": {"attached": [], "cannot_follow": {"nats": "x".repeat(513)}}}),
     ] {
         let (status, body) = replica.call(beat(bad)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
