@@ -148,9 +148,8 @@ pub async fn seed(store: &Store, seeds: &[SeedComponent]) -> anyhow::Result<()> 
 }
 
 /// The newest registered version of a component a set needs, with its
-/// bytes (by digest) pinned. Until carrier bindings are generations of
-/// their own, a set runs the newest version of each of its components:
-/// every replica resolves the same one from the same registry.
+/// bytes (by digest) pinned: what a new cluster row, or a change that names
+/// no versions, pins (the row's pins then decide what every replica runs).
 pub async fn resolve(store: &Store, needed: Needed) -> anyhow::Result<Option<ComponentSpec>> {
     let newest = store
         .plugins(Some(needed.name))
@@ -160,13 +159,7 @@ pub async fn resolve(store: &Store, needed: Needed) -> anyhow::Result<Option<Com
     let Some(record) = newest else {
         return Ok(None);
     };
-    let bytes = store.plugin_bytes(&record.sha256).await?;
-    Ok(Some(ComponentSpec::pinned(
-        &record.name,
-        &record.version,
-        bytes,
-        &record.sha256,
-    )?))
+    Ok(Some(load(store, &record).await?))
 }
 
 /// The component a pin names: the registry's bytes for that digest, under
@@ -187,13 +180,18 @@ pub async fn resolve_pinned(
             pin.sha256
         );
     }
+    Ok(Some(load(store, &record).await?))
+}
+
+/// A record's bytes from the registry, pinned to its digest.
+async fn load(store: &Store, record: &PluginRecord) -> anyhow::Result<ComponentSpec> {
     let bytes = store.plugin_bytes(&record.sha256).await?;
-    Ok(Some(ComponentSpec::pinned(
+    Ok(ComponentSpec::pinned(
         &record.name,
         &record.version,
         bytes,
         &record.sha256,
-    )?))
+    )?)
 }
 
 /// Every component `side` runs for a set that the registry holds.
