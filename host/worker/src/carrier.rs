@@ -29,7 +29,7 @@ use switchyard_carrier::control::{CarrierControl, subscribe_control_on_carrier};
 use switchyard_carrier::set::{self, SetEnv, Side, SideKind, StreamsVia};
 use switchyard_carrier::stream_seam::Acceptor;
 use switchyard_carrier::tunnel::{Lane, Side as TunnelSide, TunnelSession, websocket};
-use switchyard_carrier::{ComponentSpec, ControlSeam, SetName};
+use switchyard_carrier::{ComponentSpec, ControlSeam, Refusal, SetName};
 use switchyard_protocol::carrier::{
     Attachment, CarrierNews, ComponentRef, MAX_ATTACH_JITTER_MS, SetRef,
 };
@@ -953,8 +953,34 @@ async fn dial(
     )
     .await?;
     tokio::spawn(websocket::pump(socket, transport));
-    Ok(session)
+    // The lane counts once the frontend answers on it: it starts its side
+    // only after recording the session (its connection claim), so a round
+    // trip here means other replicas can relay to this lane. Counted any
+    // earlier, a change could commit to `tunnel` while the replicas still
+    // find no session for this node. The frontend serves no streams: its
+    // refusal is the answer.
+    match tokio::time::timeout(LANE_ANSWER, session.open(LANE_CHECK)).await {
+        Ok(Err(Refusal::UnknownService) | Ok(_)) => Ok(session),
+        Ok(Err(refusal)) => {
+            session.close();
+            Err(DialError::Other(format!(
+                "the frontend did not answer on the {lane_name} lane: {refusal}"
+            )))
+        }
+        Err(_) => {
+            session.close();
+            Err(DialError::Other(format!(
+                "the frontend did not answer on the {lane_name} lane within {}s",
+                LANE_ANSWER.as_secs()
+            )))
+        }
+    }
 }
+
+/// A service no frontend serves: opening it is the lane's first round trip.
+const LANE_CHECK: &str = "switchyard.lane-check";
+/// How long a new lane's first round trip may take.
+const LANE_ANSWER: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {

@@ -175,8 +175,14 @@ impl Builder {
             reason: Some(reason),
         };
         for needed in set.entry().components(SideKind::Frontend) {
-            match seed::resolve(&self.store, needed).await {
-                Ok(Some(_)) => {}
+            // Whether the registry holds one: its bytes are read only to build.
+            let held = self
+                .store
+                .plugins(Some(needed.name))
+                .await
+                .map(|records| records.iter().any(|r| r.kind == needed.kind).then_some(()));
+            match held {
+                Ok(Some(())) => {}
                 Ok(None) => {
                     return no(format!(
                         "the plugin registry holds no `{}` component",

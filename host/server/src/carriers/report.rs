@@ -16,8 +16,9 @@ use crate::state::AppState;
 /// A replica whose report is older than this is not live: a change neither
 /// waits for it nor counts it (a replica reports about every second).
 pub const LIVE: Duration = Duration::from_secs(5);
-/// How long a dry run waits for every live replica to refresh its report.
-const REPORT_WAIT: Duration = Duration::from_secs(6);
+/// How long a dry run waits for every live replica to refresh its report
+/// (a replica busy building a set answers once it is done).
+const REPORT_WAIT: Duration = Duration::from_secs(10);
 /// How often it looks meanwhile.
 const REPORT_POLL: Duration = Duration::from_millis(50);
 
