@@ -175,8 +175,7 @@ pub struct Preflight {
     /// What blocks it.
     pub blockers: Vec<Blocker>,
     /// The status the preflight read (`GET /api/cluster/carrier`'s body).
-    #[cfg_attr(feature = "utoipa", schema(value_type = Object))]
-    pub report: serde_json::Value,
+    pub report: CarrierStatus,
 }
 
 /// A change started (202) or aborted (200).
@@ -228,6 +227,128 @@ pub struct WorkerReport {
     pub epoch_seen: Option<i64>,
     /// The sets it cannot follow to, with why.
     pub cannot_follow: BTreeMap<String, String>,
+    /// It ever reported its carriers (older workers do not).
+    #[serde(default)]
+    pub reported: bool,
+    /// Why it is demoted (not attached to the active set after a change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demoted_reason: Option<String>,
+}
+
+/// `GET /api/cluster/carrier`: the cluster's carrier, every live replica
+/// and every worker, and what this replica runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(default)]
+pub struct CarrierStatus {
+    /// The active set (absent before the row is seeded).
+    pub carrier: Option<String>,
+    /// Its components.
+    pub plugins: Pins,
+    /// The row's epoch.
+    pub epoch: Option<i64>,
+    /// Where a change is.
+    pub state: Option<CarrierRowState>,
+    /// The set a prepare moves to.
+    pub target: Option<String>,
+    /// Its components.
+    pub target_plugins: Option<Pins>,
+    /// The set that drains after a commit.
+    pub draining: Option<String>,
+    /// How long the drain may still take (commit only).
+    pub drain_left_ms: Option<i64>,
+    /// How long the prepare may still take (prepare only).
+    pub prepare_left_ms: Option<i64>,
+    /// The change overrides workers that cannot follow.
+    pub forced: bool,
+    /// Every live replica.
+    pub replicas: Vec<ReplicaReport>,
+    /// Every approved worker that is not offline.
+    pub workers: Vec<WorkerReport>,
+    /// Work in flight.
+    pub in_flight: InFlight,
+    /// The cluster's settings, passwords masked.
+    pub settings: ClusterSettings,
+    /// The newest change.
+    pub last_change: Option<ChangeRecord>,
+    /// The set this replica runs.
+    pub running: Option<String>,
+    /// This replica's fan-out carrier is connected.
+    pub connected: bool,
+    /// This replica's fan-out carrier plugin.
+    pub plugin: Option<PluginHealth>,
+    /// The worker sessions this replica holds.
+    pub sessions: Vec<SessionRef>,
+}
+
+/// Work in flight, as the status counts it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct InFlight {
+    /// Inference requests this replica has routed and not finished.
+    pub streams: u64,
+    /// Units waiting on pgbus's queue.
+    pub units: i64,
+}
+
+/// One change, as `carrier_changes` keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(default)]
+pub struct ChangeRecord {
+    /// Its id.
+    pub id: i64,
+    /// From which set.
+    pub from: String,
+    /// To which set.
+    pub to: String,
+    /// `settled`, `aborted`, or absent while under way.
+    pub outcome: Option<String>,
+    /// Why it aborted.
+    pub reason: Option<String>,
+    /// Request to commit, in milliseconds (database clock).
+    pub prepare_ms: Option<f64>,
+    /// Commit to settled, in milliseconds.
+    pub drain_ms: Option<f64>,
+}
+
+/// A carrier plugin's health on this replica.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PluginHealth {
+    /// `running`, or `rebuilding` while a failed rebuild waits for its retry
+    /// (after 1 s, doubling up to 30 s).
+    pub state: String,
+    /// Rebuilds that failed in a row.
+    pub failed_rebuilds: u64,
+    /// Why the last one failed.
+    pub last_error: Option<String>,
+    /// When the next try is due (ms since the Unix epoch).
+    pub next_retry_unix_ms: Option<u64>,
+}
+
+/// A worker session a replica holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct SessionRef {
+    /// The node.
+    pub node: String,
+    /// `inference` or `bulk`.
+    pub lane: String,
+}
+
+/// A 422 `blocked` answer to a carrier change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Blocked {
+    /// `{code: "blocked", message}`.
+    #[cfg_attr(feature = "utoipa", schema(value_type = Object))]
+    pub error: crate::admin::ErrorDetail,
+    /// What blocks the change.
+    pub blockers: Vec<Blocker>,
+    /// The status the preflight read.
+    #[serde(default)]
+    pub report: CarrierStatus,
 }
 
 /// What a worker says of its carriers in a heartbeat.
@@ -249,6 +370,7 @@ pub struct Attachment {
 /// shown masks their passwords.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(default)]
 pub struct ClusterSettings {
     /// The NATS server frontends use for the `nats` set.
     pub nats_url: Option<String>,
@@ -377,7 +499,10 @@ mod tests {
                 code: blockers::WORKER_CANNOT_FOLLOW.into(),
                 message: "node n1: no routable --address".into(),
             }],
-            report: json!({"carrier": "tunnel"}),
+            report: CarrierStatus {
+                carrier: Some("tunnel".into()),
+                ..CarrierStatus::default()
+            },
         });
         round_trip(&ChangeMoved {
             epoch: 4,
@@ -402,8 +527,34 @@ mod tests {
             attached: vec!["tunnel".into()],
             epoch_seen: Some(4),
             cannot_follow: [("nats".into(), "no routable --address".into())].into(),
+            reported: true,
+            demoted_reason: None,
         });
         round_trip(&Attachment::default());
+        round_trip(&Blocked {
+            error: crate::admin::ErrorDetail {
+                code: "blocked".into(),
+                message: "r1 cannot build nats".into(),
+            },
+            blockers: Vec::new(),
+            report: CarrierStatus {
+                last_change: Some(ChangeRecord {
+                    id: 1,
+                    from: "nats".into(),
+                    to: "tunnel".into(),
+                    outcome: Some("settled".into()),
+                    prepare_ms: Some(214.0),
+                    drain_ms: Some(56.0),
+                    ..ChangeRecord::default()
+                }),
+                plugin: Some(PluginHealth::default()),
+                sessions: vec![SessionRef {
+                    node: "n1".into(),
+                    lane: "inference".into(),
+                }],
+                ..CarrierStatus::default()
+            },
+        });
         round_trip(&ClusterSettings::default());
     }
 }

@@ -68,6 +68,8 @@ use crate::routes;
         switchyard_protocol::carrier::Preflight,
         switchyard_protocol::carrier::Blocker,
         switchyard_protocol::carrier::ChangeMoved,
+        switchyard_protocol::carrier::CarrierStatus,
+        switchyard_protocol::carrier::Blocked,
         switchyard_protocol::admin::SetChain,
         switchyard_protocol::admin::PolicyBinding,
         switchyard_protocol::admin::Rollback,

@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use switchyard_protocol::carrier::{CanBuild, ClusterSettings, Pins, ReplicaReport, WorkerReport};
+use switchyard_protocol::carrier::{
+    CanBuild, ChangeRecord, ClusterSettings, Pins, ReplicaReport, WorkerReport,
+};
 use tokio_postgres::types::Json;
 
 use crate::cluster::{ClusterCarrier, ROW_COLUMNS, cluster_carrier};
@@ -33,25 +35,6 @@ pub struct NewChange<'a> {
     pub requested_by: &'a str,
     /// How long the prepare may take.
     pub prepare_timeout: Duration,
-}
-
-/// One change, as `carrier_changes` keeps it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct ChangeRecord {
-    /// Its id.
-    pub id: i64,
-    /// From which set.
-    pub from: String,
-    /// To which set.
-    pub to: String,
-    /// `settled`, `aborted`, or `None` while under way.
-    pub outcome: Option<String>,
-    /// Why it aborted.
-    pub reason: Option<String>,
-    /// Request to commit, in milliseconds.
-    pub prepare_ms: Option<f64>,
-    /// Commit to settled, in milliseconds.
-    pub drain_ms: Option<f64>,
 }
 
 impl Store {
@@ -337,14 +320,14 @@ impl Store {
             .map(|row| {
                 let attached: Option<Vec<String>> = row.get(1);
                 CarrierWorker {
-                    reported: attached.is_some(),
                     report: WorkerReport {
                         node: row.get(0),
+                        reported: attached.is_some(),
                         attached: attached.unwrap_or_default(),
                         epoch_seen: row.get(2),
                         cannot_follow: row.get::<_, Json<BTreeMap<String, String>>>(3).0,
+                        demoted_reason: row.get(4),
                     },
-                    demoted_reason: row.get(4),
                     state: crate::state_column(row, 5),
                 }
             })
@@ -389,16 +372,9 @@ impl Store {
             .await?
             .query_opt("SELECT settings FROM cluster_settings", &[])
             .await?;
-        let mut merged = serde_json::to_value(ClusterSettings::default())
-            .map_err(|e| StoreError::Config(e.to_string()))?;
-        if let Some(row) = row
-            && let serde_json::Value::Object(stored) = row.get::<_, serde_json::Value>(0)
-        {
-            for (key, value) in stored {
-                merged[key] = value;
-            }
-        }
-        serde_json::from_value(merged).map_err(|e| StoreError::Config(e.to_string()))
+        Ok(row
+            .map(|row| row.get::<_, Json<ClusterSettings>>(0).0)
+            .unwrap_or_default())
     }
 
     /// Saves the settings.
@@ -439,12 +415,8 @@ pub struct LiveReplica {
 /// A worker and what it reported of its carriers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CarrierWorker {
-    /// Its report.
+    /// Its report (with whether it ever reported and why it is demoted).
     pub report: WorkerReport,
-    /// It ever reported its carriers (older workers do not).
-    pub reported: bool,
-    /// Why it is demoted, if it is.
-    pub demoted_reason: Option<String>,
     /// Its state.
     pub state: switchyard_protocol::state::NodeState,
 }

@@ -14,11 +14,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use reqwest::{Method, StatusCode};
-use serde::Deserialize;
 use serde_json::Value;
 use switchyard_protocol::carrier::{
-    Blocker, CarrierChange, ChangeMoved, Pin, Pins, Preflight, ReplicaReport, WorkerReport,
-    blockers,
+    Blocked, CarrierChange, CarrierStatus, ChangeMoved, ChangeRecord, Pin, Pins, Preflight,
+    ReplicaReport, blockers,
 };
 use switchyard_protocol::state::CarrierRowState;
 
@@ -34,69 +33,29 @@ const POLL: Duration = Duration::from_millis(200);
 const UNANSWERED: Duration = Duration::from_secs(10);
 const PATH: &str = "/api/cluster/carrier";
 
-/// What the CLI reads of `GET /api/cluster/carrier` (the rest is ignored;
-/// absent fields read as empty, so an older server still shows its row).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct CarrierStatus {
-    pub carrier: Option<String>,
-    pub plugins: Pins,
-    pub epoch: Option<i64>,
-    pub state: Option<CarrierRowState>,
-    /// A set's name, or an object with its `carrier`.
-    pub target: Value,
-    pub draining: Value,
-    pub drain_left_ms: Option<i64>,
-    pub replicas: Vec<ReplicaReport>,
-    pub workers: Vec<WorkerReport>,
-    /// The newest change's record, when the server shows it.
-    pub last_change: Option<LastChange>,
-}
-
-/// The newest change as `carrier_changes` keeps it, its times by the
-/// database clock (what `--wait` reports once a change ended).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct LastChange {
-    pub to: String,
-    /// `settled`, `aborted`, or absent while under way.
-    pub outcome: Option<String>,
-    /// Why it aborted.
-    pub reason: Option<String>,
-    /// Request to commit.
-    pub prepare_ms: Option<f64>,
-    /// Commit to settled.
-    pub drain_ms: Option<f64>,
-}
-
-impl LastChange {
-    /// `; request → commit 0.21 s, commit → settled 0.05 s` for a change
-    /// to `target` that settled.
-    fn settled_times(&self, target: &str) -> String {
-        match (self.outcome.as_deref(), self.prepare_ms, self.drain_ms) {
-            (Some("settled"), Some(prepare), Some(drain)) if self.to == target => format!(
-                "; request → commit {:.2} s, commit → settled {:.2} s",
-                prepare / 1000.0,
-                drain / 1000.0
-            ),
-            _ => String::new(),
-        }
-    }
-
-    /// `: <why>` for a change that aborted.
-    fn abort_reason(&self) -> String {
-        match (self.outcome.as_deref(), &self.reason) {
-            (Some("aborted"), Some(why)) => format!(": {why}"),
-            _ => String::new(),
-        }
+/// `; request → commit 0.21 s, commit → settled 0.05 s` for a change to
+/// `target` that settled.
+fn settled_times(change: &ChangeRecord, target: &str) -> String {
+    match (
+        change.outcome.as_deref(),
+        change.prepare_ms,
+        change.drain_ms,
+    ) {
+        (Some("settled"), Some(prepare), Some(drain)) if change.to == target => format!(
+            "; request → commit {:.2} s, commit → settled {:.2} s",
+            prepare / 1000.0,
+            drain / 1000.0
+        ),
+        _ => String::new(),
     }
 }
 
-/// A set named by the status: a name, or `{"carrier": name, ...}`.
-fn set_name(value: &Value) -> Option<&str> {
-    value
-        .as_str()
-        .or_else(|| value.get("carrier").and_then(Value::as_str))
+/// `: <why>` for a change that aborted.
+fn abort_reason(change: &ChangeRecord) -> String {
+    match (change.outcome.as_deref(), &change.reason) {
+        (Some("aborted"), Some(why)) => format!(": {why}"),
+        _ => String::new(),
+    }
 }
 
 pub async fn status(json: bool, api: ApiArgs) -> anyhow::Result<ExitCode> {
@@ -244,25 +203,13 @@ fn confirm(question: &str) -> anyhow::Result<bool> {
 }
 
 /// A refused change as an error: its code and message, and the blockers a
-/// 422 `blocked` lists (under `error.blockers` or beside `error`).
+/// 422 `blocked` lists.
 fn refusal(status: StatusCode, body: Value) -> anyhow::Error {
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct Blocked {
-        blockers: Vec<Blocker>,
-        error: BlockedDetail,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default)]
-    struct BlockedDetail {
-        blockers: Vec<Blocker>,
-    }
-    let blocked: Blocked = serde_json::from_value(body.clone()).unwrap_or_default();
-    let listed: Vec<String> = blocked
-        .error
-        .blockers
+    let blockers = serde_json::from_value::<Blocked>(body.clone())
+        .map(|blocked| blocked.blockers)
+        .unwrap_or_default();
+    let listed: Vec<String> = blockers
         .iter()
-        .chain(&blocked.blockers)
         .map(|b| format!("\n  blocker {}: {}", b.code, b.message))
         .collect();
     anyhow::anyhow!("{:#}{}", api_error(status, body), listed.concat())
@@ -297,16 +244,12 @@ pub fn render_status(status: &CarrierStatus) -> String {
     field(
         &mut out,
         "target",
-        set_name(&status.target)
-            .map(str::to_string)
-            .unwrap_or_else(dash),
+        status.target.clone().unwrap_or_else(dash),
     );
     field(
         &mut out,
         "draining",
-        set_name(&status.draining)
-            .map(str::to_string)
-            .unwrap_or_else(dash),
+        status.draining.clone().unwrap_or_else(dash),
     );
     field(
         &mut out,
@@ -367,9 +310,7 @@ pub fn render_preflight(target: &str, preflight: &Preflight) -> String {
     for b in &preflight.blockers {
         out.push_str(&format!("  blocker {}: {}\n", b.code, b.message));
     }
-    let report: CarrierStatus =
-        serde_json::from_value(preflight.report.clone()).unwrap_or_default();
-    out.push_str(&replicas(&report.replicas));
+    out.push_str(&replicas(&preflight.report.replicas));
     out
 }
 
@@ -484,7 +425,7 @@ impl Phases {
             }
             Some(CarrierRowState::Commit) => {
                 self.draw(&mut lines, "prepare", elapsed, || "passed".into());
-                let draining = set_name(&status.draining).unwrap_or("the old set");
+                let draining = status.draining.as_deref().unwrap_or("the old set");
                 let left = status
                     .drain_left_ms
                     .map(|ms| format!(" (at most {} left)", seconds(ms.max(0) as u64)))
@@ -504,7 +445,7 @@ impl Phases {
                         let times = status
                             .last_change
                             .as_ref()
-                            .map(|c| c.settled_times(&target))
+                            .map(|c| settled_times(c, &target))
                             .unwrap_or_default();
                         format!("settled on {active} (epoch {epoch}){times}")
                     });
@@ -514,7 +455,7 @@ impl Phases {
                     let why = status
                         .last_change
                         .as_ref()
-                        .map(LastChange::abort_reason)
+                        .map(abort_reason)
                         .unwrap_or_default();
                     format!(
                         "back to stable on {active} (epoch {epoch}) without reaching {target}{why}"
@@ -560,6 +501,7 @@ mod tests {
 
     use super::*;
     use crate::cli::{CarrierCommand, Cli, Command};
+    use switchyard_protocol::carrier::Blocker;
 
     fn status(value: Value) -> CarrierStatus {
         serde_json::from_value(value).unwrap()
@@ -682,10 +624,10 @@ workers (2)
                 code: blockers::WORKER_CANNOT_FOLLOW.into(),
                 message: "node n2: no routable --address".into(),
             }],
-            report: json!({"carrier": "tunnel", "replicas": [
+            report: status(json!({"carrier": "tunnel", "replicas": [
                 {"id": "r1", "version": "0.4.0", "epoch": 3, "ready": true,
                  "can_build": {"nats": {"ok": true}}}
-            ]}),
+            ]})),
         };
         assert_eq!(
             render_preflight("nats", &preflight),
@@ -744,12 +686,12 @@ replicas (1)
         );
         assert_eq!(end, None);
         let mut settled = row("stable", "tunnel", 7);
-        settled.last_change = Some(LastChange {
+        settled.last_change = Some(ChangeRecord {
             to: "tunnel".into(),
             outcome: Some("settled".into()),
-            reason: None,
             prepare_ms: Some(1210.4),
             drain_ms: Some(52.0),
+            ..ChangeRecord::default()
         });
         let (lines, end) = phases.step(&settled, at(1500));
         assert_eq!(
@@ -781,11 +723,11 @@ replicas (1)
         let mut phases = Phases::new("tunnel", BTreeMap::new(), 5);
         phases.step(&row("prepare", "nats", 5), Duration::ZERO);
         let mut aborted = row("stable", "nats", 6);
-        aborted.last_change = Some(LastChange {
+        aborted.last_change = Some(ChangeRecord {
             to: "tunnel".into(),
             outcome: Some("aborted".into()),
             reason: Some("the prepare timed out: replica r1 has not built `tunnel`".into()),
-            ..LastChange::default()
+            ..ChangeRecord::default()
         });
         let (lines, end) = phases.step(&aborted, Duration::from_secs(60));
         assert_eq!(
@@ -815,18 +757,24 @@ replicas (1)
 
     #[test]
     fn a_blocked_answer_lists_its_blockers() {
-        let body = json!({"error": {"code": "blocked", "message": "the change is blocked",
-            "blockers": [{"code": "replica_cannot_build", "message": "r1: no NATS URL"}]}});
+        let body = serde_json::to_value(Blocked {
+            error: switchyard_protocol::admin::ErrorDetail {
+                code: "blocked".into(),
+                message: "the change is blocked".into(),
+            },
+            blockers: vec![Blocker {
+                code: "replica_cannot_build".into(),
+                message: "r1: no NATS URL".into(),
+            }],
+            report: CarrierStatus::default(),
+        })
+        .unwrap();
         let text = format!("{:#}", refusal(StatusCode::UNPROCESSABLE_ENTITY, body));
         assert!(text.contains("422 Unprocessable Entity blocked"), "{text}");
         assert!(
             text.contains("blocker replica_cannot_build: r1: no NATS URL"),
             "{text}"
         );
-        let beside = json!({"error": {"code": "blocked", "message": "m"},
-            "blockers": [{"code": "worker_cannot_follow", "message": "n2"}]});
-        let text = format!("{:#}", refusal(StatusCode::UNPROCESSABLE_ENTITY, beside));
-        assert!(text.contains("blocker worker_cannot_follow: n2"), "{text}");
         let conflict = json!({"error": {"code": "change_under_way", "message": "epoch 4"}});
         let text = format!("{:#}", refusal(StatusCode::CONFLICT, conflict));
         assert_eq!(text, "409 Conflict change_under_way: epoch 4");

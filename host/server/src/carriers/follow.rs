@@ -93,7 +93,7 @@ async fn step(
         let workers = store.carrier_workers().await?;
         let attached: HashMap<String, Vec<String>> = workers
             .into_iter()
-            .filter(|w| w.reported)
+            .filter(|w| w.report.reported)
             .map(|w| (w.report.node, w.report.attached))
             .collect();
         carriers.attachments.store(Arc::new(attached));

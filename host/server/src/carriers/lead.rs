@@ -150,8 +150,8 @@ async fn prepare(carriers: &Carriers, row: &ClusterCarrier) -> anyhow::Result<()
     for worker in store.carrier_workers().await? {
         // A worker that never reported its carriers, is demoted, or is
         // silent (unhealthy: its heartbeats stopped) does not hold a change.
-        if !worker.reported
-            || worker.demoted_reason.is_some()
+        if !worker.report.reported
+            || worker.report.demoted_reason.is_some()
             || worker.state == NodeState::Unhealthy
         {
             continue;

@@ -3,9 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use switchyard_carrier::SetName;
-use switchyard_protocol::carrier::{Blocker, Pins, WorkerReport, blockers};
+use switchyard_protocol::carrier::{
+    Blocker, CarrierStatus, InFlight, Pins, PluginHealth, SessionRef, WorkerReport, blockers,
+};
 use switchyard_protocol::state::{CarrierRowState, NodeState};
 use switchyard_store::StoreError;
 use switchyard_store::cluster::ClusterCarrier;
@@ -23,98 +24,90 @@ const REPORT_WAIT: Duration = Duration::from_secs(10);
 const REPORT_POLL: Duration = Duration::from_millis(50);
 
 /// The carrier status.
-pub async fn status(state: &AppState) -> Result<Value, StoreError> {
+pub async fn status(state: &AppState) -> Result<CarrierStatus, StoreError> {
     let store = &state.store;
     let row = store.cluster_carrier().await?;
     let settings = store.cluster_settings().await?;
     let replicas = store.live_replicas(LIVE, None).await?;
     let workers = store.carrier_workers().await?;
     let last_change = store.carrier_changes(1).await?.into_iter().next();
-    let keys = row.as_ref().map(|row| {
-        (
-            SetKey::of(&row.carrier, Some(&row.plugins)).map(|k| k.label()),
-            row.target
-                .as_deref()
-                .and_then(|t| SetKey::of(t, row.target_plugins.as_ref()))
-                .map(|k| k.label()),
-        )
-    });
-    let replicas: Vec<Value> = replicas
+    let label = |carrier: Option<&str>, pins: Option<&Pins>| {
+        carrier.and_then(|c| SetKey::of(c, pins)).map(|k| k.label())
+    };
+    let replicas = replicas
         .into_iter()
         .map(|replica| {
             let mut report = replica.report;
-            report.ready = match (&row, &keys) {
-                (Some(row), Some((active, target))) => {
-                    report.epoch >= row.epoch
-                        && replica.built.first() == active.as_ref()
-                        && (row.state != CarrierRowState::Prepare
-                            || target.as_ref().is_some_and(|t| replica.built.contains(t)))
-                }
-                _ => false,
-            };
-            json!(report)
+            report.ready = row.as_ref().is_some_and(|row| {
+                let active = label(Some(&row.carrier), Some(&row.plugins));
+                let target = label(row.target.as_deref(), row.target_plugins.as_ref());
+                report.epoch >= row.epoch
+                    && replica.built.first() == active.as_ref()
+                    && (row.state != CarrierRowState::Prepare
+                        || target.is_some_and(|t| replica.built.contains(&t)))
+            });
+            report
         })
         .collect();
-    let workers: Vec<Value> = workers
-        .into_iter()
-        .map(|w| {
-            let mut value = json!(w.report);
-            value["reported"] = json!(w.reported);
-            value["demoted_reason"] = json!(w.demoted_reason);
-            value
-        })
-        .collect();
-    let sessions: Vec<Value> = state
-        .carriers
-        .as_ref()
-        .map(|c| {
-            c.sessions
-                .held()
-                .into_iter()
-                .map(|(node, lane)| json!({"node": node, "lane": lane.as_str()}))
-                .collect()
-        })
-        .unwrap_or_default();
-    let streams: usize = state.routing.in_flight().iter().map(|(_, n)| n).sum();
     let units = match &state.carriers {
         Some(carriers) => super::units::pending(carriers).await.unwrap_or(0),
         None => 0,
     };
-    Ok(json!({
-        "carrier": row.as_ref().map(|r| r.carrier.clone()),
-        "plugins": row.as_ref().map(|r| &r.plugins),
-        "epoch": row.as_ref().map(|r| r.epoch),
-        "state": row.as_ref().map(|r| r.state),
-        "target": row.as_ref().and_then(|r| r.target.clone()),
-        "target_plugins": row.as_ref().and_then(|r| r.target_plugins.clone()),
-        "draining": row.as_ref().and_then(|r| r.draining.clone()),
-        "drain_left_ms": row.as_ref()
-            .filter(|r| r.state == CarrierRowState::Commit)
+    let left = |phase: CarrierRowState| {
+        row.as_ref()
+            .filter(|r| r.state == phase)
             .and_then(|r| r.deadline_in_ms)
-            .map(|ms| ms.max(0)),
-        "prepare_left_ms": row.as_ref()
-            .filter(|r| r.state == CarrierRowState::Prepare)
-            .and_then(|r| r.deadline_in_ms)
-            .map(|ms| ms.max(0)),
-        "forced": row.as_ref().is_some_and(|r| r.forced),
-        "replicas": replicas,
-        "workers": workers,
-        "in_flight": {"streams": streams, "units": units},
-        "settings": crate::routes::settings::masked(settings),
-        "last_change": last_change,
-        "running": state.carriers.as_ref().map(|c| c.view().row.carrier.clone()),
-        "connected": state.carriers.as_ref().is_some_and(|c| c.fanout.active().is_ready()),
-        "plugin": state.carriers.as_ref().map(|c| {
+            .map(|ms| ms.max(0))
+    };
+    let carriers = state.carriers.as_ref();
+    Ok(CarrierStatus {
+        carrier: row.as_ref().map(|r| r.carrier.clone()),
+        plugins: row.as_ref().map(|r| r.plugins.clone()).unwrap_or_default(),
+        epoch: row.as_ref().map(|r| r.epoch),
+        state: row.as_ref().map(|r| r.state),
+        target: row.as_ref().and_then(|r| r.target.clone()),
+        target_plugins: row.as_ref().and_then(|r| r.target_plugins.clone()),
+        draining: row.as_ref().and_then(|r| r.draining.clone()),
+        drain_left_ms: left(CarrierRowState::Commit),
+        prepare_left_ms: left(CarrierRowState::Prepare),
+        forced: row.as_ref().is_some_and(|r| r.forced),
+        replicas,
+        workers: workers.into_iter().map(|w| w.report).collect(),
+        in_flight: InFlight {
+            streams: state
+                .routing
+                .in_flight()
+                .iter()
+                .map(|(_, n)| *n as u64)
+                .sum(),
+            units,
+        },
+        settings: crate::routes::settings::masked(settings),
+        last_change,
+        running: carriers.map(|c| c.view().row.carrier.clone()),
+        connected: carriers.is_some_and(|c| c.fanout.active().is_ready()),
+        plugin: carriers.map(|c| {
             let plugin = c.fanout.active().plugin_state();
-            json!({
-                "state": plugin.state,
-                "failed_rebuilds": plugin.failed_rebuilds,
-                "last_error": plugin.last_error,
-                "next_retry_unix_ms": plugin.next_retry_unix_ms,
-            })
+            PluginHealth {
+                state: plugin.state.to_string(),
+                failed_rebuilds: plugin.failed_rebuilds,
+                last_error: plugin.last_error,
+                next_retry_unix_ms: plugin.next_retry_unix_ms,
+            }
         }),
-        "sessions": sessions,
-    }))
+        sessions: carriers
+            .map(|c| {
+                c.sessions
+                    .held()
+                    .into_iter()
+                    .map(|(node, lane)| SessionRef {
+                        node,
+                        lane: lane.as_str().to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    })
 }
 
 /// What blocks moving from `row` to `target` with `pins`, after every live
@@ -191,7 +184,7 @@ pub async fn preflight(
     }
     if !force {
         for worker in store.carrier_workers().await? {
-            if worker.state == NodeState::Unhealthy && worker.demoted_reason.is_none() {
+            if worker.state == NodeState::Unhealthy && worker.report.demoted_reason.is_none() {
                 continue;
             }
             let WorkerReport {

@@ -10,13 +10,15 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
 use std::time::Duration;
 use switchyard_carrier::SetName;
 use switchyard_carrier::set::SideKind;
 use switchyard_carrier::stream_seam::Lane;
 use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
-use switchyard_protocol::carrier::{CarrierChange, ChangeMoved, Pin, Pins, Preflight};
+use switchyard_protocol::admin::ErrorDetail;
+use switchyard_protocol::carrier::{
+    Blocked, CarrierChange, CarrierStatus, ChangeMoved, Pin, Pins, Preflight,
+};
 use switchyard_protocol::state::CarrierRowState;
 use switchyard_store::carrier_switch::NewChange;
 use switchyard_store::cluster::ClusterCarrier;
@@ -119,14 +121,14 @@ pub async fn connect(
 #[utoipa::path(get, path = "/api/cluster/carrier", tag = "cluster",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "`{carrier, plugins: {name: {version, sha256}}, epoch, state: stable|prepare|commit, target, target_plugins, draining, drain_left_ms, prepare_left_ms, forced, replicas: [{id, version, epoch, ready, can_build: {set: {ok, reason}}}], workers: [{node, attached, epoch_seen, cannot_follow: {set: reason}, reported, demoted_reason}], in_flight: {streams, units}, settings, last_change, running, connected, plugin, sessions}`"),
+        (status = 200, description = "the row (state `stable|prepare|commit`), live replicas, workers, work in flight, settings (masked), the last change, and what this replica runs", body = CarrierStatus),
         (status = 401, description = "`unauthorized`"),
         (status = 403, description = "`forbidden`: the key lacks `admin`"),
     ))]
 pub async fn carrier(
     _caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CarrierStatus>> {
     Ok(Json(report::status(&state).await?))
 }
 
@@ -142,7 +144,7 @@ pub async fn carrier(
         (status = 401, description = "`unauthorized`"),
         (status = 403, description = "`forbidden`: the key lacks `admin`"),
         (status = 409, description = "`change_under_way`; `nothing_to_abort`"),
-        (status = 422, description = "`blocked`: `{error, blockers: [{code, message}], report}` (`already_active`, `replica_cannot_build`, `replica_silent`, `worker_cannot_follow`; `force` overrides only the last)"),
+        (status = 422, description = "`blocked`: `{error, blockers: [{code, message}], report}` (`already_active`, `replica_cannot_build`, `replica_silent`, `worker_cannot_follow`; `force` overrides only the last)", body = Blocked),
         (status = 503, description = "`carrier_unavailable`: this replica runs no carrier set"),
     ))]
 pub async fn change(
@@ -209,11 +211,14 @@ pub async fn change(
             .map(|b| b.message.as_str())
             .collect::<Vec<_>>()
             .join("; ");
-        let body = json!({
-            "error": {"code": "blocked", "message": message},
-            "blockers": blockers,
-            "report": report::status(&state).await?,
-        });
+        let body = Blocked {
+            error: ErrorDetail {
+                code: "blocked".into(),
+                message,
+            },
+            blockers,
+            report: report::status(&state).await?,
+        };
         return Ok((StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response());
     }
     let settings = store.cluster_settings().await?;
