@@ -193,6 +193,9 @@ pub async fn change(
         .into_response());
     }
     let (target, pins) = target_pins(&state, &body).await?;
+    if !body.dry_run && row.state != CarrierRowState::Stable {
+        return Err(under_way(&row));
+    }
     let blockers = report::preflight(&state, &row, target, &pins, body.force).await?;
     if body.dry_run {
         return Ok(Json(Preflight {
@@ -201,9 +204,6 @@ pub async fn change(
             report: report::status(&state).await?,
         })
         .into_response());
-    }
-    if row.state != CarrierRowState::Stable {
-        return Err(under_way(&row));
     }
     if !blockers.is_empty() {
         let message = blockers
