@@ -169,6 +169,9 @@ fn build(workspace: &Path, out_dir: &Path) -> Vec<PathBuf> {
             let wasm = built.join(format!("{}.wasm", guest.package.replace('-', "_")));
             seen.insert(workspace.join(guest.dir).join("Cargo.toml"));
             seen.extend(dep_info(&wasm.with_extension("d")));
+            // The component itself: `shipped.rs` names it by its absolute
+            // path, so a target folder that moved must rebuild it.
+            seen.insert(wasm.clone());
             wasm
         })
         .collect();

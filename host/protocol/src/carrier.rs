@@ -43,20 +43,6 @@ pub struct CarrierNews {
     pub max_drain_ms: Option<u64>,
 }
 
-impl CarrierNews {
-    /// Every set the news names, active first: what a worker keeps attached.
-    pub fn sets(&self) -> Vec<SetRef> {
-        let active = SetRef {
-            carrier: self.carrier.clone(),
-            components: self.components.clone(),
-        };
-        std::iter::once(active)
-            .chain(self.target.clone())
-            .chain(self.draining.clone())
-            .collect()
-    }
-}
-
 /// A carrier set with the components it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SetRef {
@@ -403,8 +389,6 @@ impl Default for ClusterSettings {
 }
 
 impl ClusterSettings {
-    /// The settings that are waits (at least [`MIN_WAIT_MS`] each).
-    pub const WAITS: [&'static str; 3] = ["prepare_timeout_ms", "window_ms", "max_drain_ms"];
     /// The settings that are URLs.
     pub const URLS: [&'static str; 2] = ["nats_url", "worker_nats_url"];
     /// Every setting's name.
@@ -460,13 +444,6 @@ mod tests {
         news.nats_url = Some("nats://10.0.0.1:4222".into());
         news.attach_jitter_ms = Some(0);
         round_trip(&news);
-        assert_eq!(
-            news.sets()
-                .iter()
-                .map(|s| s.carrier.as_str())
-                .collect::<Vec<_>>(),
-            ["nats", "tunnel"]
-        );
         // What frontends that name no components nor changes send.
         let older: CarrierNews =
             serde_json::from_value(json!({"carrier": "nats", "epoch": 1, "state": "stable"}))

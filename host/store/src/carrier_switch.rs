@@ -88,8 +88,8 @@ impl Store {
             "prepare",
             "state = 'stable', target = NULL, target_plugins = NULL, deadline = NULL, \
              forced = false, change_id = NULL",
-            "outcome = 'aborted', reason = $2",
-            reason,
+            "outcome = 'aborted'",
+            Some(reason),
         )
         .await
     }
@@ -107,7 +107,7 @@ impl Store {
              deadline = now() + make_interval(secs => {})",
             window.as_secs_f64()
         );
-        self.move_row(epoch, "prepare", &set, "committed_at = now()", "")
+        self.move_row(epoch, "prepare", &set, "committed_at = now()", None)
             .await
     }
 
@@ -119,21 +119,21 @@ impl Store {
             "state = 'stable', draining = NULL, draining_plugins = NULL, deadline = NULL, \
              forced = false, change_id = NULL",
             "settled_at = now(), outcome = 'settled'",
-            "",
+            None,
         )
         .await
     }
 
     /// One move: the row from `from` at `epoch` to what `set` says, the
-    /// epoch grown, and the change's record updated with `record` (`$2` is
-    /// `reason`).
+    /// epoch grown, and the change's record updated with `record` (and
+    /// `reason`, when given).
     async fn move_row(
         &self,
         epoch: i64,
         from: &str,
         set: &str,
         record: &str,
-        reason: &str,
+        reason: Option<&str>,
     ) -> Result<Option<ClusterCarrier>, StoreError> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
@@ -157,12 +157,10 @@ impl Store {
             )
             .await?;
         if let Some(id) = change {
-            let statement = format!("UPDATE carrier_changes SET {record} WHERE id = $1");
-            if record.contains("$2") {
-                tx.execute(&statement, &[&id, &reason]).await?;
-            } else {
-                tx.execute(&statement, &[&id]).await?;
-            }
+            let statement = format!(
+                "UPDATE carrier_changes SET {record}, reason = coalesce($2, reason) WHERE id = $1"
+            );
+            tx.execute(&statement, &[&id, &reason]).await?;
         }
         hint(&tx, epoch + 1).await?;
         tx.commit().await?;
@@ -249,21 +247,6 @@ impl Store {
             )
             .await?;
         Ok(())
-    }
-
-    /// What this replica last reported it can build.
-    pub async fn instance_can_build(
-        &self,
-        id: &str,
-    ) -> Result<BTreeMap<String, CanBuild>, StoreError> {
-        let row = self
-            .conn()
-            .await?
-            .query_opt("SELECT can_build FROM instances WHERE id = $1", &[&id])
-            .await?;
-        Ok(row
-            .map(|row| row.get::<_, Json<BTreeMap<String, CanBuild>>>(0).0)
-            .unwrap_or_default())
     }
 
     /// The replicas whose heartbeat is younger than `fresh`, with what they
@@ -406,7 +389,8 @@ impl Store {
 pub struct LiveReplica {
     /// Its report (`ready` is for the caller to judge against the row).
     pub report: ReplicaReport,
-    /// The sets it runs now, as `set@epoch-or-pins` keys it wrote.
+    /// The sets it runs now, active first, as their labels (`nats
+    /// nats@0.1.0+sha256.…`).
     pub built: Vec<String>,
     /// It refreshed its report when asked.
     pub reported: bool,

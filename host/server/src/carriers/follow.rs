@@ -64,7 +64,7 @@ pub async fn run(carriers: Arc<Carriers>, mut stop: watch::Receiver<bool>) {
             _ = tokio::time::sleep(wait) => {}
         }
         let refresh = asked || polls.is_multiple_of(CAN_BUILD_EVERY);
-        match step(&carriers, refresh.then_some(&mut can_build)).await {
+        match step(&carriers, &mut can_build, refresh).await {
             Ok(()) => asked = false,
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "following the carrier row failed; retrying")
@@ -74,10 +74,12 @@ pub async fn run(carriers: Arc<Carriers>, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// One look at the row: act on it and report.
+/// One look at the row: act on it and report. `can_build` is what this
+/// replica last found it can build, checked again when `refresh`.
 async fn step(
     carriers: &Carriers,
-    refresh: Option<&mut BTreeMap<String, CanBuild>>,
+    can_build: &mut BTreeMap<String, CanBuild>,
+    refresh: bool,
 ) -> anyhow::Result<()> {
     let store = &carriers.builder.store;
     let row = store
@@ -107,19 +109,15 @@ async fn step(
     let labels = built.labels();
     let epoch = built.epoch;
     drop(built);
-    let refreshed = refresh.is_some();
-    let mut can_build = match refresh {
-        Some(cache) => {
-            cache.clear();
-            for set in SetName::ALL {
-                let verdict = carriers.builder.can_build(set, &settings).await;
-                cache.insert(set.as_str().to_string(), verdict);
-            }
-            cache.clone()
+    if refresh {
+        can_build.clear();
+        for set in SetName::ALL {
+            let verdict = carriers.builder.can_build(set, &settings).await;
+            can_build.insert(set.as_str().to_string(), verdict);
         }
-        None => store.instance_can_build(&carriers.instance_id).await?,
-    };
-    // A set that failed to build here cannot be built here, whatever the check said.
+    }
+    // A set that failed to build here cannot be built here, whatever the
+    // check said (until the next check).
     for (set, reason) in failures {
         can_build.insert(
             set,
@@ -135,8 +133,8 @@ async fn step(
             env!("CARGO_PKG_VERSION"),
             epoch,
             &labels,
-            &can_build,
-            refreshed,
+            can_build,
+            refresh,
         )
         .await?;
     Ok(())

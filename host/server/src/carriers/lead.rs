@@ -106,7 +106,7 @@ async fn drive(carriers: &Carriers) -> anyhow::Result<CarrierRowState> {
             if demoted + promoted > 0 {
                 tracing::info!(demoted, promoted, carrier = %row.carrier, "workers demoted or promoted by what they are attached to");
             }
-            let swept = units::sweep(carriers, &row.carrier).await?;
+            let swept = units::move_to_active(carriers, &row.carrier).await?;
             if swept > 0 {
                 tracing::info!(swept, carrier = %row.carrier, "work units that reached a released pgbus queue after the settle moved to the active set");
             }
@@ -199,14 +199,11 @@ async fn commit(carriers: &Carriers, row: &ClusterCarrier) -> anyhow::Result<()>
         return Ok(());
     }
     let started = Instant::now();
-    let draining = row.draining.clone();
     if store.settle_change(row.epoch).await?.is_some() {
         tracing::info!(carrier = %row.carrier, behind, "carrier change settled");
-        if let Some(old) = draining {
-            let moved = units::move_pending(carriers, &old, &row.carrier).await?;
-            if moved > 0 {
-                tracing::info!(moved, from = %old, to = %row.carrier, elapsed_ms = started.elapsed().as_millis() as u64, "work units moved to the new set");
-            }
+        let moved = units::move_to_active(carriers, &row.carrier).await?;
+        if moved > 0 {
+            tracing::info!(moved, from = ?row.draining, to = %row.carrier, elapsed_ms = started.elapsed().as_millis() as u64, "work units moved to the new set");
         }
     }
     Ok(())

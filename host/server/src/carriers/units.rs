@@ -1,9 +1,13 @@
-//! Work units left on a released pgbus queue move to the new set: after a
-//! settle from `tunnel`, the leader takes the rows no consumer holds
+//! Work units left on a released pgbus queue move to the active set: at a
+//! settle away from `tunnel`, and at each of the leader's polls while the
+//! active set does not queue on pgbus (a submit in flight at the commit may
+//! still land there after the settle: it read the queue holder's carrier
+//! before the swap), the leader takes the rows no consumer holds
 //! (unclaimed, or whose claim lapsed) out of pgbus's table and submits each
 //! to the active queue under its own unit id. A row and its submit share a
 //! transaction: a submit that fails leaves the row where it was, for the
-//! next settle or leader.
+//! next poll or leader; a unit moves once. Where pgbus never queued there
+//! is no table, and nothing to do.
 
 use switchyard_carrier::SetName;
 
@@ -14,19 +18,20 @@ const QUEUE_TABLE: &str = "switchyard_carrier_queue";
 /// Rows moved per transaction.
 const BATCH: i64 = 256;
 
-/// Moves what `old` left on its pgbus queue to the active set `new`;
-/// returns how many units moved. Nothing moves unless `old` queues on
-/// pgbus and `new` does not (a pgbus upgrade keeps the same table).
-pub async fn move_pending(carriers: &Carriers, old: &str, new: &str) -> anyhow::Result<u64> {
-    let on_pgbus = |set: &str| SetName::parse(set).is_some_and(|s| s.entry().messages_on_database);
-    if !on_pgbus(old) || on_pgbus(new) {
+/// Moves what pgbus's queue holds to the active set `active`; returns how
+/// many units moved. Nothing moves while `active` queues on pgbus itself.
+pub async fn move_to_active(carriers: &Carriers, active: &str) -> anyhow::Result<u64> {
+    if SetName::parse(active).is_none_or(|s| s.entry().messages_on_database) {
         return Ok(0);
     }
     let mut conn = carriers.builder.bus.conn().await?;
+    if !queue_exists(&conn).await? {
+        return Ok(0);
+    }
     let mut moved = 0;
     loop {
         let tx = conn.transaction().await?;
-        let rows = match tx
+        let rows = tx
             .query(
                 &format!(
                     "DELETE FROM {QUEUE_TABLE} WHERE id IN (
@@ -37,15 +42,7 @@ pub async fn move_pending(carriers: &Carriers, old: &str, new: &str) -> anyhow::
                 ),
                 &[&BATCH],
             )
-            .await
-        {
-            Ok(rows) => rows,
-            // pgbus never queued anything here: no table.
-            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => {
-                return Ok(moved);
-            }
-            Err(e) => return Err(e.into()),
-        };
+            .await?;
         if rows.is_empty() {
             return Ok(moved);
         }
@@ -66,50 +63,27 @@ pub async fn move_pending(carriers: &Carriers, old: &str, new: &str) -> anyhow::
     }
 }
 
-/// Moves units stranded on pgbus's queue while the active set `active`
-/// does not queue there; returns how many moved. A submit in flight on the
-/// old set when a change settles (it read the queue holder's carrier
-/// before the commit swapped it, and its INSERT ran after the settle's
-/// [`move_pending`]) lands where no consumer listens: the leader sweeps
-/// while stable, so such a unit runs (once: the row and its submit share a
-/// transaction) a leader's poll later instead of never. Cheap: one catalog
-/// lookup (`to_regclass`, no error where pgbus never queued) and a DELETE
-/// on an empty table.
-pub async fn sweep(carriers: &Carriers, active: &str) -> anyhow::Result<u64> {
-    let on_pgbus = |set: SetName| set.entry().messages_on_database;
-    if SetName::parse(active).is_none_or(on_pgbus) {
+/// Units waiting on pgbus's queue (claimed or not); 0 where it never queued.
+pub async fn pending(carriers: &Carriers) -> anyhow::Result<i64> {
+    let conn = carriers.builder.bus.conn().await?;
+    if !queue_exists(&conn).await? {
         return Ok(0);
     }
-    let exists: bool = carriers
-        .builder
-        .bus
-        .conn()
-        .await?
+    let row = conn
+        .query_one(&format!("SELECT count(*) FROM {QUEUE_TABLE}"), &[])
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Whether pgbus ever queued here (it makes its table on first use). Asked
+/// of the catalog, so that a cluster that never ran `tunnel` does not put a
+/// failed statement in PostgreSQL's log at every leader poll.
+async fn queue_exists(conn: &tokio_postgres::Client) -> anyhow::Result<bool> {
+    let row = conn
         .query_one(
             &format!("SELECT to_regclass('{QUEUE_TABLE}') IS NOT NULL"),
             &[],
         )
-        .await?
-        .get(0);
-    if !exists {
-        return Ok(0);
-    }
-    let mut moved = 0;
-    for set in SetName::ALL.into_iter().filter(|s| on_pgbus(*s)) {
-        moved += move_pending(carriers, set.as_str(), active).await?;
-    }
-    Ok(moved)
-}
-
-/// Units waiting on pgbus's queue (claimed or not); 0 where it never queued.
-pub async fn pending(carriers: &Carriers) -> anyhow::Result<i64> {
-    let conn = carriers.builder.bus.conn().await?;
-    match conn
-        .query_one(&format!("SELECT count(*) FROM {QUEUE_TABLE}"), &[])
-        .await
-    {
-        Ok(row) => Ok(row.get(0)),
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => Ok(0),
-        Err(e) => Err(e.into()),
-    }
+        .await?;
+    Ok(row.get(0))
 }

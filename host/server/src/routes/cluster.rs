@@ -278,14 +278,9 @@ async fn target_pins(state: &AppState, body: &CarrierChange) -> ApiResult<(SetNa
     let mut pins = newest_pins(&state.store, set)
         .await
         .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+    let needed = set.entry().components(SideKind::Frontend);
     for (name, version) in &body.plugins {
-        if !pins.contains_key(name)
-            && !set
-                .entry()
-                .components(SideKind::Frontend)
-                .iter()
-                .any(|n| n.name == name)
-        {
+        if !needed.iter().any(|n| n.name == name) {
             return Err(unknown(format!(
                 "the `{set}` set runs no `{}` component",
                 name.chars().take(64).collect::<String>()
@@ -305,7 +300,7 @@ async fn target_pins(state: &AppState, body: &CarrierChange) -> ApiResult<(SetNa
             },
         );
     }
-    for needed in set.entry().components(SideKind::Frontend) {
+    for needed in needed {
         if !pins.contains_key(needed.name) {
             return Err(unknown(format!(
                 "the plugin registry holds no `{}` component, which the `{set}` set runs",
