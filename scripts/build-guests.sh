@@ -66,6 +66,7 @@ GUESTS=(
     "switchyard-plugin-nats switchyard_plugin_nats nats"
     "switchyard-plugin-pgbus switchyard_plugin_pgbus pgbus"
     "switchyard-plugin-tunnel switchyard_plugin_tunnel tunnel"
+    "switchyard-plugin-grant-standard switchyard_plugin_grant_standard grant-standard"
 )
 packages=()
 for guest in "${GUESTS[@]}"; do

@@ -69,6 +69,13 @@ const GUESTS: &[Guest] = &[
         dir: "policies/gpu-memory-guard",
         kind: "Policy",
     },
+    // The grant evaluator in force until an operator binds another.
+    Guest {
+        name: "grant-standard",
+        package: "switchyard-plugin-grant-standard",
+        dir: "plugins/grant-standard",
+        kind: "Grant",
+    },
 ];
 
 fn main() {

@@ -26,3 +26,28 @@ wit_bindgen::generate!({
         "switchyard:plugin/types@0.1.0/log-level": [#[serde(rename_all = "snake_case")]],
     },
 });
+
+/// The `grant-evaluator` world, generated apart so that a policy's component
+/// exports no evaluator and an evaluator's no admission interface. The
+/// plugin imports and the `denial` type are the ones above: a grant
+/// evaluator's [`crate::Denial`] is a policy's.
+#[allow(missing_docs)]
+pub mod grant {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "switchyard:grant/grant-evaluator@0.1.0",
+        with: {
+            "switchyard:plugin/types@0.1.0": crate::bindings::switchyard::plugin::types,
+            "switchyard:plugin/log@0.1.0": crate::bindings::switchyard::plugin::log,
+            "switchyard:plugin/clock@0.1.0": crate::bindings::switchyard::plugin::clock,
+        },
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "__export_grant_evaluator",
+        default_bindings_module: "switchyard_sdk::bindings::grant",
+        additional_derives: [serde::Serialize, serde::Deserialize, PartialEq, Eq],
+        additional_type_attributes: {
+            "switchyard:grant/types@0.1.0/grant-decision": [#[serde(rename_all = "snake_case")]],
+        },
+    });
+}

@@ -54,13 +54,13 @@ pub fn validate_settings<P: Policy>(json: String) -> Result<(), String> {
 /// Sends a panic's message to the host's logger, tagged with the plugin,
 /// instead of stderr, where a host's empty WASI context drops it. The panic
 /// still traps, and the host turns the trap into an error for that call.
-fn route_panics_to_the_host_log() {
+pub(crate) fn route_panics_to_the_host_log() {
     #[cfg(target_arch = "wasm32")]
     {
         static INSTALLED: std::sync::Once = std::sync::Once::new();
         INSTALLED.call_once(|| {
             std::panic::set_hook(Box::new(|info| {
-                crate::log::error(format!("policy panicked: {info}"));
+                crate::log::error(format!("plugin panicked: {info}"));
             }));
         });
     }

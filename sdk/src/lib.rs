@@ -1,4 +1,11 @@
-//! Write Switchyard admission policies in Rust.
+//! Write Switchyard admission policies and grant evaluators in Rust.
+//!
+//! A grant evaluator (the `grant-evaluator` world: is a federated call
+//! inside its grant, and what does it charge) is written the same way: a
+//! settings type implementing [`Validate`], a [`grant::GrantEvaluator`]
+//! impl, [`export_grant_evaluator!`], native cases with
+//! [`testing::grant`]; `plugins/grant-standard` is the shipped one. The
+//! tour below shows a policy.
 //!
 //! An admission policy is a WebAssembly component that exports
 //! `switchyard:policy/admission@0.1.0`: the points it judges, a check of its
@@ -109,7 +116,10 @@
 //! - `export.rs`: [`export_policy!`] and the settings each instance keeps
 //! - `evaluate.rs`: [`evaluate_json`], evaluating a request given as JSON
 //! - `log.rs`, `clock.rs`: the host imports, with native fallbacks
-//! - `testing.rs`: the native test harness
+//! - `testing.rs`: the native test harness; `testing/grant.rs` the grant
+//!   evaluators' ([`testing::grant::GrantCase`])
+//! - `grant.rs`: the grant-evaluator path: [`grant::GrantEvaluator`],
+//!   [`export_grant_evaluator!`], settings parsed as a policy's (see below)
 //! - `toy.rs`: a tiny policy for the SDK's own tests; fixtures in `test_data/`
 #![deny(missing_docs)]
 
@@ -121,6 +131,7 @@ pub mod decision;
 mod evaluate;
 #[doc(hidden)]
 pub mod export;
+pub mod grant;
 pub mod log;
 mod policy;
 pub mod testing;

@@ -71,9 +71,14 @@ pub trait Policy {
 /// An empty document reads as `{}`, so a policy whose settings all have
 /// defaults can be bound without a file.
 pub fn parse_settings<P: Policy>(json: &str) -> Result<P::Settings, String> {
+    parse_document(json)
+}
+
+/// The parse and validation of any plugin's settings (a policy's, a grant
+/// evaluator's): one rule for every kind.
+pub(crate) fn parse_document<S: DeserializeOwned + Validate>(json: &str) -> Result<S, String> {
     let json = if json.trim().is_empty() { "{}" } else { json };
-    let settings: P::Settings =
-        serde_json::from_str(json).map_err(|e| format!("invalid settings: {e}"))?;
+    let settings: S = serde_json::from_str(json).map_err(|e| format!("invalid settings: {e}"))?;
     settings.validate()?;
     Ok(settings)
 }

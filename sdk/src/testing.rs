@@ -187,5 +187,6 @@ fn read_fixture(path: &str) -> Result<String, String> {
         .map_err(|e| format!("cannot read fixture {path} ({}): {e}", full.display()))
 }
 
+pub mod grant;
 #[cfg(test)]
 mod tests;

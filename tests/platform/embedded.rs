@@ -1,7 +1,8 @@
 //! The embedded default: `serve` without a database URL starts a private
 //! PostgreSQL under the data directory, stops it on exit, reuses it next time;
 //! without `--carrier-plugins` it runs the carrier components built into the
-//! binary and has put them, and the shipped policies, in its registry.
+//! binary and has put them, the shipped policies and the shipped grant
+//! evaluator in its registry.
 
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -42,6 +43,7 @@ async fn serve_without_a_url_runs_a_private_postgres_and_keeps_its_state() {
         ("model-allowlist", "policy"),
         ("max-tokens", "policy"),
         ("gpu-memory-guard", "policy"),
+        ("grant-standard", "grant"),
     ];
     for (name, kind) in built_in {
         assert!(
@@ -63,6 +65,29 @@ async fn serve_without_a_url_runs_a_private_postgres_and_keeps_its_state() {
         .await
         .unwrap();
     assert_eq!(carrier["running"], "tunnel", "{carrier}");
+    // Nothing bound: the evaluator in force is the binary's grant-standard.
+    let evaluator: Value = http
+        .get(format!("{}/api/federation/evaluator", first.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            &evaluator["generation"],
+            &evaluator["plugin"],
+            &evaluator["shipped"]
+        ),
+        (
+            &serde_json::json!(0),
+            &serde_json::json!("grant-standard"),
+            &serde_json::json!(true)
+        ),
+        "{evaluator}"
+    );
     assert!(data_dir.join("postgres/PG_VERSION").is_file());
     assert!(first.terminate(), "serve exits cleanly on SIGTERM");
     assert!(

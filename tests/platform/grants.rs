@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use switchyard_runtime::grant::{
-    FederatedCall, Grant, GrantDecision, GrantPlugin, GrantSource, Usage,
+    Charge, FederatedCall, Grant, GrantDecision, GrantPlugin, GrantSource, Usage,
 };
 use switchyard_runtime::loader::ComponentSource;
 use switchyard_runtime::{LoadError, Runtime, RuntimeConfig};
@@ -41,8 +41,9 @@ fn grant() -> Grant {
     Grant {
         id: "g1".into(),
         peer: "acme".into(),
-        services: vec!["inference".into()],
-        models: vec!["demo-tiny".into()],
+        operations: vec!["inference".into()],
+        services: vec!["chat".into()],
+        models: vec!["demo-tiny@main".into()],
         machines: Vec::new(),
         expires_at_unix_ms: u64::MAX,
         max_concurrent: 4,
@@ -54,10 +55,12 @@ fn grant() -> Grant {
 fn call(peer: &str, model: &str) -> FederatedCall {
     FederatedCall {
         peer: peer.into(),
-        service: "inference".into(),
-        model: Some(model.into()),
-        machine: None,
+        operation: "inference".into(),
+        service: Some("chat".into()),
+        model: Some(format!("{model}@main")),
+        machines: Vec::new(),
         model_bytes: 0,
+        tokens: 64,
     }
 }
 
@@ -71,7 +74,7 @@ fn usage(requests: u64) -> Usage {
 
 fn denial_code(decision: GrantDecision) -> Option<String> {
     match decision {
-        GrantDecision::Inside => None,
+        GrantDecision::Inside(_) => None,
         GrantDecision::Outside(denial) => Some(denial.code),
     }
 }
@@ -89,6 +92,18 @@ fn a_grant_evaluator_component_loads_and_judges_calls() {
         )
     };
     assert_eq!(judge(&call("acme", "demo-tiny"), 0), None);
+    // Inside, the evaluator says what the call costs; the host charges it.
+    assert_eq!(
+        evaluator
+            .evaluate(&call("acme", "demo-tiny"), &grant(), usage(0))
+            .unwrap(),
+        GrantDecision::Inside(Charge {
+            requests: 1,
+            concurrent: 1,
+            model_bytes: 0,
+            tokens: 64
+        })
+    );
     assert_eq!(
         judge(&call("acme", "demo-large"), 0).as_deref(),
         Some("model_not_granted")
@@ -101,10 +116,10 @@ fn a_grant_evaluator_component_loads_and_judges_calls() {
         judge(&call("globex", "demo-tiny"), 0).as_deref(),
         Some("wrong_peer")
     );
-    // Its calls are counted like a policy's: validate-settings and four
+    // Its calls are counted like a policy's: validate-settings and five
     // evaluations, three of them outside.
     let counts = runtime.metrics().plugin("grant-evaluator", "test").counts();
-    assert_eq!((counts.calls, counts.denials, counts.errors), (5, 3, 0));
+    assert_eq!((counts.calls, counts.denials, counts.errors), (6, 3, 0));
 }
 
 #[test]
@@ -112,7 +127,7 @@ fn a_grant_evaluator_refuses_bad_settings_at_load() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     match load(&runtime, r#"{"deny": true}"#) {
         Err(LoadError::InvalidSettings(message)) => {
-            assert_eq!(message, "unknown setting `deny`")
+            assert!(message.contains("unknown field `deny`"), "{message}")
         }
         other => panic!("expected invalid settings, got {other:?}"),
     }
@@ -130,4 +145,81 @@ fn a_policy_is_not_loaded_as_a_grant_evaluator() {
     let err = load_as_grant(&runtime, "max-tokens", "{}").unwrap_err();
     assert!(matches!(err, LoadError::WrongKind(_)), "{err}");
     assert!(err.to_string().contains("not a grant evaluator"), "{err}");
+}
+
+#[test]
+fn the_shipped_grant_standard_judges_and_charges_through_the_host() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let standard = load_as_grant(&runtime, "grant-standard", "{}").expect("grant-standard loads");
+    let evaluate = |call: &FederatedCall, grant: &Grant, usage: Usage| {
+        standard.evaluate(call, grant, usage).expect("a call")
+    };
+    let mut grant = grant();
+    grant.operations.push("models:transfer".into());
+    grant.max_model_bytes = 1000;
+    assert_eq!(
+        evaluate(&call("acme", "demo-tiny"), &grant, usage(0)),
+        GrantDecision::Inside(Charge {
+            requests: 1,
+            concurrent: 1,
+            model_bytes: 0,
+            tokens: 64
+        })
+    );
+    let transfer = FederatedCall {
+        operation: "models:transfer".into(),
+        service: None,
+        model_bytes: 600,
+        tokens: 0,
+        ..call("acme", "demo-tiny")
+    };
+    assert_eq!(
+        evaluate(&transfer, &grant, usage(0)),
+        GrantDecision::Inside(Charge {
+            requests: 0,
+            concurrent: 0,
+            model_bytes: 600,
+            tokens: 0
+        })
+    );
+    let used = Usage {
+        model_bytes: 600,
+        ..usage(0)
+    };
+    assert_eq!(
+        denial_code(evaluate(&transfer, &grant, used)).as_deref(),
+        Some("model_bytes_exhausted")
+    );
+    let manage = FederatedCall {
+        operation: "inference:manage".into(),
+        ..call("acme", "demo-tiny")
+    };
+    assert_eq!(
+        denial_code(evaluate(&manage, &grant, usage(0))).as_deref(),
+        Some("operation_not_granted")
+    );
+    // The rules run on the host's clock: a grant that expired is outside.
+    grant.expires_at_unix_ms = 1;
+    assert_eq!(
+        denial_code(evaluate(&call("acme", "demo-tiny"), &grant, usage(0))).as_deref(),
+        Some("grant_expired")
+    );
+
+    let capped =
+        load_as_grant(&runtime, "grant-standard", r#"{"max_tokens_per_call": 32}"#).expect("loads");
+    assert_eq!(
+        denial_code(
+            capped
+                .evaluate(&call("acme", "demo-tiny"), &self::grant(), usage(0))
+                .unwrap()
+        )
+        .as_deref(),
+        Some("tokens_over_limit")
+    );
+    match load_as_grant(&runtime, "grant-standard", r#"{"max_tokens_per_call": 0}"#) {
+        Err(LoadError::InvalidSettings(message)) => {
+            assert_eq!(message, "max_tokens_per_call must be at least 1, got 0")
+        }
+        other => panic!("expected invalid settings, got {other:?}"),
+    }
 }

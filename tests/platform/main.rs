@@ -11,6 +11,8 @@ mod cli;
 mod edge;
 mod embedded;
 mod engines;
+mod evaluator;
+mod federation_cli;
 mod fetch;
 mod grants;
 mod llama_cpp;

@@ -55,6 +55,7 @@ async fn store() -> (Store, tokio_postgres::Client) {
         strategy: "binpack".into(),
         node_selector: Default::default(),
         pending_reason: None,
+        nodes: Vec::new(),
     };
     assert!(store.insert_deployment(&deployment, "test").await.unwrap());
     (store, client)

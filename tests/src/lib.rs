@@ -4,7 +4,9 @@
 //! The suites need `SWITCHYARD_TEST_DATABASE_URL` (a PostgreSQL superuser
 //! connection) and the guest components; `scripts/test.sh` provides both.
 
+pub mod cluster;
 pub mod db;
+pub mod federation;
 pub mod http;
 pub mod nats;
 pub mod plugins;

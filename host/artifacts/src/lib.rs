@@ -1,7 +1,8 @@
 //! The guest components the `switchyard` binary carries: the carrier
-//! components (`nats`, `pgbus`, `tunnel`) and the shipped policies
-//! (`model-allowlist`, `max-tokens`, `gpu-memory-guard`), so that deploying
-//! the server is copying one file.
+//! components (`nats`, `pgbus`, `tunnel`), the shipped policies
+//! (`model-allowlist`, `max-tokens`, `gpu-memory-guard`) and the shipped
+//! grant evaluator (`grant-standard`), so that deploying the server is
+//! copying one file.
 //!
 //! `build.rs` builds them for wasm32-wasip2 with the workspace's `guest`
 //! profile, in a target folder of its own, and `include_bytes!`s them (or
@@ -52,7 +53,7 @@ mod tests {
     }
 
     #[test]
-    fn the_binary_carries_the_three_carriers_and_the_three_shipped_policies() {
+    fn the_binary_carries_the_carriers_the_shipped_policies_and_grant_standard() {
         let names: Vec<_> = shipped().iter().map(|s| (s.name, s.kind)).collect();
         assert_eq!(
             names,
@@ -63,6 +64,7 @@ mod tests {
                 ("model-allowlist", PluginKind::Policy),
                 ("max-tokens", PluginKind::Policy),
                 ("gpu-memory-guard", PluginKind::Policy),
+                ("grant-standard", PluginKind::Grant),
             ]
         );
     }

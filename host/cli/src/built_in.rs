@@ -7,13 +7,14 @@ use switchyard_carrier::component::sha256_hex;
 use switchyard_runtime::PluginKind;
 use switchyard_server::SeedComponent;
 
-/// The built-in components a replica seeds: the shipped policies always
-/// (in the registry, not bound), the carriers unless `--carrier-plugins`
+/// The built-in components a replica seeds: the shipped policies and the
+/// shipped grant evaluator always (in the registry; the evaluator is in
+/// force until another is bound), the carriers unless `--carrier-plugins`
 /// names a folder of them, which then takes their place.
 pub fn seeds(carrier_folder: bool) -> Vec<SeedComponent> {
     switchyard_artifacts::shipped()
         .iter()
-        .filter(|shipped| shipped.kind == PluginKind::Policy || !carrier_folder)
+        .filter(|shipped| bound_by_name(shipped.kind) || !carrier_folder)
         .map(seed)
         .collect()
 }
@@ -24,9 +25,9 @@ fn seed(shipped: &Shipped) -> SeedComponent {
     // new binary, same crate version) carries its digest as build metadata
     // and is a new version rather than a conflict that stops the start; a
     // policy keeps the plain version an admin binds (`max-tokens@0.1.0`).
-    let version = match shipped.kind {
-        PluginKind::Policy => shipped.version.to_string(),
-        _ => format!(
+    let version = match bound_by_name(shipped.kind) {
+        true => shipped.version.to_string(),
+        false => format!(
             "{}+sha256.{}",
             shipped.version,
             &sha256_hex(shipped.bytes)[..16]
@@ -38,6 +39,12 @@ fn seed(shipped: &Shipped) -> SeedComponent {
         version,
         bytes: shipped.bytes.into(),
     }
+}
+
+/// Policies and grant evaluators are bound by `name@version`, so they keep
+/// their crate's plain version.
+fn bound_by_name(kind: PluginKind) -> bool {
+    matches!(kind, PluginKind::Policy | PluginKind::Grant)
 }
 
 #[cfg(test)]
@@ -57,12 +64,18 @@ mod tests {
                 "tunnel",
                 "model-allowlist",
                 "max-tokens",
-                "gpu-memory-guard"
+                "gpu-memory-guard",
+                "grant-standard"
             ]
         );
         assert_eq!(
             names(seeds(true)),
-            ["model-allowlist", "max-tokens", "gpu-memory-guard"]
+            [
+                "model-allowlist",
+                "max-tokens",
+                "gpu-memory-guard",
+                "grant-standard"
+            ]
         );
     }
 
@@ -75,7 +88,7 @@ mod tests {
                 .find(|s| s.name == seed.name)
                 .expect("every seed is shipped")
                 .version;
-            if seed.kind == PluginKind::Policy {
+            if bound_by_name(seed.kind) {
                 assert_eq!(seed.version, own);
             } else {
                 let digest = sha256_hex(&seed.bytes);

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub mod federation;
+
 /// Switchyard: a control plane for LLM inference on GPU fleets.
 #[derive(Debug, Parser)]
 #[command(name = "switchyard", version)]
@@ -53,6 +55,10 @@ pub enum Command {
     /// API keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Federation with other clusters: the cluster key, joining, pairing,
+    /// grants, remote managed services and status.
+    #[command(subcommand)]
+    Federation(federation::FederationCommand),
 }
 
 #[derive(Debug, Args)]
@@ -94,6 +100,15 @@ pub struct ServeArgs {
     /// The URL other replicas reach this one at [default: http://<listen>].
     #[arg(long, env = "SWITCHYARD_ADVERTISE")]
     pub advertise: Option<String>,
+    /// The cluster's federation key (the same file on every replica; make
+    /// one with `switchyard federation key init`) [default:
+    /// <data-dir>/federation/cluster.key, made at the first start].
+    #[arg(long, env = "SWITCHYARD_FEDERATION_KEY")]
+    pub federation_key: Option<PathBuf>,
+    /// The label peers see this cluster by, set at the first start
+    /// [default: the host name].
+    #[arg(long, env = "SWITCHYARD_FEDERATION_LABEL")]
+    pub federation_label: Option<String>,
     /// The model library's folder on storage every replica mounts (NFS, a
     /// shared volume) [default: <data-dir>/library, and a replica fetches a
     /// file it lacks from another replica].

@@ -5,6 +5,9 @@ mod carrier;
 mod cluster_settings;
 mod conformance;
 mod deployment_watch;
+mod federation;
+mod federation_grants;
+mod federation_services;
 mod model;
 mod model_fetch;
 mod policy_test;
@@ -90,6 +93,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugin(c) => block_on(admin::plugin(c)),
         Command::Admission(c) => block_on(admin::admission(c)),
         Command::Key(c) => block_on(admin::key(c)),
+        Command::Federation(c) => block_on(federation::federation(c)),
     }
 }
 

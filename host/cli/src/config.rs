@@ -60,6 +60,8 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     config.seed_components = crate::built_in::seeds(args.carrier_plugins.is_some());
     config.carrier_plugins = args.carrier_plugins;
     config.advertise = args.advertise;
+    config.federation_key = args.federation_key;
+    config.federation_label = args.federation_label;
     config.library_dir = args.library_dir;
     if let Some(ms) = args.node_grace_ms {
         config.node_grace = Duration::from_millis(ms);

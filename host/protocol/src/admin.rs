@@ -115,6 +115,21 @@ pub struct Rollback {
     pub generation: Option<i64>,
 }
 
+/// The cluster's grant evaluator (`PUT /api/federation/evaluator`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SetEvaluator {
+    /// Plugin name (a `grant` plugin: `grant-standard`).
+    pub plugin: String,
+    /// Plugin version.
+    pub version: String,
+    /// Settings, checked by the plugin's own `validate-settings`.
+    #[serde(default = "empty_object")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Object))]
+    pub settings: serde_json::Value,
+}
+
 /// A file to fetch as a model revision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
@@ -208,6 +223,11 @@ mod tests {
             ..NewDeployment::default()
         });
         round_trip(&Scale { replicas: 3 });
+        round_trip(&SetEvaluator {
+            plugin: "grant-standard".into(),
+            version: "0.1.0".into(),
+            settings: serde_json::json!({"max_tokens_per_call": 4096}),
+        });
     }
 
     #[test]

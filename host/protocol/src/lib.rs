@@ -16,8 +16,11 @@
 //! - [`control`]: each control verb's request and answer.
 //! - [`stream`]: the heads of the `inference` and `blob` stream services.
 //! - [`admin`]: the admin API's request bodies (CLI and server).
+//! - [`federation`]: the federation API's bodies, a grant's signed terms,
+//!   and the calls that cross the link between two clusters.
 //! - [`models`]: a model revision's manifest.
 //! - [`limits`]: limits both sides hold to, each with its reason.
+//! - [`link`]: the federation link's handshake messages.
 //! - [`plugin`]: plugin kinds, and the modes an admission chain binds a policy with.
 //! - [`state`]: node, replica and carrier-row states, stored as text.
 
@@ -92,7 +95,9 @@ pub mod admin;
 pub mod carrier;
 pub mod control;
 pub mod engines;
+pub mod federation;
 pub mod limits;
+pub mod link;
 pub mod models;
 pub mod node;
 pub mod plugin;

@@ -12,7 +12,7 @@ use crate::error::{CallError, LoadError};
 use crate::loader::{ComponentSource, GrantWorld, Prepared};
 use crate::pool::Pool;
 
-pub use types::{FederatedCall, Grant, GrantDecision, Usage};
+pub use types::{Charge, FederatedCall, Grant, GrantDecision, Usage};
 
 /// What is needed to load one grant evaluator.
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@ use switchyard_runtime::{LoadError, PluginKind, Runtime};
 use switchyard_store::admission::{Generation, StoredPolicy, rollback_note, rolled_back_to};
 use switchyard_store::{Store, StoreError};
 
-pub use follower::follow;
+pub use follower::{follow, follow_generations};
 
 /// Why a chain was not built, bound or committed.
 #[derive(Debug, thiserror::Error)]
@@ -305,26 +305,13 @@ impl Admission {
         by: &str,
     ) -> Result<(Generation, i64), AdmissionError> {
         let latest = self.store.latest_generation(point.as_str()).await?;
-        if latest.generation == 0 {
-            return Err(AdmissionError::NoGeneration(point));
-        }
-        let target = match to {
-            Some(target) if !(0..latest.generation).contains(&target) => {
-                return Err(AdmissionError::NotOlder {
-                    newest: latest.generation,
-                    target,
-                });
+        let target = rollback_target(&latest, to).map_err(|refused| match refused {
+            RollbackRefused::NoGeneration => AdmissionError::NoGeneration(point),
+            RollbackRefused::NotOlder { newest, target } => {
+                AdmissionError::NotOlder { newest, target }
             }
-            Some(target) => target,
-            None => {
-                // The generation whose chain runs now: the newest, or the one it restored.
-                let active = rolled_back_to(&latest.note).unwrap_or(latest.generation);
-                if active == 0 {
-                    return Err(AdmissionError::EmptyChainActive(point));
-                }
-                active - 1
-            }
-        };
+            RollbackRefused::FirstActive => AdmissionError::EmptyChainActive(point),
+        })?;
         let previous = self.store.generation(point.as_str(), target).await?.ok_or(
             AdmissionError::UnknownGeneration {
                 point,
@@ -415,6 +402,43 @@ impl Admission {
             .expect("bytes lock")
             .insert(sha256.to_string(), bytes.clone());
         Ok(bytes)
+    }
+}
+
+/// Why [`rollback_target`] found nothing to restore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RollbackRefused {
+    /// Nothing was ever set.
+    NoGeneration,
+    /// `target` is not older than `newest`.
+    NotOlder { newest: i64, target: i64 },
+    /// What runs is generation 0's already.
+    FirstActive,
+}
+
+/// Which generation a rollback restores, given the newest one: `to`, or the
+/// one before the generation whose content is active (the newest, or the
+/// one it restored). The one rule of the admission chains and of the grant
+/// evaluator's bindings (`crate::grant_evaluator`).
+pub(crate) fn rollback_target(
+    latest: &Generation,
+    to: Option<i64>,
+) -> Result<i64, RollbackRefused> {
+    if latest.generation == 0 {
+        return Err(RollbackRefused::NoGeneration);
+    }
+    match to {
+        Some(target) if !(0..latest.generation).contains(&target) => {
+            Err(RollbackRefused::NotOlder {
+                newest: latest.generation,
+                target,
+            })
+        }
+        Some(target) => Ok(target),
+        None => match rolled_back_to(&latest.note).unwrap_or(latest.generation) {
+            0 => Err(RollbackRefused::FirstActive),
+            active => Ok(active - 1),
+        },
     }
 }
 

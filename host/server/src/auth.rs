@@ -77,6 +77,8 @@ scopes! {
     NodesManage = "nodes:manage";
     /// `metrics:read`: `/metrics` when the replica is started with `--metrics-auth`.
     MetricsRead = "metrics:read";
+    /// `federation:manage`: peers, offers, requests and grants.
+    FederationManage = "federation:manage";
 }
 
 /// A caller holding the scope `S` (or `admin`). As the first extractor of a

@@ -58,6 +58,13 @@ pub struct ServeConfig {
     /// credentials unless told, and the exposition's labels are bounded
     /// (served models, states, points).
     pub metrics_auth: bool,
+    /// The cluster's federation key file (`--federation-key`; every replica
+    /// of a cluster is given the same one) [default:
+    /// `<data_dir>/federation/cluster.key`, made at the first start].
+    pub federation_key: Option<PathBuf>,
+    /// The label peers see, set at the first start (`--federation-label`)
+    /// [default: the host name].
+    pub federation_label: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -81,6 +88,8 @@ impl Default for ServeConfig {
             max_blob_bytes: crate::library::MAX_BLOB_BYTES,
             library_dir: None,
             metrics_auth: false,
+            federation_key: None,
+            federation_label: None,
         }
     }
 }
@@ -112,6 +121,8 @@ impl std::fmt::Debug for ServeConfig {
             .field("max_blob_bytes", &self.max_blob_bytes)
             .field("library_dir", &self.library_dir)
             .field("metrics_auth", &self.metrics_auth)
+            .field("federation_key", &self.federation_key)
+            .field("federation_label", &self.federation_label)
             .finish()
     }
 }

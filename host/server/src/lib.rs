@@ -6,6 +6,8 @@
 //! - [`edge`]: the accept loop, the connection limit and the header and body timeouts.
 //! - [`state`]: the shared state handed to every handler.
 //! - [`admission`]: the chains this replica serves, and how it follows new generations.
+//! - [`grant_evaluator`]: the grant evaluator this replica runs, bound with generations as
+//!   the chains are (`grant-standard` until one is bound).
 //! - [`auth`]: API keys and scopes.
 //! - [`carriers`]: this replica's carrier set (started from the plugin registry, which the
 //!   replica seeds with its carrier components), its seams, worker sessions and the relay.
@@ -31,7 +33,9 @@ pub mod config;
 pub mod edge;
 pub mod error;
 pub mod extract;
+pub mod federation;
 pub mod fetch;
+pub mod grant_evaluator;
 pub mod inference_metrics;
 pub mod labels;
 pub mod library;

@@ -4,6 +4,10 @@ pub mod admission;
 pub mod cluster;
 pub mod deployments;
 pub mod diagnostics;
+pub mod federation;
+pub mod federation_evaluator;
+pub mod federation_grants;
+pub mod federation_services;
 pub mod health;
 pub mod keys;
 pub mod metrics;
@@ -52,6 +56,79 @@ pub fn app(state: Arc<AppState>) -> Router {
         )
         .route("/api/admission/{point}/rollback", post(admission::rollback))
         .route("/api/admission/{point}/evaluate", post(admission::evaluate))
+        .route(
+            "/api/federation/evaluator",
+            put(federation_evaluator::set).get(federation_evaluator::show),
+        )
+        .route(
+            "/api/federation/evaluator/rollback",
+            post(federation_evaluator::rollback),
+        )
+        .route("/api/federation/identity", get(federation::identity))
+        .route("/api/federation/join-token", post(federation::join_token))
+        .route("/api/federation/link", get(federation::link))
+        .route("/api/federation/status", get(federation::status))
+        .route(
+            "/api/federation/peers",
+            post(federation::join).get(federation::peers),
+        )
+        .route(
+            "/api/federation/peers/{peer}",
+            get(federation::peer).delete(federation::forget),
+        )
+        .route(
+            "/api/federation/peers/{peer}/requests",
+            post(federation_grants::request),
+        )
+        .route(
+            "/api/federation/peers/{peer}/services",
+            post(federation_services::manage).get(federation_services::peer_services),
+        )
+        .route(
+            "/api/federation/peers/{peer}/operations/{id}",
+            get(federation_services::operation),
+        )
+        .route(
+            "/api/federation/offers",
+            post(federation::publish).get(federation::offers),
+        )
+        .route(
+            "/api/federation/offers/{id}",
+            axum::routing::delete(federation::withdraw),
+        )
+        .route("/api/federation/requests", get(federation_grants::requests))
+        .route(
+            "/api/federation/requests/{id}",
+            axum::routing::delete(federation_grants::discard),
+        )
+        .route(
+            "/api/federation/requests/{id}/approve",
+            post(federation_grants::approve),
+        )
+        .route(
+            "/api/federation/grants",
+            post(federation_grants::share).get(federation_grants::grants),
+        )
+        .route(
+            "/api/federation/grants/{id}",
+            get(federation_grants::grant).delete(federation_grants::retire),
+        )
+        .route(
+            "/api/federation/grants/{id}/complete",
+            post(federation_grants::complete),
+        )
+        .route(
+            "/api/federation/grants/{id}/revoke",
+            post(federation_grants::revoke),
+        )
+        .route(
+            "/api/federation/grants/{id}/refresh",
+            post(federation_grants::refresh),
+        )
+        .route(
+            "/api/federation/services",
+            get(federation_services::remote_services),
+        )
         .route("/api/keys", post(keys::create).get(keys::list))
         .route("/api/keys/{id}", axum::routing::delete(keys::revoke))
         .route(

@@ -114,9 +114,25 @@ async fn serve(
         runtime.clone(),
         instance_id.clone(),
     ));
+    let grant_evaluator = Arc::new(crate::grant_evaluator::GrantEvaluator::new(
+        store.clone(),
+        runtime.clone(),
+        instance_id.clone(),
+    ));
+    let (federation, federation_host) = crate::federation::start(
+        config,
+        &store,
+        &instance_id,
+        &advertise,
+        grant_evaluator.clone(),
+        carriers.clone(),
+    )
+    .await?;
     let routing = Arc::new(Routing::default());
     let state = Arc::new(AppState {
+        federation: Some(federation.clone()),
         admission: admission.clone(),
+        grant_evaluator: grant_evaluator.clone(),
         store: store.clone(),
         runtime,
         instance_id: instance_id.clone(),
@@ -140,8 +156,16 @@ async fn serve(
         fetch_allow: config.fetch_allow.clone(),
     });
 
+    federation_host.attach(&state);
     let (stop_tx, stop_rx) = watch::channel(false);
+    let federating = tokio::spawn(federation.run(stop_rx.clone()));
     let follower = tokio::spawn(follow(state.clone(), config.poll_interval, stop_rx.clone()));
+    let evaluator_follower = tokio::spawn(crate::grant_evaluator::follow(
+        grant_evaluator,
+        store.clone(),
+        config.poll_interval,
+        stop_rx.clone(),
+    ));
     let scheduler = Scheduler {
         store: store.clone(),
         admission,
@@ -197,7 +221,14 @@ async fn serve(
     }
 
     let _ = stop_tx.send(true);
-    let _ = tokio::join!(follower, heartbeat, reconciler, sweeper);
+    let _ = tokio::join!(
+        follower,
+        evaluator_follower,
+        federating,
+        heartbeat,
+        reconciler,
+        sweeper
+    );
     if let Some((following, leading)) = switch {
         let _ = tokio::join!(following, leading);
     }

@@ -20,6 +20,8 @@ pub struct AppState {
     pub runtime: Arc<Runtime>,
     /// The chains this replica serves.
     pub admission: Arc<Admission>,
+    /// The grant evaluator this replica runs (federation asks it to judge).
+    pub grant_evaluator: Arc<crate::grant_evaluator::GrantEvaluator>,
     /// This replica's id in `instances`.
     pub instance_id: String,
     /// Approve registering workers at once (`--auto-approve`).
@@ -36,6 +38,8 @@ pub struct AppState {
     pub library: Library,
     /// Hosts a model fetch may reach though they are not public.
     pub fetch_allow: crate::fetch::AllowList,
+    /// This replica's federation; `None` only in the router's own tests.
+    pub federation: Option<Arc<switchyard_federation::Federation>>,
     /// The carrier set and its seams; `None` without carrier components.
     pub carriers: Option<Arc<Carriers>>,
     /// `/metrics` needs a key with `metrics:read` (`--metrics-auth`).

@@ -136,6 +136,23 @@ impl Store {
         }
     }
 
+    /// The newest `limit` generations of a point, newest first.
+    pub async fn generations(
+        &self,
+        point: &str,
+        limit: i64,
+    ) -> Result<Vec<Generation>, StoreError> {
+        let rows = self
+            .conn()
+            .await?
+            .query(
+                &format!("SELECT {COLUMNS} FROM admission_generations WHERE point = $1 ORDER BY generation DESC LIMIT $2"),
+                &[&point, &limit],
+            )
+            .await?;
+        rows.iter().map(generation).collect()
+    }
+
     /// The newest generation number of every point that has one.
     pub async fn latest_generations(&self) -> Result<Vec<(String, i64)>, StoreError> {
         let rows = self

@@ -69,6 +69,10 @@ pub struct Deployment {
     /// Why a wanted replica is not placed, while one is not (set by the scheduler).
     #[serde(default)]
     pub pending_reason: Option<String>,
+    /// The nodes it may run on; empty: any (a managed service stays on the
+    /// machines its grant names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
 }
 
 /// A replica as stored.
@@ -96,7 +100,7 @@ pub struct Replica {
 }
 
 const DEPLOYMENT_COLUMNS: &str = "id, model_id, revision, engine, served_model_name, replicas, \
-    gpus_per_replica, gpu_memory_bytes, max_concurrency, token_delay_ms, strategy, node_selector";
+    gpus_per_replica, gpu_memory_bytes, max_concurrency, token_delay_ms, strategy, node_selector, nodes";
 const REPLICA_COLUMNS: &str =
     "id, deployment_id, node_id, gpus, state, detail, staged_bytes, staging_total_bytes";
 
@@ -114,7 +118,8 @@ fn deployment(row: &tokio_postgres::Row) -> Deployment {
         token_delay_ms: row.get(9),
         strategy: row.get(10),
         node_selector: row.get::<_, Json<BTreeMap<String, String>>>(11).0,
-        pending_reason: row.get(12),
+        nodes: row.get(12),
+        pending_reason: row.get(13),
     }
 }
 
@@ -140,7 +145,7 @@ impl Store {
             .execute(
                 &format!(
                     "INSERT INTO deployments ({DEPLOYMENT_COLUMNS}, created_by)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
                      ON CONFLICT (served_model_name) DO NOTHING"
                 ),
                 &[
@@ -156,7 +161,32 @@ impl Store {
                     &d.token_delay_ms,
                     &d.strategy,
                     &Json(&d.node_selector),
+                    &d.nodes,
                     &by,
+                ],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Changes what a stopped deployment (no replicas wanted) runs: its
+    /// model, engine, GPUs and nodes; `false` when it is not stopped.
+    pub async fn reconfigure_deployment(&self, d: &Deployment) -> Result<bool, StoreError> {
+        let n = self
+            .conn()
+            .await?
+            .execute(
+                "UPDATE deployments SET model_id = $2, revision = $3, engine = $4, \
+                   gpus_per_replica = $5, gpu_memory_bytes = $6, nodes = $7 \
+                 WHERE id = $1 AND replicas = 0",
+                &[
+                    &d.id,
+                    &d.model_id,
+                    &d.revision,
+                    &d.engine,
+                    &d.gpus_per_replica,
+                    &d.gpu_memory_bytes,
+                    &d.nodes,
                 ],
             )
             .await?;

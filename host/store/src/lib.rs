@@ -8,6 +8,8 @@
 //! - [`admission`]: admission generations and each replica's status.
 //! - [`instances`]: frontend replica membership.
 //! - [`nodes`]: registration tokens, workers and their credentials, connection claims.
+//! - [`federation`]: this cluster's identity, peers, offers, requests, grants
+//!   and their counters, operation receipts and managed services.
 //! - [`error`]: the store's error type.
 //! - `tls`: TLS to PostgreSQL as `sslmode` asks (disable, prefer, require, verify-full).
 
@@ -17,6 +19,7 @@ pub mod cluster;
 pub mod deployments;
 pub mod embedded;
 pub mod error;
+pub mod federation;
 pub mod instances;
 pub mod keys;
 pub mod migrations;

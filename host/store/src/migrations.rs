@@ -43,6 +43,16 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "carrier_switch",
         include_str!("../migrations/0010_carrier_switch.sql"),
     ),
+    (
+        11,
+        "federation",
+        include_str!("../migrations/0011_federation.sql"),
+    ),
+    (
+        12,
+        "evaluator",
+        include_str!("../migrations/0012_evaluator.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").

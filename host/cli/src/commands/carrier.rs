@@ -324,7 +324,7 @@ fn plugins(pins: &Pins) -> String {
     }))
 }
 
-fn list_or_dash(items: impl Iterator<Item = String>) -> String {
+pub(super) fn list_or_dash(items: impl Iterator<Item = String>) -> String {
     let items: Vec<String> = items.collect();
     if items.is_empty() {
         "-".into()
@@ -333,13 +333,13 @@ fn list_or_dash(items: impl Iterator<Item = String>) -> String {
     }
 }
 
-fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
+pub(super) fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
     cells.iter().map(|c| c.to_string()).collect()
 }
 
 /// Rows with each column as wide as its widest cell, two spaces apart,
 /// indented by two; the last column is not padded.
-fn table(rows: &[Vec<String>]) -> String {
+pub(super) fn table(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|i| {

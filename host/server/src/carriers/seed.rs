@@ -120,18 +120,23 @@ pub async fn seed(store: &Store, seeds: &[SeedComponent]) -> anyhow::Result<()> 
                 tracing::info!(plugin = %r.name, version = %r.version, kind = %r.kind.as_str(), sha256 = %r.sha256, "component seeded")
             }
             Inserted::Existing(_) => {}
-            // A shipped policy keeps its plain version so that bindings can
-            // name it; a binary rebuilt with other bytes under the same
-            // version must still start: the registry's copy (which running
-            // bindings are pinned to) stays, and the operator is told.
-            Inserted::Conflict(r) if seed.kind == PluginKind::Policy => tracing::warn!(
-                plugin = %seed.name,
-                version = %seed.version,
-                registry_sha256 = %r.sha256,
-                shipped_sha256 = %record.sha256,
-                "the registry already holds this policy version with other bytes; it keeps its \
-                 copy (push the shipped one under a new version to use it)"
-            ),
+            // A shipped policy (or grant evaluator) keeps its plain version
+            // so that bindings can name it; a binary rebuilt with other
+            // bytes under the same version must still start: the
+            // registry's copy (which running bindings are pinned to) stays,
+            // and the operator is told.
+            Inserted::Conflict(r)
+                if matches!(seed.kind, PluginKind::Policy | PluginKind::Grant) =>
+            {
+                tracing::warn!(
+                    plugin = %seed.name,
+                    version = %seed.version,
+                    registry_sha256 = %r.sha256,
+                    shipped_sha256 = %record.sha256,
+                    "the registry already holds this version with other bytes; it keeps its \
+                     copy (push the shipped one under a new version to use it)"
+                )
+            }
             Inserted::Conflict(r) => bail!(
                 "the carrier component {}@{} given to this replica has sha256 {}, but the plugin \
                  registry holds {}@{} with sha256 {}; give the component a new version",

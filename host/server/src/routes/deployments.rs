@@ -138,6 +138,7 @@ pub async fn create(
         strategy: body.strategy.unwrap_or_else(|| "binpack".into()),
         node_selector,
         pending_reason: None,
+        nodes: Vec::new(),
     };
     if !["binpack", "spread"].contains(&deployment.strategy.as_str()) {
         return Err(ApiError::invalid_request("strategy is binpack or spread"));

@@ -1,5 +1,7 @@
 //! The OpenAI-compatible API: `/v1/chat/completions`, `/v1/completions`,
-//! `/v1/embeddings` and `/v1/models`, for keys with the `inference` scope.
+//! `/v1/embeddings` and `/v1/models`, for keys with the `inference` scope
+//! (or `federation:invoke`, for the remote services of this cluster's
+//! grants, named `<peer label>/<service>`).
 //! Each request is parsed once into a [`ValidRequest`]; the `inference`
 //! admission chain judges the record built from it (a denial is 403 with
 //! the policy's code; a patch changes the body); then it goes to a
@@ -53,7 +55,8 @@ pub struct ModelCard {
     id: String,
     object: &'static str,
     created: u64,
-    owned_by: &'static str,
+    /// `switchyard`, or the peer that serves a remote model.
+    owned_by: String,
 }
 
 /// The models this cluster serves.
@@ -64,18 +67,36 @@ pub async fn models(
     caller: Caller,
     State(state): State<Arc<AppState>>,
 ) -> Result<Json<ModelList>, ApiError> {
-    caller.require("inference")?;
-    let mut names: Vec<String> = state.routing.models().keys().cloned().collect();
+    caller
+        .require("inference")
+        .or_else(|_| caller.require("federation:invoke"))?;
+    // A `federation:invoke` key sees the remote services only.
+    let mut names: Vec<String> = match caller.require("inference") {
+        Ok(()) => state.routing.models().keys().cloned().collect(),
+        Err(_) => Vec::new(),
+    };
     names.sort();
-    let data = names
+    let mut data: Vec<ModelCard> = names
         .into_iter()
         .map(|id| ModelCard {
             id,
             object: "model",
             created: 0,
-            owned_by: "switchyard",
+            owned_by: "switchyard".into(),
         })
         .collect();
+    if let Some(federation) = &state.federation {
+        match federation.remote_services().await {
+            Ok(remote) => data.extend(remote.into_iter().map(|r| ModelCard {
+                id: r.model,
+                object: "model",
+                created: 0,
+                owned_by: r.peer,
+            })),
+            // The local models are still worth answering.
+            Err(e) => tracing::warn!(error = %e, "remote services not listed"),
+        }
+    }
     Ok(Json(ModelList {
         object: "list",
         data,
@@ -133,8 +154,11 @@ pub async fn embeddings(
 async fn proxy(caller: Caller, state: Arc<AppState>, endpoint: Endpoint, body: Bytes) -> Response {
     let started = Instant::now();
     let span = tracing::Span::current();
+    // A `federation:invoke` key calls remote models only (checked once the
+    // model is known); anything else needs `inference`.
     let parsed = caller
         .require("inference")
+        .or_else(|_| caller.require("federation:invoke"))
         .map_err(ProxyError::from)
         .and_then(|()| ValidRequest::parse(endpoint, body));
     let (model, answered) = match parsed {
@@ -174,11 +198,134 @@ async fn forward(
     state: &AppState,
     request: &ValidRequest,
 ) -> Result<Response, ProxyError> {
+    if let Some(remote) = remote_target(state, &request.model).await? {
+        // The caller's key stays here: the owner sees the link's identity
+        // and the grant, and judges the call with its own chains.
+        let target = Target::Peer(remote);
+        tracing::Span::current().record("replica", target.replica());
+        let tokens = request.max_tokens.map_or(0, u64::from);
+        return target
+            .send(state, request.endpoint.path(), request.body(None)?, tokens)
+            .await;
+    }
+    caller.require("inference")?;
     let patch = admit(caller, state, request).await?;
     let target = Target::route(&state.routing, &request.model)?;
     tracing::Span::current().record("replica", target.replica());
     let body = request.body(patch.as_ref())?;
-    target.send(state, request.endpoint.path(), body).await
+    target.send(state, request.endpoint.path(), body, 0).await
+}
+
+/// The peer a `<peer label>/<service>` model names, if it names one (a
+/// local model with a `/` in its name is served here first).
+async fn remote_target(
+    state: &AppState,
+    model: &str,
+) -> Result<Option<switchyard_federation::RemoteTarget>, ProxyError> {
+    let Some(federation) = &state.federation else {
+        return Ok(None);
+    };
+    if !model.contains('/') || state.routing.models().contains_key(model) {
+        return Ok(None);
+    }
+    federation
+        .resolve(model)
+        .await
+        .map_err(ProxyError::Federation)
+}
+
+/// Answers a call a peer's grant admitted, as this cluster's own `/v1`
+/// path would: the `federation` chain, then the `inference` chain (the
+/// caller is the peer, never the peer's client), then the service's
+/// deployment. Every outcome, a refusal too, is a response.
+pub async fn serve_federated(state: &AppState, call: switchyard_federation::LocalCall) -> Response {
+    let endpoint = match call.path.as_str() {
+        "/v1/chat/completions" => Endpoint::Chat,
+        "/v1/completions" => Endpoint::Completions,
+        "/v1/embeddings" => Endpoint::Embeddings,
+        other => {
+            return ProxyError::Invalid(format!("no remote endpoint {other}")).into_response();
+        }
+    };
+    let caller = Caller {
+        key_id: format!("peer:{}", call.peer),
+        scopes: vec!["inference".into()],
+    };
+    let answered = async {
+        let request = ValidRequest::parse(endpoint, call.body)?;
+        let federation_patch = admit_federated(
+            state,
+            &call.peer,
+            &call.grant,
+            &call.service,
+            &call.model,
+            &request,
+        )
+        .await?;
+        let patch = admit(&caller, state, &request).await?;
+        let limit = [federation_patch, patch.and_then(|p| p.max_tokens)]
+            .into_iter()
+            .flatten()
+            .min();
+        let target = Target::route(&state.routing, &call.model)?;
+        let body = request.body(
+            limit
+                .map(|max_tokens| InferencePatch {
+                    max_tokens: Some(max_tokens),
+                })
+                .as_ref(),
+        )?;
+        target.send(state, endpoint.path(), body, 0).await
+    };
+    let answered: Result<Response, ProxyError> = answered.await;
+    let response = answered.unwrap_or_else(IntoResponse::into_response);
+    state.inference.answered(
+        model_label(Some(&call.model), |m| {
+            state.routing.models().contains_key(m)
+        }),
+        response.status().as_u16(),
+    );
+    response
+}
+
+/// Asks the `federation` chain about a peer's call: a lower `max_tokens`
+/// to apply, if any, or the denial.
+async fn admit_federated(
+    state: &AppState,
+    peer: &str,
+    grant: &str,
+    service: &str,
+    model: &str,
+    request: &ValidRequest,
+) -> Result<Option<u32>, ProxyError> {
+    let chain = state.admission.chain(AdmissionPoint::Federation);
+    if chain.entries.is_empty() {
+        return Ok(None);
+    }
+    let record = switchyard_runtime::admission::AdmissionRequest::Federation(
+        switchyard_runtime::admission::FederationRequest {
+            peer: peer.to_string(),
+            grant_id: grant.to_string(),
+            service: service.to_string(),
+            model: Some(model.to_string()),
+            prompt_tokens: request.prompt_tokens,
+            max_tokens: request.max_tokens,
+        },
+    );
+    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(record))
+        .await
+        .map_err(ProxyError::internal)?;
+    match verdict.decision {
+        Decision::Deny(denial) => Err(ProxyError::denied(
+            denial.code,
+            denial.message,
+            &format!("peer:{peer}"),
+        )),
+        Decision::Patch {
+            patch: Patch::Federation(patch),
+        } => Ok(patch.max_tokens),
+        _ => Ok(None),
+    }
 }
 
 /// Asks the `inference` chain: the patch to apply, if any, or the denial.

@@ -46,6 +46,11 @@ fn app() -> App {
             runtime.clone(),
             "inst_test".into(),
         )),
+        grant_evaluator: Arc::new(crate::grant_evaluator::GrantEvaluator::new(
+            store.clone(),
+            runtime.clone(),
+            "inst_test".into(),
+        )),
         store,
         runtime,
         instance_id: "inst_test".into(),
@@ -57,6 +62,7 @@ fn app() -> App {
         library: Library::open(library_dir.path()).expect("a library"),
         fetch_allow: Default::default(),
         carriers: None,
+        federation: None,
         metrics_auth: false,
         admission_synced: AtomicBool::new(true),
     });

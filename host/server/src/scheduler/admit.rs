@@ -83,6 +83,7 @@ mod tests {
             strategy: "binpack".into(),
             node_selector: Default::default(),
             pending_reason: None,
+            nodes: Vec::new(),
         };
         let node = Node {
             id: "node_1".into(),

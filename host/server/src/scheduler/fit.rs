@@ -50,6 +50,8 @@ pub struct Need<'a> {
     pub spread: bool,
     /// Labels the node must hold, every pair.
     pub selector: &'a Labels,
+    /// The nodes it may use; empty: any.
+    pub nodes: &'a [String],
 }
 
 /// The bonus of a node that already holds the files: below one GPU's worth
@@ -63,6 +65,10 @@ pub fn place(nodes: &[NodeView], need: Need) -> Result<(String, Vec<u32>), Strin
     for node in nodes {
         if !node.schedulable {
             reasons.push(format!("{}: not schedulable", node.id));
+            continue;
+        }
+        if !need.nodes.is_empty() && !need.nodes.contains(&node.id) {
+            reasons.push(format!("{}: not among the deployment's nodes", node.id));
             continue;
         }
         let missing = labels::missing(need.selector, &node.labels);
@@ -182,6 +188,7 @@ mod tests {
         model_bytes: 1 << 30,
         spread: false,
         selector: NO_SELECTOR,
+        nodes: &[],
     };
 
     #[test]
@@ -301,6 +308,7 @@ mod tests {
         .collect();
         let need = Need {
             selector: &selector,
+            nodes: &[],
             ..ONE
         };
         let nodes = [

@@ -263,6 +263,7 @@ async fn place_one(
         model_bytes: revision.size().max(0) as u64,
         spread: deployment.strategy == "spread",
         selector: &deployment.node_selector,
+        nodes: &deployment.nodes,
     };
     let seen = views(nodes, stale, replicas, &deployment.id, &revision);
     let (node_id, gpus) = match place(&seen, need) {

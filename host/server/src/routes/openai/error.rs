@@ -60,6 +60,10 @@ pub enum ProxyError {
     /// The stream broke before the answer's head (502 `stream_reset`).
     #[error("{0}")]
     Broken(String),
+    /// A remote model's call did not go ahead on this side: no grant, the
+    /// link down (503 `NODE_UNAVAILABLE`), federation suspended.
+    #[error("{}", .0.message)]
+    Federation(switchyard_federation::FederationError),
     /// A bug here (500 `internal`; the detail goes to the log).
     #[error("{0}")]
     Internal(String),
@@ -112,6 +116,7 @@ impl ProxyError {
             Self::Refused(Refusal::Overloaded) => "worker_overloaded",
             Self::Refused(Refusal::UnknownService | Refusal::ServiceRefused(_)) => "worker_refused",
             Self::Broken(_) => "stream_reset",
+            Self::Federation(e) => &e.code,
             Self::Internal(_) => "internal",
         }
     }
@@ -135,6 +140,10 @@ impl ProxyError {
                 (StatusCode::TOO_MANY_REQUESTS, Some(BUSY_RETRY_AFTER))
             }
             Self::Refused(_) | Self::Broken(_) => (StatusCode::BAD_GATEWAY, None),
+            Self::Federation(e) => (
+                StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY),
+                None,
+            ),
         }
     }
 

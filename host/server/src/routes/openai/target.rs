@@ -1,10 +1,10 @@
 //! Where an admitted request is carried, and its answer brought back.
 //!
-//! A [`Target`] is a replica of this cluster today, reached over the
-//! streams seam on the inference lane: an [`InferenceHead`] line, then the
-//! body; the worker answers an [`AnswerHead`] line, then the engine's body
-//! as it comes. A peer cluster's endpoint will be another variant with its
-//! own way there; the handler does not change.
+//! A [`Target`] is a replica of this cluster, reached over the streams
+//! seam on the inference lane (an [`InferenceHead`] line, then the body),
+//! or a peer cluster's service, reached over the federation link. Either
+//! answers an [`AnswerHead`] line, then the engine's body as it comes; the
+//! handler does not tell them apart.
 
 use std::time::Duration;
 
@@ -31,6 +31,9 @@ pub enum Target {
     /// A replica of this cluster; the lease holds its slot until the
     /// answer's body ends.
     Replica(Lease),
+    /// A peer's service, under a grant this cluster holds; the owner
+    /// judges and counts the call.
+    Peer(switchyard_federation::RemoteTarget),
 }
 
 impl Target {
@@ -45,10 +48,12 @@ impl Target {
             })
     }
 
-    /// The replica's id (the answer's `x-switchyard-replica`).
+    /// The replica's id (the answer's `x-switchyard-replica`), or the
+    /// remote model's name.
     pub fn replica(&self) -> &str {
         match self {
             Target::Replica(lease) => &lease.replica,
+            Target::Peer(remote) => &remote.model,
         }
     }
 
@@ -59,15 +64,32 @@ impl Target {
         state: &AppState,
         path: &str,
         body: Bytes,
+        tokens: u64,
     ) -> Result<Response, ProxyError> {
-        let Target::Replica(lease) = self;
-        let cluster = state.carriers.as_ref().ok_or(ProxyError::NoCarrier)?;
-        let message = request(&lease.replica, path, &body)?;
-        let mut reader = cluster
-            .streams
-            .active()
-            .call(&lease.node, Lane::Inference, INFERENCE, message)
-            .await?;
+        let (mut reader, lease) = match self {
+            Target::Replica(lease) => {
+                let cluster = state.carriers.as_ref().ok_or(ProxyError::NoCarrier)?;
+                let message = request(&lease.replica, path, &body)?;
+                let reader = cluster
+                    .streams
+                    .active()
+                    .call(&lease.node, Lane::Inference, INFERENCE, message)
+                    .await?;
+                (reader, Some(lease))
+            }
+            Target::Peer(remote) => {
+                let federation = state.federation.as_ref().ok_or_else(|| {
+                    ProxyError::Federation(switchyard_federation::FederationError::unavailable(
+                        "this replica runs no federation",
+                    ))
+                })?;
+                let reader = federation
+                    .send_inference(&remote, path, tokens, &body)
+                    .await
+                    .map_err(ProxyError::Federation)?;
+                (reader, None)
+            }
+        };
         let (head, first) = reader
             .read_line(MAX_HEAD)
             .await
@@ -78,7 +100,9 @@ impl Target {
             .header("content-type")
             .is_some_and(|v| v.starts_with("text/event-stream"))
             .then_some(state.sse_keepalive);
-        let replica = HeaderValue::from_str(&lease.replica).ok();
+        let replica = lease
+            .as_ref()
+            .and_then(|lease| HeaderValue::from_str(&lease.replica).ok());
         let mut response = Response::new(Body::from_stream(answer_body(
             reader, lease, first, keepalive,
         )));
@@ -128,7 +152,7 @@ fn status(code: u16) -> StatusCode {
 /// comment line (clients ignore it; proxies see the connection alive).
 fn answer_body(
     reader: StreamReader,
-    lease: Lease,
+    lease: Option<Lease>,
     first: Bytes,
     keepalive: Option<Duration>,
 ) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {

@@ -1,0 +1,505 @@
+//! `switchyard federation ...`: the arguments. Each command is a thin
+//! client of `/api/federation/` (`key init` aside, which runs locally);
+//! the commands live in `commands/federation*.rs`.
+//!
+//! `--json` prints the API's JSON as it is, as `carrier status --json` and
+//! `cluster settings show --json` do; without it the commands print lines
+//! for a person.
+
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, Subcommand};
+use switchyard_protocol::federation::Operation;
+
+use super::ApiArgs;
+
+/// `switchyard federation`.
+#[derive(Debug, Subcommand)]
+pub enum FederationCommand {
+    /// The cluster's federation key file, offline.
+    #[command(subcommand)]
+    Key(KeyFileCommand),
+    /// This cluster's id, label and public key.
+    Identity(Output),
+    /// Make a new join token (shown once; the previous one stops working)
+    /// and print the command another cluster joins this one with.
+    Token {
+        /// Make a new token (a token is kept only as a hash, so the current
+        /// one cannot be shown again).
+        #[arg(long)]
+        rotate: bool,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Join the cluster at URL with its join token.
+    Join {
+        /// The peer's frontend (`http://host:port`).
+        #[arg(long)]
+        url: String,
+        /// The peer's join token.
+        #[arg(long = "token", value_name = "JOIN_TOKEN")]
+        join_token: String,
+        /// The name this cluster gives the peer.
+        #[arg(long)]
+        label: String,
+        #[command(flatten)]
+        out: JoinOutput,
+    },
+    /// The peers with their links; `show` or `forget` one.
+    Peers {
+        #[command(subcommand)]
+        action: Option<PeersAction>,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Requests for access, both directions; `--discard` one no grant answered.
+    Requests {
+        /// Discard this request.
+        #[arg(long, value_name = "ID")]
+        discard: Option<String>,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Ask a peer for operations; its operator reviews the request.
+    Request {
+        /// The peer (label or id).
+        peer: String,
+        /// The operations asked for, comma-separated
+        /// (`inference`, `inference:manage`, `models:transfer`).
+        #[arg(long, required = true, value_delimiter = ',', value_parser = operation)]
+        operations: Vec<Operation>,
+        /// What for, for the peer's operator.
+        #[arg(long, default_value = "")]
+        note: String,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Approve a peer's request with exact resources (signed by this
+    /// cluster's key and offered to the peer).
+    Approve {
+        /// The request.
+        request: String,
+        #[command(flatten)]
+        grant: GrantArgs,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Share resources with a peer unprompted.
+    Share {
+        /// The peer (label or id).
+        #[arg(long)]
+        peer: String,
+        #[command(flatten)]
+        grant: GrantArgs,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Grants, both directions; `show`, `refresh` or `retire` one.
+    Grants {
+        #[command(subcommand)]
+        action: Option<GrantsAction>,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Complete a grant a peer offered: this cluster's key signs its terms.
+    Complete {
+        /// The grant.
+        id: String,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Revoke a grant this cluster owns: new calls are refused at once.
+    Revoke {
+        /// The grant.
+        id: String,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// This cluster's offers; `publish` or `withdraw` one.
+    Offers {
+        #[command(subcommand)]
+        action: Option<OffersAction>,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// The identity's state, each peer's link and grants, and the bounds.
+    Status(Output),
+    /// The remote services this cluster may call (as `/v1` model names);
+    /// managed services on a peer.
+    Services {
+        #[command(subcommand)]
+        action: Option<ServicesAction>,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// The owner's receipt of an operation: inspect an uncertain outcome
+    /// before acting again.
+    Operations {
+        /// The owner (label or id).
+        peer: String,
+        /// The operation id.
+        id: String,
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+/// `--json` and where the API is: every federation command but `key init`.
+#[derive(Debug, Args, Clone)]
+pub struct Output {
+    /// Print the API's JSON as it is.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
+/// [`Output`] for `join`, whose `--token` is the peer's join token (the
+/// line `serve` and `token --rotate` print): this cluster's API key is
+/// `--api-token` or `SWITCHYARD_TOKEN` here.
+#[derive(Debug, Args, Clone)]
+pub struct JoinOutput {
+    /// Print the API's JSON as it is.
+    #[arg(long)]
+    pub json: bool,
+    /// The server.
+    #[arg(
+        long,
+        env = "SWITCHYARD_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub server: String,
+    /// An API key with the admin scope.
+    #[arg(long, env = "SWITCHYARD_TOKEN", hide_env_values = true)]
+    pub api_token: Option<String>,
+}
+
+impl From<JoinOutput> for Output {
+    fn from(out: JoinOutput) -> Self {
+        Output {
+            json: out.json,
+            api: ApiArgs {
+                server: out.server,
+                token: out.api_token,
+            },
+        }
+    }
+}
+
+/// `switchyard federation key`.
+#[derive(Debug, Subcommand)]
+pub enum KeyFileCommand {
+    /// Write a new cluster key file (mode 0600; never overwrites one).
+    /// Give the same file to every replica with `serve --federation-key`.
+    Init {
+        /// The file [default: <data-dir>/federation/cluster.key].
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// The data directory `serve` uses.
+        #[arg(long, env = "SWITCHYARD_DATA_DIR", default_value = "./switchyard-data")]
+        data_dir: PathBuf,
+        /// Print `{path, public_key}` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `switchyard federation peers show|forget`.
+#[derive(Debug, Subcommand)]
+pub enum PeersAction {
+    /// One peer.
+    Show {
+        /// Its label or id.
+        peer: String,
+    },
+    /// Forget a peer: its link closes; its requests, grants and operation
+    /// receipts are deleted.
+    Forget {
+        /// Its label or id.
+        peer: String,
+    },
+}
+
+/// `switchyard federation grants show|refresh|retire`.
+#[derive(Debug, Subcommand)]
+pub enum GrantsAction {
+    /// One grant: its terms and both signatures.
+    Show {
+        /// The grant.
+        id: String,
+    },
+    /// Ask the owner for the grant's state and usage.
+    Refresh {
+        /// The grant.
+        id: String,
+    },
+    /// Retire a grant that is revoked, expired or never completed.
+    Retire {
+        /// The grant.
+        id: String,
+    },
+}
+
+/// What an owner grants (`approve`, `share`).
+#[derive(Debug, Args, Clone)]
+pub struct GrantArgs {
+    /// The operations allowed, comma-separated.
+    #[arg(long, required = true, value_delimiter = ',', value_parser = operation)]
+    pub operations: Vec<Operation>,
+    /// Service ids of this cluster's service offers, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub services: Vec<String>,
+    /// Model revisions (`model@revision`), comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = model_revision)]
+    pub models: Vec<String>,
+    /// Node ids, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub machines: Vec<String>,
+    /// How long it lives: seconds, or `30m`, `12h`, `7d` (at most a year).
+    #[arg(long, value_parser = lifetime)]
+    pub lifetime: i64,
+    /// Calls in flight at once.
+    #[arg(long)]
+    pub max_concurrent: u32,
+    /// Calls in all.
+    #[arg(long)]
+    pub max_requests: u64,
+    /// Model bytes copied in all.
+    #[arg(long, default_value_t = 0)]
+    pub max_model_bytes: u64,
+    /// Stop the services created through it when it is revoked.
+    #[arg(long)]
+    pub stop_on_revoke: bool,
+}
+
+/// `switchyard federation offers publish|withdraw`.
+#[derive(Debug, Subcommand)]
+pub enum OffersAction {
+    /// Publish a resource: a deployment as a service, a model revision, a
+    /// node, or a runtime for managed services.
+    Publish(PublishArgs),
+    /// Withdraw an offer.
+    Withdraw {
+        /// The offer's id.
+        id: String,
+    },
+}
+
+/// One resource to publish: exactly one of `--deployment`, `--model`,
+/// `--machine`, `--runtime`.
+#[derive(Debug, Args, Clone)]
+#[command(group(ArgGroup::new("resource").required(true).multiple(false)))]
+pub struct PublishArgs {
+    /// The offer's stable id (for a deployment: the service id peers call
+    /// it by) [default: the resource's own name].
+    #[arg(long = "id", visible_alias = "service", value_name = "ID")]
+    pub id: Option<String>,
+    /// A deployment, shared as a service.
+    #[arg(long, group = "resource")]
+    pub deployment: Option<String>,
+    /// A model (with `--revision`).
+    #[arg(long, group = "resource", requires = "revision")]
+    pub model: Option<String>,
+    /// The model's revision.
+    #[arg(long, requires = "model")]
+    pub revision: Option<String>,
+    /// A node.
+    #[arg(long, group = "resource")]
+    pub machine: Option<String>,
+    /// An engine kind for managed services (`reference`, `llama-cpp`, `vllm`).
+    #[arg(long, group = "resource")]
+    pub runtime: Option<String>,
+    /// GPUs per replica of the runtime [default: 0].
+    #[arg(long)]
+    pub gpus: Option<i32>,
+}
+
+/// `switchyard federation services ...`: managed services on a peer.
+#[derive(Debug, Subcommand)]
+pub enum ServicesAction {
+    /// The managed services a grant made on the peer.
+    List {
+        #[command(flatten)]
+        target: ManageTarget,
+    },
+    /// Create a managed service, stopped.
+    Create {
+        #[command(flatten)]
+        target: ManageTarget,
+        /// The service id (unique on the owner).
+        #[arg(long)]
+        service: String,
+        #[command(flatten)]
+        spec: SpecArgs,
+    },
+    /// Change a stopped service's configuration.
+    Configure {
+        #[command(flatten)]
+        target: ManageTarget,
+        #[command(flatten)]
+        revision: Revision,
+        #[command(flatten)]
+        spec: SpecArgs,
+    },
+    /// Start its replicas.
+    Start(Lifecycle),
+    /// Refuse new calls; calls in flight finish.
+    Drain(Lifecycle),
+    /// Stop its replicas.
+    Stop(Lifecycle),
+    /// Remove it.
+    Remove(Lifecycle),
+}
+
+/// The peer and grant a manage call runs under.
+#[derive(Debug, Args, Clone)]
+pub struct ManageTarget {
+    /// The owner (label or id).
+    #[arg(long)]
+    pub peer: String,
+    /// The `inference:manage` grant.
+    #[arg(long)]
+    pub grant: String,
+    /// The operation id [default: a new `op_<16 hex>`]; give the printed
+    /// one again to retry exactly.
+    #[arg(long)]
+    pub operation_id: Option<String>,
+}
+
+/// The revision a mutation is made against: given, never looked up, so
+/// an exact retry of an operation sends the same request.
+#[derive(Debug, Args, Clone)]
+pub struct Revision {
+    /// The service id.
+    #[arg(long)]
+    pub service: String,
+    /// The service's revision as `services list` shows it.
+    #[arg(long)]
+    pub revision: i64,
+}
+
+/// `start`, `drain`, `stop`, `remove`.
+#[derive(Debug, Args, Clone)]
+pub struct Lifecycle {
+    #[command(flatten)]
+    pub target: ManageTarget,
+    #[command(flatten)]
+    pub revision: Revision,
+}
+
+/// A managed service's configuration.
+#[derive(Debug, Args, Clone)]
+pub struct SpecArgs {
+    /// The model revision, `model@revision`, in the grant.
+    #[arg(long, value_parser = model_revision)]
+    pub model: String,
+    /// The runtime offer's id.
+    #[arg(long)]
+    pub runtime: String,
+    /// The machines it may run on, comma-separated (each in the grant).
+    #[arg(long, required = true, value_delimiter = ',')]
+    pub machines: Vec<String>,
+    /// Replicas when started.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: i32,
+}
+
+/// One operation name.
+fn operation(text: &str) -> Result<Operation, String> {
+    text.parse().map_err(|_| {
+        let all: Vec<&str> = Operation::ALL.iter().map(|o| o.as_str()).collect();
+        format!("'{text}' is not an operation; one of: {}", all.join(", "))
+    })
+}
+
+/// `model@revision`, both non-empty.
+fn model_revision(text: &str) -> Result<String, String> {
+    match text.split_once('@') {
+        Some((model, revision)) if !model.is_empty() && !revision.is_empty() => {
+            Ok(text.to_string())
+        }
+        _ => Err(format!("'{text}' is not MODEL@REVISION")),
+    }
+}
+
+/// A lifetime in seconds: a whole number of seconds, or one with a unit
+/// (`s`, `m`, `h`, `d`); positive, at most a year.
+pub fn lifetime(text: &str) -> Result<i64, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "'{text}' is not a lifetime (e.g. 3600, 30m, 12h, 7d)"
+            ));
+        }
+    };
+    let seconds = number
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|s| *s > 0)
+        .ok_or_else(|| format!("'{text}' is not a lifetime (e.g. 3600, 30m, 12h, 7d)"))?;
+    let max = switchyard_protocol::federation::MAX_GRANT_LIFETIME_S;
+    if seconds > max {
+        return Err(format!(
+            "a grant lives at most a year ({max} s), got {seconds} s"
+        ));
+    }
+    Ok(seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn the_command_tree_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn join_takes_the_printed_line_as_it_is() {
+        let cli = Cli::try_parse_from([
+            "switchyard",
+            "federation",
+            "join",
+            "--url",
+            "http://10.0.0.5:8080",
+            "--token",
+            "fjt_1",
+            "--label",
+            "east",
+            "--api-token",
+            "key",
+            "--server",
+            "http://127.0.0.1:9",
+        ])
+        .unwrap();
+        let Command::Federation(FederationCommand::Join {
+            url,
+            join_token,
+            label,
+            out,
+        }) = cli.command
+        else {
+            panic!("not join");
+        };
+        assert_eq!(
+            (url.as_str(), join_token.as_str(), label.as_str()),
+            ("http://10.0.0.5:8080", "fjt_1", "east")
+        );
+        let out = Output::from(out);
+        assert_eq!(out.api.token.as_deref(), Some("key"));
+        assert_eq!(out.api.server, "http://127.0.0.1:9");
+    }
+}

@@ -1,0 +1,198 @@
+//! Federation between independently run Switchyard clusters.
+//!
+//! Two clusters pair explicitly and share exactly what one grants the
+//! other. Every federated call travels over one authenticated link between
+//! their frontends; there is no other path. The server routes to
+//! [`Federation`]; what federation needs of the server (the grant
+//! evaluator, the local `/v1` path, the tunnel component) it asks through
+//! [`Host`].
+//!
+//! # Layout
+//! - [`identity`]: the cluster's ed25519 key, kept in a private file.
+//! - `cluster`: this replica's key against the stored public key.
+//! - [`proof`]: what each side of a link signs.
+//! - [`handshake`]: the link's opening exchange, both keys proved.
+//! - `links`: the links this replica holds, dialled and accepted.
+//! - `join`: joining a peer with its join token.
+//! - `pairing`: requests, approvals, shares, completion and revocation.
+//! - `calls`: the calls a peer makes over the link, answered here.
+//! - `remote`: remote inference, both sides.
+//! - `manage`: managed services on the owner, with operation receipts.
+//! - `status`: what `GET /api/federation/status` shows.
+//! - [`receipt`]: a grant's acceptance receipt, signed by both keys.
+//! - [`error`]: what an action answers when it does not go ahead.
+
+mod calls;
+mod cluster;
+pub mod error;
+pub mod handshake;
+pub mod identity;
+mod join;
+mod links;
+mod manage;
+mod pairing;
+pub mod proof;
+pub mod receipt;
+mod remote;
+mod status;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use switchyard_carrier::ComponentSpec;
+use switchyard_runtime::Runtime;
+use switchyard_runtime::grant::{Charge, FederatedCall, Grant, Usage};
+use switchyard_store::Store;
+
+pub use cluster::Cluster;
+pub use error::{FedResult, FederationError};
+pub use join::Joined;
+pub use links::Links;
+pub use remote::RemoteTarget;
+
+/// Whether `label` can name a cluster: 1 to 64 letters, digits, `-`, `_`
+/// or `.`, not starting with `.`.
+pub fn valid_label(label: &str) -> bool {
+    join::valid_name("label", label).is_ok()
+}
+
+/// What a replica's federation is configured with.
+#[derive(Debug, Clone)]
+pub struct FederationConfig {
+    /// The key file (`--federation-key`, default under the data directory).
+    pub key_path: PathBuf,
+    /// The label peers see at the first start.
+    pub label: String,
+    /// Where peers reach this cluster's frontend (`http://host:port`).
+    pub url: String,
+    /// This replica's id in `instances`.
+    pub instance_id: String,
+}
+
+/// A denial: a stable code and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied {
+    /// The HTTP status.
+    pub status: u16,
+    /// A stable code.
+    pub code: String,
+    /// For the caller.
+    pub message: String,
+}
+
+/// A local answer to a remote inference call: the status and headers as
+/// they come, the body streaming behind them.
+pub struct LocalAnswer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The headers.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: BoxStream<'static, Result<Bytes, String>>,
+}
+
+/// A remote inference call admitted by its grant, to be answered by this
+/// cluster's own `/v1` path.
+#[derive(Debug, Clone)]
+pub struct LocalCall {
+    /// The peer's label here.
+    pub peer: String,
+    /// The grant.
+    pub grant: String,
+    /// The service id.
+    pub service: String,
+    /// The model the service's deployment serves.
+    pub model: String,
+    /// `/v1/chat/completions` and the like.
+    pub path: String,
+    /// The request body as the client sent it.
+    pub body: Bytes,
+}
+
+/// What federation asks of the server it runs in.
+pub trait Host: Send + Sync + 'static {
+    /// Judges a call against its grant with the evaluator in force.
+    fn judge(
+        &self,
+        call: FederatedCall,
+        grant: Grant,
+        usage: Usage,
+    ) -> BoxFuture<'static, Result<Charge, Denied>>;
+
+    /// Runs the `federation` chain, then the `inference` chain, and routes
+    /// the call to the service's deployment.
+    fn serve(&self, call: LocalCall) -> BoxFuture<'static, Result<LocalAnswer, Denied>>;
+
+    /// The tunnel component links run on, and the runtime it runs in.
+    fn tunnel(&self) -> Option<(Arc<Runtime>, ComponentSpec)>;
+}
+
+/// A replica's federation: its identity, its links, and every action the
+/// API routes to it.
+pub struct Federation {
+    store: Store,
+    config: FederationConfig,
+    cluster: Cluster,
+    links: Links,
+    host: Arc<dyn Host>,
+    /// Handshakes answered at once: each may hold a socket for a while
+    /// before its dialer proves anything.
+    handshakes: Arc<tokio::sync::Semaphore>,
+}
+
+/// The most link handshakes a replica answers at once.
+const MAX_HANDSHAKES: usize = 16;
+
+impl std::fmt::Debug for Federation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Federation")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Federation {
+    /// Loads the identity (making it on a new cluster) and starts nothing
+    /// yet; [`Federation::run`] keeps the links.
+    pub async fn start(
+        store: Store,
+        config: FederationConfig,
+        host: Arc<dyn Host>,
+    ) -> FedResult<(Arc<Self>, Option<String>)> {
+        let (cluster, first_token) = Cluster::load(&store, &config).await?;
+        let federation = Arc::new(Self {
+            store,
+            config,
+            cluster,
+            links: Links::default(),
+            host,
+            handshakes: Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES)),
+        });
+        Ok((federation, first_token))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// A place among the handshakes answered at once; `None` when all are
+    /// taken (the link endpoint answers 503 then).
+    pub fn handshake_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.handshakes.clone().try_acquire_owned().ok()
+    }
+
+    /// This replica's identity.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// Keeps the identity checked and the links this cluster dials up,
+    /// until `stop` turns true.
+    pub async fn run(self: Arc<Self>, stop: tokio::sync::watch::Receiver<bool>) {
+        links::keep(self, stop).await;
+    }
+}

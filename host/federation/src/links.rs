@@ -1,0 +1,548 @@
+//! The links this replica holds: one websocket per peer and lane, opened
+//! by the key handshake and then carrying the tunnel plugin's multiplexed
+//! streams, which either side opens. The side that knows the peer's URL
+//! dials (and redials with backoff); the other accepts at
+//! `GET /api/federation/link`.
+
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use futures::{Sink, SinkExt, StreamExt};
+use switchyard_carrier::stream_seam::{Acceptor, Lane};
+use switchyard_carrier::tunnel::websocket::{self, Codec, Received};
+use switchyard_carrier::tunnel::{Side, TunnelSession};
+use switchyard_carrier::{Refusal as StreamRefusal, Stream};
+use switchyard_protocol::federation::{CALL_SERVICE, INFERENCE_SERVICE, LinkState, Peer};
+use switchyard_protocol::link::LinkPurpose;
+use tokio::sync::watch;
+
+use crate::handshake::{self, Incoming, Local, PeerIdentity, Refusal};
+use crate::{Federation, FederationError};
+
+/// The first wait before a link is dialled again; doubled after each
+/// failure up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait between two dials of a link.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How often the keeper looks at the identity and the links.
+const TICK: Duration = Duration::from_secs(1);
+/// A replica silent this long has its concurrency slots released.
+const DEAD_REPLICA: Duration = Duration::from_secs(15);
+
+/// The lanes a link has: calls and inference, and (for model copies) bulk.
+const LANES: [Lane; 2] = [Lane::Inference, Lane::Bulk];
+
+/// The sessions this replica holds, by peer id and lane.
+#[derive(Default)]
+pub struct Links {
+    held: Mutex<HashMap<(String, Lane), (u64, TunnelSession)>>,
+    next: AtomicU64,
+}
+
+impl std::fmt::Debug for Links {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Links").finish_non_exhaustive()
+    }
+}
+
+impl Links {
+    /// The live session to `peer` on `lane`.
+    pub fn session(&self, peer: &str, lane: Lane) -> Option<TunnelSession> {
+        let held = self.held.lock().expect("links lock");
+        held.get(&(peer.to_string(), lane))
+            .filter(|(_, s)| !s.is_lost())
+            .map(|(_, s)| s.clone())
+    }
+
+    /// Whether this replica holds the peer's inference lane.
+    pub fn is_up(&self, peer: &str) -> bool {
+        self.session(peer, Lane::Inference).is_some()
+    }
+
+    fn insert(&self, peer: &str, lane: Lane, session: TunnelSession) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let old = self
+            .held
+            .lock()
+            .expect("links lock")
+            .insert((peer.to_string(), lane), (id, session));
+        if let Some((_, old)) = old {
+            old.close();
+        }
+        id
+    }
+
+    /// Forgets session `id` if it is still the one held; answers whether
+    /// it was (a session a newer one replaced says nothing of the link).
+    fn remove(&self, peer: &str, lane: Lane, id: u64) -> bool {
+        let mut held = self.held.lock().expect("links lock");
+        let key = (peer.to_string(), lane);
+        let current = held.get(&key).is_some_and(|(held_id, _)| *held_id == id);
+        if current {
+            held.remove(&key);
+        }
+        current
+    }
+
+    /// Closes every lane to `peer` (it was forgotten).
+    pub fn close_peer(&self, peer: &str) {
+        let mut held = self.held.lock().expect("links lock");
+        held.retain(|(p, _), (_, session)| {
+            let keep = p != peer;
+            if !keep {
+                session.close();
+            }
+            keep
+        });
+    }
+
+    /// Closes every link (federation is suspended).
+    pub fn close_all(&self) {
+        for (_, (_, session)) in self.held.lock().expect("links lock").drain() {
+            session.close();
+        }
+    }
+}
+
+/// Why a dial did not give a link.
+#[derive(Debug)]
+pub enum DialError {
+    /// The peer could not be reached (connect, TLS, HTTP upgrade).
+    Unreachable(String),
+    /// A side refused in the handshake.
+    Refused(Refusal),
+    /// This side cannot federate now.
+    Local(FederationError),
+}
+
+impl Display for DialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DialError::Unreachable(why) => write!(f, "unreachable: {why}"),
+            DialError::Refused(refusal) => write!(f, "refused: {refusal}"),
+            DialError::Local(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// A text-only view of a websocket's incoming half, for the handshake:
+/// text messages are the handshake's, a close or an error ends it.
+fn text_stream<'a, St, M, E>(
+    stream: &'a mut St,
+    read: fn(M) -> Received,
+) -> impl futures::Stream<Item = String> + Unpin + 'a
+where
+    St: futures::Stream<Item = Result<M, E>> + Unpin + 'a,
+    M: 'a,
+{
+    Box::pin(futures::stream::unfold(stream, move |s| async move {
+        loop {
+            match s.next().await.map(|m| m.map(read)) {
+                Some(Ok(Received::Text(text))) => return Some((text, s)),
+                Some(Ok(Received::Binary(_) | Received::Other)) => continue,
+                _ => return None,
+            }
+        }
+    }))
+}
+
+/// A text-only view of a websocket's outgoing half.
+fn text_sink<'a, Si, M>(sink: &'a mut Si, text: fn(String) -> M) -> impl Sink<String> + Unpin + 'a
+where
+    Si: Sink<M> + Unpin + 'a,
+    Si::Error: 'a,
+    M: 'a,
+{
+    sink.with(move |s: String| futures::future::ready(Ok::<M, Si::Error>(text(s))))
+}
+
+/// Streams the peer opens on a link: remote inference and calls, always
+/// as the peer whose key the handshake proved.
+fn acceptor(federation: Weak<Federation>, peer: String) -> Acceptor {
+    Arc::new(move |service: &str, stream: Stream| {
+        let Some(federation) = federation.upgrade() else {
+            return Err(StreamRefusal::ServiceRefused("shutting down".into()));
+        };
+        if federation.cluster.key().is_err() {
+            return Err(StreamRefusal::ServiceRefused(
+                "federation is suspended on this cluster".into(),
+            ));
+        }
+        let peer = peer.clone();
+        match service {
+            INFERENCE_SERVICE => {
+                tokio::spawn(crate::remote::answer(federation, peer, stream));
+                Ok(())
+            }
+            CALL_SERVICE => {
+                tokio::spawn(crate::calls::answer(federation, peer, stream));
+                Ok(())
+            }
+            _ => Err(StreamRefusal::UnknownService),
+        }
+    })
+}
+
+/// Starts the tunnel session on a websocket whose handshake is done.
+async fn start_session(
+    federation: &Arc<Federation>,
+    side: Side,
+    lane: Lane,
+    peer_id: &str,
+) -> Result<(TunnelSession, switchyard_carrier::tunnel::Transport), String> {
+    let (runtime, spec) = federation
+        .host
+        .tunnel()
+        .ok_or("this replica runs no tunnel component; links need one")?;
+    let acceptor = acceptor(Arc::downgrade(federation), peer_id.to_string());
+    TunnelSession::start(runtime, spec, side, lane, acceptor).await
+}
+
+impl Federation {
+    /// Dials `url` on `lane` and proves both keys; `expect` judges the
+    /// listener's identity. Answers the peer and the session, held by the
+    /// caller's [`Federation::hold`].
+    pub(crate) async fn dial(
+        self: &Arc<Self>,
+        url: &str,
+        lane: Lane,
+        purpose: LinkPurpose,
+        join_token: Option<&str>,
+        expect: impl FnOnce(&PeerIdentity) -> Result<(), Refusal>,
+    ) -> Result<(PeerIdentity, Dialled), DialError> {
+        let key = self.cluster.key().map_err(DialError::Local)?;
+        let identity = self.cluster.identity();
+        let target = format!(
+            "{}/api/federation/link?lane={}",
+            url.trim_end_matches('/').replacen("http", "ws", 1),
+            lane.as_str()
+        );
+        let (socket, _) =
+            tokio_tungstenite::connect_async_with_config(target, Some(websocket::config()), true)
+                .await
+                .map_err(|e| DialError::Unreachable(e.to_string()))?;
+        let codec = websocket::tungstenite();
+        let (mut sink, mut stream) = socket.split();
+        let local = Local {
+            key: &key,
+            cluster_id: &identity.cluster_id,
+            label: &identity.label,
+            url: Some(&self.config.url),
+        };
+        let peer = {
+            let mut text_out = text_sink(&mut sink, codec.text);
+            let mut text_in = text_stream(&mut stream, codec.read);
+            handshake::dial(
+                local,
+                purpose,
+                lane.as_str(),
+                join_token,
+                expect,
+                &mut text_out,
+                &mut text_in,
+            )
+            .await
+            .map_err(DialError::Refused)?
+        };
+        let socket = sink
+            .reunite(stream)
+            .map_err(|e| DialError::Unreachable(e.to_string()))?;
+        Ok((peer, Dialled { socket, lane }))
+    }
+
+    /// Holds a dialled link for `peer_id` until it ends: the session
+    /// starts, the link is recorded up, and down again at the end.
+    pub(crate) async fn hold(
+        self: &Arc<Self>,
+        peer_id: &str,
+        dialled: Dialled,
+    ) -> Result<TunnelSession, String> {
+        let Dialled { socket, lane } = dialled;
+        let (session, transport) = start_session(self, Side::Worker, lane, peer_id).await?;
+        let id = self.links.insert(peer_id, lane, session.clone());
+        self.link_state(peer_id, lane, LinkState::Up, None).await;
+        let federation = self.clone();
+        let peer = peer_id.to_string();
+        tokio::spawn(async move {
+            websocket::pump(socket, transport).await;
+            if federation.links.remove(&peer, lane, id) {
+                federation
+                    .link_state(&peer, lane, LinkState::Down, Some("the link closed"))
+                    .await;
+            }
+        });
+        Ok(session)
+    }
+
+    /// Answers a peer that dials this cluster: the handshake (a join
+    /// registers the peer; a link needs a known key), then the session
+    /// until the websocket ends.
+    pub async fn accept_link<W, M, E>(
+        self: Arc<Self>,
+        websocket: W,
+        codec: Codec<M>,
+        lane: Lane,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) where
+        W: Sink<M, Error = E> + futures::Stream<Item = Result<M, E>> + Unpin + Send + 'static,
+        M: Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let Ok(key) = self.cluster.key() else {
+            // The dialer sees the websocket close before any challenge.
+            return;
+        };
+        let identity = self.cluster.identity();
+        let (mut sink, mut stream) = websocket.split();
+        let local = Local {
+            key: &key,
+            cluster_id: &identity.cluster_id,
+            label: &identity.label,
+            url: None,
+        };
+        let accepted = {
+            let mut text_out = text_sink(&mut sink, codec.text);
+            let mut text_in = text_stream(&mut stream, codec.read);
+            let (admitting, registering) = (self.clone(), self.clone());
+            handshake::accept(
+                local,
+                move |incoming| async move { admitting.admit(incoming).await },
+                move |incoming| async move { registering.register(incoming).await },
+                &mut text_out,
+                &mut text_in,
+            )
+            .await
+        };
+        drop(permit);
+        let peer = match accepted {
+            // The lane the dialer signed is the one it gets.
+            Ok((peer, _, proved)) if proved == lane.as_str() => peer,
+            Ok(_) => {
+                tracing::info!("a link was refused: the signed lane is not the one dialled");
+                return;
+            }
+            Err(refusal) => {
+                tracing::info!(code = %refusal.code, "a link was refused");
+                return;
+            }
+        };
+        let record = match self.store.peer_by_key(&peer.public_key).await {
+            Ok(Some(record)) if record.cluster_id == peer.cluster_id => record,
+            _ => {
+                tracing::info!(peer = %peer.label, "a link was refused: the key is not this peer's");
+                return;
+            }
+        };
+        let Ok(socket) = sink.reunite(stream) else {
+            return;
+        };
+        let (session, transport) = match start_session(&self, Side::Frontend, lane, &record.id)
+            .await
+        {
+            Ok(started) => started,
+            Err(e) => {
+                tracing::error!(peer = %record.label, error = %e, "the link's session did not start");
+                return;
+            }
+        };
+        let id = self.links.insert(&record.id, lane, session);
+        self.link_state(&record.id, lane, LinkState::Up, None).await;
+        tracing::info!(peer = %record.label, lane = lane.as_str(), "link accepted");
+        websocket::pump_with(socket, transport, codec).await;
+        if self.links.remove(&record.id, lane, id) {
+            self.link_state(&record.id, lane, LinkState::Down, Some("the link closed"))
+                .await;
+        }
+    }
+
+    /// The listener's first check, before anything is answered: a join
+    /// needs the current join token, a link a key that is a peer's.
+    async fn admit(&self, incoming: Incoming) -> Result<(), Refusal> {
+        match incoming.purpose {
+            LinkPurpose::Join => {
+                let token = incoming.join_token.as_deref().unwrap_or_default();
+                match crate::cluster::join_token_matches(&self.store, token).await {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(Refusal::new(
+                        "invalid_join_token",
+                        "the join token is not this cluster's current one",
+                    )),
+                    Err(e) => Err(unavailable(e)),
+                }
+            }
+            LinkPurpose::Link => match self.store.peer_by_key(&incoming.peer.public_key).await {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err(Refusal::new(
+                    "unknown_peer",
+                    "this key is no peer of this cluster; join it first",
+                )),
+                Err(e) => Err(unavailable(e)),
+            },
+        }
+    }
+
+    /// The listener's last step, on a proved key: a joining peer is
+    /// registered (or found registered with the same identity).
+    async fn register(&self, incoming: Incoming) -> Result<(), Refusal> {
+        if incoming.purpose != LinkPurpose::Join {
+            return Ok(());
+        }
+        crate::join::register_joiner(&self.store, &incoming.peer)
+            .await
+            .map(|_| ())
+    }
+
+    /// Records a lane's state; the inference lane's is the link's.
+    async fn link_state(&self, peer: &str, lane: Lane, state: LinkState, error: Option<&str>) {
+        if lane != Lane::Inference {
+            return;
+        }
+        if let Err(e) = self
+            .store
+            .set_link_state(peer, state, error, &self.config.instance_id)
+            .await
+        {
+            tracing::warn!(error = %e, "the link's state was not recorded");
+        }
+    }
+}
+
+/// A refusal for a fault of this side: the detail is logged, the peer
+/// (whose key is not proved yet) reads a generic message.
+fn unavailable(e: impl Display) -> Refusal {
+    tracing::warn!(error = %e, "a link could not be answered");
+    Refusal::new(
+        "unavailable",
+        "the cluster cannot answer links now; try again",
+    )
+}
+
+/// A dialled websocket whose handshake is done.
+pub struct Dialled {
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    lane: Lane,
+}
+
+/// The keeper: rereads the identity, dials the links this cluster dials
+/// (with backoff), and releases the slots of replicas that died.
+pub(crate) async fn keep(federation: Arc<Federation>, mut stop: watch::Receiver<bool>) {
+    let mut dials: HashMap<(String, Lane), Redial> = HashMap::new();
+    let mut last_sweep = Instant::now();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            _ = tokio::time::sleep(TICK) => {}
+        }
+        match federation.cluster.refresh(&federation.store).await {
+            Ok(_) if federation.cluster.key().is_err() => {
+                federation.links.close_all();
+                continue;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "federation: the identity was not read");
+                continue;
+            }
+        }
+        if last_sweep.elapsed() > DEAD_REPLICA {
+            last_sweep = Instant::now();
+            if let Err(e) = federation.store.release_dead_slots(DEAD_REPLICA).await {
+                tracing::warn!(error = %e, "federation: dead replicas' slots not released");
+            }
+        }
+        let peers = match federation.store.peers().await {
+            Ok(peers) => peers,
+            Err(e) => {
+                tracing::warn!(error = %e, "federation: peers not read");
+                continue;
+            }
+        };
+        dials.retain(|(peer, _), _| peers.iter().any(|p| &p.id == peer));
+        for peer in peers.iter().filter(|p| p.url.is_some()) {
+            for lane in LANES {
+                let redial = dials.entry((peer.id.clone(), lane)).or_default();
+                if federation.links.session(&peer.id, lane).is_some()
+                    || redial.dialling.as_ref().is_some_and(|t| !t.is_finished())
+                    || redial.next.is_some_and(|next| Instant::now() < next)
+                {
+                    continue;
+                }
+                // The bulk lane follows the inference lane.
+                if lane == Lane::Bulk && !federation.links.is_up(&peer.id) {
+                    continue;
+                }
+                redial.dialling = Some(tokio::spawn(dial_once(
+                    federation.clone(),
+                    peer.clone(),
+                    lane,
+                    redial.failures,
+                )));
+                redial.next = Some(Instant::now() + backoff(redial.failures));
+                redial.failures += 1;
+            }
+        }
+        // A lane that came up resets its backoff.
+        for ((peer, lane), redial) in dials.iter_mut() {
+            if federation.links.session(peer, *lane).is_some() {
+                redial.failures = 0;
+                redial.next = None;
+            }
+        }
+    }
+    federation.links.close_all();
+}
+
+/// One dial of a peer's lane.
+async fn dial_once(federation: Arc<Federation>, peer: Peer, lane: Lane, failures: u32) {
+    let Some(url) = peer.url.clone() else {
+        return;
+    };
+    if lane == Lane::Inference && failures == 0 {
+        federation
+            .link_state(&peer.id, lane, LinkState::Connecting, None)
+            .await;
+    }
+    let expected = peer.public_key.clone();
+    let dialled = federation
+        .dial(&url, lane, LinkPurpose::Link, None, |listener| {
+            if listener.public_key == expected {
+                Ok(())
+            } else {
+                Err(Refusal::new(
+                    "identity_conflict",
+                    "the peer answered with another key than the one it paired with",
+                ))
+            }
+        })
+        .await;
+    let failed = match dialled {
+        Ok((_, dialled)) => match federation.hold(&peer.id, dialled).await {
+            Ok(_) => return,
+            Err(e) => e,
+        },
+        Err(e) => e.to_string(),
+    };
+    tracing::debug!(peer = %peer.label, lane = lane.as_str(), error = %failed, "link dial failed");
+    federation
+        .link_state(&peer.id, lane, LinkState::Down, Some(&failed))
+        .await;
+}
+
+/// The wait before the `failures + 1`th dial.
+fn backoff(failures: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(1u32 << failures.min(5))
+        .min(MAX_BACKOFF)
+}
+
+#[derive(Default)]
+struct Redial {
+    dialling: Option<tokio::task::JoinHandle<()>>,
+    next: Option<Instant>,
+    failures: u32,
+}

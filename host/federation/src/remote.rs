@@ -1,0 +1,460 @@
+//! Remote inference. On the grantee, a `/v1` request naming
+//! `<peer label>/<service>` crosses the link on the inference lane as an
+//! [`InferenceCall`] line and the body; the caller's key stays here. On the
+//! owner, the call is judged (the grant's evaluator, the counters charged
+//! in one statement, then the server's `federation` and `inference`
+//! chains) and answered by the service's deployment, the answer streaming
+//! back as a worker's does (an [`AnswerHead`] line, then the body). The
+//! concurrency slot the call holds is released when the answer ends,
+//! however it ends.
+
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::StreamExt;
+use switchyard_carrier::stream_seam::Lane;
+use switchyard_carrier::{Stream, StreamReader, StreamWriter};
+use switchyard_protocol::federation::{
+    Direction, GrantRecord, INFERENCE_SERVICE, InferenceCall, Operation, RemoteService, Resource,
+};
+use switchyard_protocol::limits::MAX_HEAD;
+use switchyard_protocol::stream::AnswerHead;
+use switchyard_runtime::grant::{FederatedCall, Grant, Usage};
+use switchyard_store::Store;
+use switchyard_store::federation::Cost;
+
+use crate::{Denied, FedResult, Federation, FederationError, LocalCall};
+
+/// The largest request body a remote call carries (as `/v1` takes).
+const MAX_BODY: usize = 2 * 1024 * 1024;
+
+/// Where a remote model's calls go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteTarget {
+    /// The peer's id.
+    pub peer_id: String,
+    /// `<peer label>/<service>`.
+    pub model: String,
+    /// The grant the call claims.
+    pub grant: String,
+    /// The service id on the peer.
+    pub service: String,
+}
+
+/// Whether an incoming grant lets this cluster call `service` now (as far
+/// as this side knows; the owner decides).
+fn usable(grant: &GrantRecord, service: &str) -> bool {
+    grant.direction == Direction::Incoming
+        && grant.status == "active"
+        && grant.terms.operations.contains(&Operation::Inference)
+        && grant.terms.services.iter().any(|s| s == service)
+}
+
+impl Federation {
+    /// The remote services this cluster's grants allow calling, as `/v1`
+    /// names them.
+    pub async fn remote_services(&self) -> FedResult<Vec<RemoteService>> {
+        let grants = self.store.grants().await?;
+        let mut services: Vec<RemoteService> = grants
+            .iter()
+            .filter(|g| {
+                g.direction == Direction::Incoming
+                    && g.status == "active"
+                    && g.terms.operations.contains(&Operation::Inference)
+            })
+            .flat_map(|g| {
+                g.terms.services.iter().map(|service| RemoteService {
+                    model: format!("{}/{service}", g.peer),
+                    peer: g.peer.clone(),
+                    service: service.clone(),
+                    grant: g.id.clone(),
+                })
+            })
+            .collect();
+        services.sort_by(|a, b| a.model.cmp(&b.model));
+        services.dedup_by(|a, b| a.model == b.model);
+        Ok(services)
+    }
+
+    /// The target of a `/v1` model name `<peer label>/<service>`: `None`
+    /// when it names no peer (a local model, or none). The grant chosen is
+    /// one that allows the service, else the newest one from that peer:
+    /// the owner judges and says why a call is outside.
+    pub async fn resolve(&self, model: &str) -> FedResult<Option<RemoteTarget>> {
+        let Some((label, service)) = model.split_once('/') else {
+            return Ok(None);
+        };
+        let Some(peer) = self.store.peer(label).await?.filter(|p| p.label == label) else {
+            return Ok(None);
+        };
+        self.cluster.key()?;
+        let grants: Vec<GrantRecord> = self
+            .store
+            .grants()
+            .await?
+            .into_iter()
+            .filter(|g| g.direction == Direction::Incoming && g.peer == peer.label)
+            .collect();
+        // A service the grant lists; else a managed service's grant; else
+        // the newest grant, for the owner to say why the call is outside.
+        let grant = grants
+            .iter()
+            .find(|g| usable(g, service))
+            .or_else(|| {
+                grants.iter().find(|g| {
+                    g.status == "active" && g.terms.operations.contains(&Operation::InferenceManage)
+                })
+            })
+            .or_else(|| grants.iter().find(|g| g.status != "revoked"))
+            .ok_or_else(|| {
+                FederationError::new(
+                    403,
+                    "no_grant",
+                    format!("peer '{label}' has granted this cluster nothing to call"),
+                )
+            })?;
+        Ok(Some(RemoteTarget {
+            peer_id: peer.id,
+            model: model.to_string(),
+            grant: grant.id.clone(),
+            service: service.to_string(),
+        }))
+    }
+
+    /// Sends a remote inference call; answers the stream the owner's
+    /// answer comes on (an [`AnswerHead`] line, then the body).
+    pub async fn send_inference(
+        &self,
+        target: &RemoteTarget,
+        path: &str,
+        tokens: u64,
+        body: &[u8],
+    ) -> FedResult<StreamReader> {
+        let session = self
+            .links
+            .session(&target.peer_id, Lane::Inference)
+            .ok_or_else(|| {
+                FederationError::unavailable("the link to the peer is down; nothing was sent")
+            })?;
+        let head = InferenceCall {
+            grant: target.grant.clone(),
+            service: target.service.clone(),
+            path: path.to_string(),
+            tokens,
+            hops: vec![self.cluster.identity().cluster_id],
+        };
+        let mut message = BytesMut::with_capacity(256 + body.len()).writer();
+        serde_json::to_writer(&mut message, &head).map_err(FederationError::internal)?;
+        let mut message = message.into_inner();
+        message.put_u8(b'\n');
+        message.extend_from_slice(body);
+        session
+            .call(INFERENCE_SERVICE, message.freeze())
+            .await
+            .map_err(|e| {
+                FederationError::unavailable(format!("the peer did not take the call: {e}"))
+            })
+    }
+}
+
+/// A concurrency slot held until dropped, however the call ends.
+pub(crate) struct Slot {
+    store: Store,
+    grant: String,
+    instance: String,
+    held: u32,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.held == 0 {
+            return;
+        }
+        let (store, grant, instance, held) = (
+            self.store.clone(),
+            std::mem::take(&mut self.grant),
+            std::mem::take(&mut self.instance),
+            self.held,
+        );
+        tokio::spawn(async move {
+            if let Err(e) = store.release_grant(&grant, held, &instance).await {
+                tracing::warn!(grant, error = %e, "a concurrency slot was not released");
+            }
+        });
+    }
+}
+
+/// The evaluator's view of a stored grant.
+pub(crate) fn wit_grant(grant: &GrantRecord) -> (Grant, Usage) {
+    let terms = &grant.terms;
+    (
+        Grant {
+            id: terms.id.clone(),
+            peer: grant.peer.clone(),
+            operations: terms
+                .operations
+                .iter()
+                .map(|o| o.as_str().to_string())
+                .collect(),
+            services: terms.services.clone(),
+            models: terms.models.clone(),
+            machines: terms.machines.clone(),
+            expires_at_unix_ms: terms.expires_at_unix_ms,
+            max_concurrent: terms.max_concurrent,
+            max_requests: terms.max_requests,
+            max_model_bytes: terms.max_model_bytes,
+        },
+        Usage {
+            concurrent: grant.usage.in_flight,
+            requests: grant.usage.requests,
+            model_bytes: grant.usage.model_bytes,
+        },
+    )
+}
+
+impl Federation {
+    /// Judges `call` against the owner's grant and charges it: the
+    /// evaluator, then the counters. Answers the slot to hold.
+    pub(crate) async fn admit_call(
+        &self,
+        peer_id: &str,
+        grant_id: &str,
+        call: FederatedCall,
+    ) -> Result<(GrantRecord, Slot), Denied> {
+        let denied = |e: FederationError| Denied {
+            status: e.status,
+            code: e.code,
+            message: e.message,
+        };
+        let grant = self.owned_grant(peer_id, grant_id).await.map_err(denied)?;
+        let (wit, usage) = wit_grant(&grant);
+        let charge = self.host.judge(call, wit, usage).await?;
+        let cost = Cost {
+            requests: charge.requests,
+            concurrent: charge.concurrent,
+            model_bytes: charge.model_bytes,
+            tokens: charge.tokens,
+        };
+        let charged = self
+            .store
+            .charge_grant(grant_id, peer_id, cost, &self.config.instance_id)
+            .await
+            .map_err(|e| denied(e.into()))?;
+        match charged {
+            Ok(_) => Ok((
+                grant,
+                Slot {
+                    store: self.store.clone(),
+                    grant: grant_id.to_string(),
+                    instance: self.config.instance_id.clone(),
+                    held: charge.concurrent,
+                },
+            )),
+            Err(refused) => Err(Denied {
+                status: match refused {
+                    switchyard_store::federation::ChargeRefused::Concurrency => 429,
+                    _ => 403,
+                },
+                code: refused.code().to_string(),
+                message: format!("the call is outside grant {grant_id}: {}", refused.code()),
+            }),
+        }
+    }
+
+    /// The model a service id names on this cluster: a service offer's
+    /// deployment, or (`true`) a managed service the grant made.
+    async fn service_model(&self, grant: &str, service: &str) -> Result<(String, bool), Denied> {
+        let missing = || Denied {
+            status: 404,
+            code: "service_not_found".into(),
+            message: format!("no service '{service}' on this cluster"),
+        };
+        let internal = |e: switchyard_store::StoreError| {
+            let e = FederationError::from(e);
+            Denied {
+                status: e.status,
+                code: e.code,
+                message: e.message,
+            }
+        };
+        let (deployment, managed) = match self.store.offer(service).await.map_err(internal)? {
+            Some(offer) => match offer.resource {
+                Resource::Service { deployment } => (deployment, false),
+                _ => return Err(missing()),
+            },
+            None => match self
+                .store
+                .managed_service(service)
+                .await
+                .map_err(internal)?
+            {
+                Some((managed, deployment)) if managed.grant == grant => {
+                    if managed.state != "running" {
+                        return Err(Denied {
+                            status: 503,
+                            code: format!("service_{}", managed.state),
+                            message: format!("service '{service}' is {}", managed.state),
+                        });
+                    }
+                    (deployment, true)
+                }
+                _ => return Err(missing()),
+            },
+        };
+        let deployment = self
+            .store
+            .deployment(&deployment)
+            .await
+            .map_err(internal)?
+            .ok_or_else(missing)?;
+        Ok((deployment.served_model_name, managed))
+    }
+}
+
+/// Writes a whole answer: a head and a JSON body.
+async fn write_answer(mut writer: StreamWriter, status: u16, body: serde_json::Value) {
+    let head = AnswerHead {
+        status,
+        headers: vec![("content-type".into(), "application/json".into())],
+    };
+    let mut message = serde_json::to_vec(&head).unwrap_or_default();
+    message.push(b'\n');
+    message.extend_from_slice(&serde_json::to_vec(&body).unwrap_or_default());
+    if writer.write(Bytes::from(message)).await.is_ok() {
+        writer.finish();
+    }
+}
+
+async fn write_denied(writer: StreamWriter, denied: Denied) {
+    let body = serde_json::json!({"error": {"code": denied.code, "message": denied.message}});
+    write_answer(writer, denied.status, body).await;
+}
+
+/// The owner answers one remote inference call from `peer_id`.
+pub(crate) async fn answer(federation: Arc<Federation>, peer_id: String, stream: Stream) {
+    let Stream { mut reader, writer } = stream;
+    let (head, first) = match reader.read_line(MAX_HEAD).await {
+        Ok(line) => line,
+        Err(_) => return,
+    };
+    let call: InferenceCall = match serde_json::from_slice(&head) {
+        Ok(call) => call,
+        Err(e) => {
+            let denied = Denied {
+                status: 400,
+                code: "invalid_request".into(),
+                message: format!("the call's head: {e}"),
+            };
+            return write_denied(writer, denied).await;
+        }
+    };
+    let mut body = BytesMut::from(&first[..]);
+    while let Some(chunk) = reader.read().await {
+        match chunk {
+            Ok(chunk) if body.len() + chunk.len() <= MAX_BODY => body.extend_from_slice(&chunk),
+            Ok(_) => {
+                let denied = Denied {
+                    status: 413,
+                    code: "payload_too_large".into(),
+                    message: format!("a remote call's body is at most {MAX_BODY} bytes"),
+                };
+                return write_denied(writer, denied).await;
+            }
+            Err(_) => return,
+        }
+    }
+    match serve(&federation, &peer_id, call, body.freeze()).await {
+        Ok((answer, slot)) => stream_answer(writer, answer, slot).await,
+        Err(denied) => {
+            tracing::info!(code = %denied.code, "a remote call was refused");
+            write_denied(writer, denied).await
+        }
+    }
+}
+
+async fn serve(
+    federation: &Federation,
+    peer_id: &str,
+    call: InferenceCall,
+    body: Bytes,
+) -> Result<(crate::LocalAnswer, Slot), Denied> {
+    // A call names this cluster's own service: one crossing, never forwarded.
+    if call.hops.len() > 1 {
+        return Err(Denied {
+            status: 508,
+            code: "loop_detected".into(),
+            message: "the call crossed more than one link".into(),
+        });
+    }
+    let peer = federation
+        .store
+        .peer(peer_id)
+        .await
+        .ok()
+        .flatten()
+        .ok_or_else(|| Denied {
+            status: 403,
+            code: "unknown_peer".into(),
+            message: "the link's peer is no longer known".into(),
+        })?;
+    let (model, managed) = federation.service_model(&call.grant, &call.service).await?;
+    let judged = FederatedCall {
+        peer: peer.label.clone(),
+        operation: Operation::Inference.as_str().into(),
+        // A managed service belongs to the grant that made it: the grant
+        // need not list it.
+        service: (!managed).then(|| call.service.clone()),
+        model: None,
+        machines: Vec::new(),
+        model_bytes: 0,
+        tokens: call.tokens,
+    };
+    let (grant, slot) = federation.admit_call(peer_id, &call.grant, judged).await?;
+    let answer = federation
+        .host
+        .serve(LocalCall {
+            peer: peer.label,
+            grant: grant.id,
+            service: call.service,
+            model,
+            path: call.path,
+            body,
+        })
+        .await?;
+    Ok((answer, slot))
+}
+
+/// Streams a local answer back over the link; the slot is released when
+/// the body ends, fails, or the peer goes away.
+async fn stream_answer(mut writer: StreamWriter, answer: crate::LocalAnswer, slot: Slot) {
+    let head = AnswerHead {
+        status: answer.status,
+        headers: answer.headers,
+    };
+    let mut line = serde_json::to_vec(&head).unwrap_or_default();
+    line.push(b'\n');
+    if writer.write(Bytes::from(line)).await.is_err() {
+        return;
+    }
+    let mut body = answer.body;
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(chunk) => {
+                if writer.write(chunk).await.is_err() {
+                    // The grantee went away: dropping the body cancels the engine's work.
+                    writer.reset();
+                    drop(slot);
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "a remote call's answer broke");
+                writer.reset();
+                drop(slot);
+                return;
+            }
+        }
+    }
+    writer.finish();
+    drop(slot);
+}

@@ -1,0 +1,139 @@
+//! What federation asks of the server: the grant evaluator in force, this
+//! cluster's own `/v1` path for the calls a peer's grant admits, and the
+//! tunnel component the links run on. Federation itself lives in
+//! `switchyard-federation`; the routes only call it.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use switchyard_carrier::ComponentSpec;
+use switchyard_federation::{Denied, Federation, FederationConfig, Host, LocalAnswer, LocalCall};
+use switchyard_runtime::Runtime;
+use switchyard_runtime::grant::{Charge, FederatedCall, Grant, Usage};
+use switchyard_store::Store;
+
+use crate::carriers::Carriers;
+use crate::config::ServeConfig;
+use crate::grant_evaluator::GrantEvaluator;
+use crate::state::AppState;
+
+/// The server, as federation sees it.
+pub struct ServerHost {
+    evaluator: Arc<GrantEvaluator>,
+    carriers: Option<Arc<Carriers>>,
+    /// Set once the state exists (it holds the federation that holds this).
+    state: OnceLock<Weak<AppState>>,
+}
+
+impl ServerHost {
+    /// Lets the host reach the state it serves calls with.
+    pub fn attach(&self, state: &Arc<AppState>) {
+        let _ = self.state.set(Arc::downgrade(state));
+    }
+}
+
+impl Host for ServerHost {
+    fn judge(
+        &self,
+        call: FederatedCall,
+        grant: Grant,
+        usage: Usage,
+    ) -> BoxFuture<'static, Result<Charge, Denied>> {
+        let evaluator = self.evaluator.clone();
+        Box::pin(async move {
+            evaluator
+                .judge(call, grant, usage)
+                .await
+                .map_err(|refusal| Denied {
+                    status: 403,
+                    code: refusal.code,
+                    message: refusal.message,
+                })
+        })
+    }
+
+    fn serve(&self, call: LocalCall) -> BoxFuture<'static, Result<LocalAnswer, Denied>> {
+        let state = self.state.get().and_then(Weak::upgrade);
+        Box::pin(async move {
+            let Some(state) = state else {
+                return Err(Denied {
+                    status: 503,
+                    code: "shutting_down".into(),
+                    message: "this replica is shutting down".into(),
+                });
+            };
+            let response = crate::routes::openai::serve_federated(&state, call).await;
+            let status = response.status().as_u16();
+            let headers = response
+                .headers()
+                .iter()
+                .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
+                .collect();
+            let body = response
+                .into_body()
+                .into_data_stream()
+                .map(|chunk| chunk.map_err(|e| e.to_string()))
+                .boxed();
+            Ok(LocalAnswer {
+                status,
+                headers,
+                body,
+            })
+        })
+    }
+
+    fn tunnel(&self) -> Option<(Arc<Runtime>, ComponentSpec)> {
+        let carriers = self.carriers.as_ref()?;
+        let spec = carriers.tunnel.load_full()?;
+        Some((carriers.runtime.clone(), (*spec).clone()))
+    }
+}
+
+/// Starts this replica's federation: the identity (made on a new cluster,
+/// whose first join token is printed once, with the command that joins).
+pub async fn start(
+    config: &ServeConfig,
+    store: &Store,
+    instance_id: &str,
+    advertise: &str,
+    evaluator: Arc<GrantEvaluator>,
+    carriers: Option<Arc<Carriers>>,
+) -> anyhow::Result<(Arc<Federation>, Arc<ServerHost>)> {
+    let host = Arc::new(ServerHost {
+        evaluator,
+        carriers,
+        state: OnceLock::new(),
+    });
+    let label = config.federation_label.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/etc/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| switchyard_federation::valid_label(h))
+            .unwrap_or_else(|| "switchyard".into())
+    });
+    let federation_config = FederationConfig {
+        key_path: config
+            .federation_key
+            .clone()
+            .unwrap_or_else(|| switchyard_federation::identity::default_key_path(&config.data_dir)),
+        label,
+        url: advertise.to_string(),
+        instance_id: instance_id.to_string(),
+    };
+    let (federation, first_token) =
+        Federation::start(store.clone(), federation_config, host.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("federation: {e}"))?;
+    if let Some(token) = first_token {
+        // Printed on stdout, once, never logged.
+        println!(
+            "federation join token (shown once; rotate with `switchyard federation token --rotate`): {token}"
+        );
+        println!(
+            "join this cluster from another: switchyard federation join --url {advertise} --token {token} --label {}",
+            federation.identity().label
+        );
+    }
+    Ok((federation, host))
+}

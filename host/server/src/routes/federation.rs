@@ -1,0 +1,291 @@
+//! Federation's API: this cluster's identity and join token, the link
+//! endpoint, peers (join, list, forget), offers and status. Requests and
+//! grants are in `federation_grants`, managed services and operations in
+//! `federation_services`, the evaluator in `federation_evaluator`. Reads
+//! need `federation:manage`, identity and peers `admin`; the link is
+//! authenticated by its key handshake alone.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use switchyard_carrier::stream_seam::Lane;
+use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
+use switchyard_federation::{Federation, FederationError, Joined};
+use switchyard_protocol::federation::{
+    FederationStatus, Identity, JoinPeer, JoinToken, NewOffer, Offer, Peer,
+};
+
+use crate::auth::{Admin, Authorized, FederationManage};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::state::AppState;
+
+/// What a federation route answers when it does not go ahead: the API's
+/// usual `{"error":{"code","message"}}`, with federation's codes (some
+/// come from the peer).
+#[derive(Debug)]
+pub enum FedError {
+    /// This server's own refusal.
+    Api(ApiError),
+    /// Federation's.
+    Fed(FederationError),
+}
+
+impl From<ApiError> for FedError {
+    fn from(e: ApiError) -> Self {
+        Self::Api(e)
+    }
+}
+
+impl From<FederationError> for FedError {
+    fn from(e: FederationError) -> Self {
+        Self::Fed(e)
+    }
+}
+
+impl From<crate::auth::AuthError> for FedError {
+    fn from(e: crate::auth::AuthError) -> Self {
+        Self::Api(e.into())
+    }
+}
+
+impl IntoResponse for FedError {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Api(e) => e.into_response(),
+            Self::Fed(e) => {
+                let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_GATEWAY);
+                let body = serde_json::json!({"error": {"code": e.code, "message": e.message}});
+                (status, Json(body)).into_response()
+            }
+        }
+    }
+}
+
+/// A federation route's result.
+pub type FedResult<T> = Result<T, FedError>;
+
+/// This replica's federation, or 503 (a router without a database).
+pub fn federation(state: &AppState) -> FedResult<&Arc<Federation>> {
+    state.federation.as_ref().ok_or_else(|| {
+        FedError::Api(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "federation_unavailable",
+            "this replica runs no federation",
+        ))
+    })
+}
+
+/// This cluster's identity: its id, label and public key.
+#[utoipa::path(get, path = "/api/federation/identity", tag = "federation",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "`{cluster_id, label, public_key}`", body = Identity),
+        (status = 403, description = "`forbidden`: the key lacks `federation:manage`"),
+    ))]
+pub async fn identity(
+    _caller: Authorized<FederationManage>,
+    State(state): State<Arc<AppState>>,
+) -> FedResult<Json<Identity>> {
+    Ok(Json(federation(&state)?.identity()))
+}
+
+/// A new join token, shown once; the previous one stops working.
+#[utoipa::path(post, path = "/api/federation/join-token", tag = "federation",
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "`{join_token}`, shown once", body = JoinToken),
+        (status = 403, description = "`forbidden`: the key lacks `admin`"),
+        (status = 503, description = "`identity_missing` or `identity_mismatch`: federation is suspended here"),
+    ))]
+pub async fn join_token(
+    caller: Authorized<Admin>,
+    State(state): State<Arc<AppState>>,
+) -> FedResult<(StatusCode, Json<JoinToken>)> {
+    let join_token = federation(&state)?.rotate_join_token().await?;
+    tracing::info!(by = %caller.key_id, "federation join token rotated");
+    Ok((StatusCode::CREATED, Json(JoinToken { join_token })))
+}
+
+/// The link's lane.
+#[derive(Debug, Deserialize)]
+pub struct LinkParams {
+    /// `inference` (default) or `bulk`.
+    lane: Option<String>,
+}
+
+/// The link: a websocket opened by the key handshake (and, to join, the
+/// join token), then the tunnel's streams both ways.
+#[utoipa::path(get, path = "/api/federation/link", tag = "federation",
+    params(("lane" = Option<String>, Query, description = "`inference` (default) or `bulk`")),
+    responses(
+        (status = 101, description = "the websocket; the handshake follows in text messages"),
+        (status = 400, description = "`invalid_request`: not a websocket upgrade, or an unknown lane"),
+        (status = 503, description = "`identity_missing`, `identity_mismatch`, or no tunnel component"),
+    ))]
+pub async fn link(
+    State(state): State<Arc<AppState>>,
+    ApiQuery(params): ApiQuery<LinkParams>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> FedResult<Response> {
+    let federation = federation(&state)?.clone();
+    federation.cluster().key()?;
+    let lane_name = params.lane.as_deref().unwrap_or("inference");
+    let lane = Lane::parse(lane_name).ok_or_else(|| {
+        ApiError::invalid_request(format!(
+            "lane must be 'inference' or 'bulk', got '{lane_name}'"
+        ))
+    })?;
+    let upgrade = upgrade
+        .map_err(|_| ApiError::invalid_request("the link endpoint takes a websocket upgrade"))?;
+    let permit = federation.handshake_permit().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_handshakes",
+            "too many link handshakes are in progress; try again",
+        )
+    })?;
+    Ok(upgrade
+        .write_buffer_size(WEBSOCKET_BUFFER)
+        .max_write_buffer_size(8 * WEBSOCKET_BUFFER)
+        .max_message_size(WEBSOCKET_BUFFER)
+        .max_frame_size(WEBSOCKET_BUFFER)
+        .on_upgrade(move |socket| {
+            federation.accept_link(socket, crate::carriers::session::axum_codec(), lane, permit)
+        }))
+}
+
+/// Joins the cluster at `url` with its join token: both keys are proved
+/// and each side registers the other. Joining grants nothing.
+#[utoipa::path(post, path = "/api/federation/peers", tag = "federation",
+    security(("bearer" = [])),
+    request_body = JoinPeer,
+    responses(
+        (status = 201, description = "joined and linked; `Location` names the peer", body = Peer),
+        (status = 200, description = "the same identity at the same URL was already a peer", body = Peer),
+        (status = 400, description = "`invalid_request`"),
+        (status = 401, description = "`invalid_join_token`: the peer refused the token"),
+        (status = 409, description = "`identity_conflict`: a known label or URL shows another key (the peer on record is untouched); `limit_reached`"),
+        (status = 503, description = "`NODE_UNAVAILABLE`: the peer cannot be reached; `identity_missing` / `identity_mismatch`"),
+    ))]
+pub async fn join(
+    caller: Authorized<Admin>,
+    State(state): State<Arc<AppState>>,
+    ApiJson(request): ApiJson<JoinPeer>,
+) -> FedResult<Response> {
+    let joined = federation(&state)?.join(request).await?;
+    let (status, peer) = match joined {
+        Joined::Created(peer) => (StatusCode::CREATED, peer),
+        Joined::Existing(peer) => (StatusCode::OK, peer),
+    };
+    tracing::info!(peer = %peer.label, by = %caller.key_id, "federation peer joined");
+    let location = HeaderValue::from_str(&format!("/api/federation/peers/{}", peer.id)).ok();
+    let mut response = (status, Json(peer)).into_response();
+    if let (StatusCode::CREATED, Some(location)) = (status, location) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
+}
+
+/// Every peer with its link.
+#[utoipa::path(get, path = "/api/federation/peers", tag = "federation",
+    security(("bearer" = [])),
+    responses((status = 200, description = "`{peers: [...]}`")))]
+pub async fn peers(
+    _caller: Authorized<FederationManage>,
+    State(state): State<Arc<AppState>>,
+) -> FedResult<Json<serde_json::Value>> {
+    let peers = federation(&state)?.peers().await?;
+    Ok(Json(serde_json::json!({ "peers": peers })))
+}
+
+/// One peer (by id or label).
+#[utoipa::path(get, path = "/api/federation/peers/{peer}", tag = "federation",
+    security(("bearer" = [])),
+    params(("peer" = String, Path, description = "the peer's id or label")),
+    responses((status = 200, body = Peer), (status = 404, description = "`not_found`")))]
+pub async fn peer(
+    _caller: Authorized<FederationManage>,
+    State(state): State<Arc<AppState>>,
+    ApiPath(peer): ApiPath<String>,
+) -> FedResult<Json<Peer>> {
+    Ok(Json(federation(&state)?.peer(&peer).await?))
+}
+
+/// Forgets a peer: its link closes; its requests, grants and operation
+/// receipts are deleted. Managed services it created stay.
+#[utoipa::path(delete, path = "/api/federation/peers/{peer}", tag = "federation",
+    security(("bearer" = [])),
+    params(("peer" = String, Path, description = "the peer's id or label")),
+    responses((status = 204, description = "forgotten"), (status = 404, description = "`not_found`")))]
+pub async fn forget(
+    caller: Authorized<Admin>,
+    State(state): State<Arc<AppState>>,
+    ApiPath(peer): ApiPath<String>,
+) -> FedResult<StatusCode> {
+    federation(&state)?.forget(&peer).await?;
+    tracing::info!(peer, by = %caller.key_id, "federation peer forgotten");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The identity's state, each peer's link and grants, and the bounds.
+#[utoipa::path(get, path = "/api/federation/status", tag = "federation",
+    security(("bearer" = [])),
+    responses((status = 200, body = FederationStatus)))]
+pub async fn status(
+    _caller: Authorized<FederationManage>,
+    State(state): State<Arc<AppState>>,
+) -> FedResult<Json<FederationStatus>> {
+    Ok(Json(federation(&state)?.status().await?))
+}
+
+/// Publishes an offer: a deployment as a service, a model revision, a
+/// node, or a runtime for managed services.
+#[utoipa::path(post, path = "/api/federation/offers", tag = "federation",
+    security(("bearer" = [])),
+    request_body = NewOffer,
+    responses(
+        (status = 201, body = Offer),
+        (status = 400, description = "`invalid_request`: the resource does not exist here"),
+        (status = 409, description = "`offer_exists`; `limit_reached` (256 offers)"),
+    ))]
+pub async fn publish(
+    _caller: Authorized<FederationManage>,
+    State(state): State<Arc<AppState>>,
+    ApiJson(offer): ApiJson<NewOffer>,
+) -> FedResult<(StatusCode, Json<Offer>)> {
+    let offer = federation(&state)?.publish(offer).await?;
+    Ok((StatusCode::CREATED, Json(offer)))
+}
+
+/// Every offer.
+#[utoipa::path(get, path = "/api/federation/offers", tag = "federation",
+    security(("bearer" = [])),
+    responses((status = 200, description = "`{offers: [...]}`")))]
+pub async fn offers(
+    _caller: Authorized<FederationManage>,
+    State(state): State<Arc<AppState>>,
+) -> FedResult<Json<serde_json::Value>> {
+    let offers = federation(&state)?.offers().await?;
+    Ok(Json(serde_json::json!({ "offers": offers })))
+}
+
+/// Withdraws an offer.
+#[utoipa::path(delete, path = "/api/federation/offers/{id}", tag = "federation",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "the offer's id")),
+    responses((status = 204, description = "withdrawn"), (status = 404, description = "`not_found`")))]
+pub async fn withdraw(
+    _caller: Authorized<FederationManage>,
+    State(state): State<Arc<AppState>>,
+    ApiPath(id): ApiPath<String>,
+) -> FedResult<StatusCode> {
+    federation(&state)?.withdraw(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,150 @@
+//! The cluster's grant evaluator: bind one (a new generation), show it
+//! with its history and each replica's status, roll it back. The
+//! mechanism is the admission chains' (`crate::grant_evaluator`).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use serde_json::{Value, json};
+use switchyard_protocol::admin::{Rollback, SetEvaluator};
+use switchyard_store::admission::Generation;
+
+use crate::auth::{Admin, Authorized, Scope};
+use crate::error::ApiResult;
+use crate::extract::ApiJson;
+use crate::grant_evaluator::{EvaluatorBinding, HISTORY, POINT, SHIPPED};
+use crate::state::AppState;
+
+/// `federation:manage` (or `admin`): reading federation's state.
+#[derive(Debug, Clone, Copy)]
+pub struct FederationManage;
+
+impl Scope for FederationManage {
+    const NAME: &'static str = "federation:manage";
+}
+
+/// Binds the cluster's grant evaluator: a new generation. The component
+/// is loaded and its settings validated here first; nothing is stored
+/// unless that passes, and the generation in force keeps serving.
+#[utoipa::path(put, path = "/api/federation/evaluator", tag = "federation",
+    request_body = SetEvaluator,
+    responses(
+        (status = 200, description = "The new generation: `{point, generation, policies: [{plugin, version, sha256, settings}], note, created_by, created_at}`"),
+        (status = 401, description = "`unauthorized`"),
+        (status = 403, description = "`forbidden`: the key lacks `admin`"),
+        (status = 404, description = "`plugin_not_found`"),
+        (status = 422, description = "`invalid_settings` (the plugin's own message), `wrong_kind` (not a grant evaluator), or `invalid_request`"),
+    ))]
+pub async fn set(
+    caller: Authorized<Admin>,
+    State(state): State<Arc<AppState>>,
+    ApiJson(body): ApiJson<SetEvaluator>,
+) -> ApiResult<Json<Value>> {
+    let evaluator = &state.grant_evaluator;
+    let entry = evaluator
+        .resolve(EvaluatorBinding {
+            plugin: body.plugin,
+            version: body.version,
+            settings: body.settings,
+        })
+        .await?;
+    let generation = evaluator.commit(Some(entry), "set", &caller.key_id).await?;
+    tracing::info!(generation = generation.generation, by = %caller.key_id, "grant evaluator bound");
+    Ok(Json(json!(generation)))
+}
+
+/// The evaluator in force (generation 0: the shipped `grant-standard` with
+/// `{}` settings), the newest generations, and what each replica serves.
+#[utoipa::path(get, path = "/api/federation/evaluator", tag = "federation",
+    responses(
+        (status = 200, description = "`{generation, plugin, version, sha256, settings, shipped, note, created_by, created_at, history: [{generation, plugin, version, note, created_by, created_at}], replicas: [{instance, hostname, generation, status: current|behind|failed, failed_generation?, error?}]}`"),
+        (status = 401, description = "`unauthorized`"),
+        (status = 403, description = "`forbidden`: the key lacks `federation:manage` and `admin`"),
+    ))]
+pub async fn show(
+    _caller: Authorized<FederationManage>,
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<Value>> {
+    let evaluator = &state.grant_evaluator;
+    let latest = state.store.latest_generation(POINT).await?;
+    let history = state.store.generations(POINT, HISTORY).await?;
+    let replicas = evaluator.replicas(latest.generation).await?;
+    let mut body = describe(&state, &latest).await;
+    body["history"] = history.iter().map(summary).collect();
+    body["replicas"] = json!(replicas);
+    Ok(Json(body))
+}
+
+/// A new generation with an older binding: the one before the generation
+/// whose binding is in force, or the one named in the body (0: the shipped
+/// evaluator).
+#[utoipa::path(post, path = "/api/federation/evaluator/rollback", tag = "federation",
+    request_body(content = Rollback, description = "optional: `{generation}` to restore"),
+    responses(
+        (status = 200, description = "The new generation"),
+        (status = 400, description = "`invalid_request`: the target is not older than the newest generation"),
+        (status = 401, description = "`unauthorized`"),
+        (status = 403, description = "`forbidden`: the key lacks `admin`"),
+        (status = 404, description = "`not_found`: no such generation"),
+        (status = 409, description = "`nothing_to_rollback`: nothing was ever bound, or the shipped evaluator of generation 0 is in force already"),
+        (status = 422, description = "`invalid_settings`: the restored binding no longer loads here"),
+    ))]
+pub async fn rollback(
+    caller: Authorized<Admin>,
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let wanted = if body.is_empty() {
+        Rollback::default()
+    } else {
+        ApiJson::<Rollback>::parse(&headers, &body)?.0
+    };
+    let (generation, restored) = state
+        .grant_evaluator
+        .roll_back(wanted.generation, &caller.key_id)
+        .await?;
+    tracing::info!(generation = generation.generation, to = restored, by = %caller.key_id, "grant evaluator rolled back");
+    Ok(Json(json!(generation)))
+}
+
+/// A generation as the GET shows it: what it binds, spelled out even when
+/// it binds the shipped evaluator by default.
+async fn describe(state: &AppState, generation: &Generation) -> Value {
+    let mut body = summary(generation);
+    let shipped = generation.policies.is_empty();
+    body["shipped"] = json!(shipped);
+    match state.grant_evaluator.bound(generation).await {
+        Ok(entry) => {
+            body["plugin"] = json!(entry.plugin);
+            body["version"] = json!(entry.version);
+            body["sha256"] = json!(entry.sha256);
+            body["settings"] = entry.settings;
+        }
+        // Generation 0 with no grant-standard in the registry: say so
+        // rather than fail the whole status.
+        Err(e) => {
+            body["plugin"] = json!(SHIPPED);
+            body["version"] = Value::Null;
+            body["settings"] = json!({});
+            body["error"] = json!(e.to_string());
+        }
+    }
+    body
+}
+
+/// One line of the history.
+fn summary(generation: &Generation) -> Value {
+    let entry = generation.policies.first();
+    json!({
+        "generation": generation.generation,
+        "plugin": entry.map_or(SHIPPED, |e| e.plugin.as_str()),
+        "version": entry.map(|e| e.version.as_str()),
+        "note": generation.note,
+        "created_by": generation.created_by,
+        "created_at": generation.created_at,
+    })
+}

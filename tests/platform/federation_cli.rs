@@ -1,0 +1,297 @@
+//! `switchyard federation ...` as a real process: `key init` offline (a
+//! 0600 file, never overwritten, the secret never printed), and the
+//! commands against one real replica: identity, a rotated join token with
+//! the join line, offers, status, and the refusals a single cluster can
+//! show (an unreachable peer, a missing deployment, an unknown peer) with
+//! their codes. A manage call prints its operation id before it is sent.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+use reqwest::Method;
+use switchyard_tests::ADMIN_TOKEN;
+use switchyard_tests::db::fresh_database;
+use switchyard_tests::process::binary;
+use switchyard_tests::replica::Replica;
+
+/// Exit code, stdout and stderr of `switchyard federation <args>` (against
+/// `url` when one is given), stdin closed.
+fn federation(url: Option<&str>, args: &[&str]) -> (i32, String, String) {
+    let output = tokio::task::block_in_place(|| {
+        let mut command = Command::new(binary());
+        command.arg("federation").args(args);
+        if let Some(url) = url {
+            command.args(["--server", url]);
+        }
+        command
+            .env("SWITCHYARD_TOKEN", ADMIN_TOKEN)
+            .env_remove("SWITCHYARD_DATA_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    });
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// A port nothing listens on (bound, then let go).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_init_writes_a_private_key_file_once_and_never_prints_the_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keys").join("cluster.key");
+    let file_arg = file.to_str().unwrap();
+
+    let (code, out, err) = federation(None, &["key", "init", "--file", file_arg]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("wrote {file_arg}")), "{out}");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the key file is private");
+    let dir_mode = std::fs::metadata(file.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(dir_mode, 0o700, "its directory too");
+    let public_key = out
+        .lines()
+        .find_map(|l| l.strip_prefix("public key: "))
+        .unwrap_or_else(|| panic!("no public key printed: {out}"));
+    assert_eq!(public_key.len(), 64, "{public_key}");
+    // The file holds the secret seed; no part of it is printed.
+    let written = std::fs::read_to_string(&file).unwrap();
+    let secret = written.split_whitespace().last().unwrap();
+    assert_eq!(secret.len(), 64);
+    assert!(!out.contains(secret) && !err.contains(secret));
+
+    let (code, out, err) = federation(None, &["key", "init", "--file", file_arg]);
+    assert_eq!(code, 2, "a key file is never overwritten: {out}");
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        written,
+        "untouched"
+    );
+
+    // Without --file: `<data-dir>/federation/cluster.key`, as serve reads it.
+    let data = dir.path().join("data");
+    let (code, out, err) = federation(
+        None,
+        &[
+            "key",
+            "init",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let printed: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let default = data.join("federation").join("cluster.key");
+    assert_eq!(printed["path"], default.to_str().unwrap());
+    assert!(default.is_file());
+    assert_ne!(printed["public_key"], public_key, "a new key each time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_shows_identity_token_offers_and_status_and_the_apis_refusals() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Replica::with(&db, dir.path(), |config| {
+        config.federation_label = Some("west".into());
+    })
+    .await;
+    let url = replica.url.as_str();
+    let (_, identity) = replica
+        .call(replica.admin(Method::GET, "/api/federation/identity"))
+        .await;
+    let cluster_id = identity["cluster_id"].as_str().unwrap();
+    let public_key = identity["public_key"].as_str().unwrap();
+
+    let (code, out, err) = federation(Some(url), &["identity"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!("cluster id:  {cluster_id}\n")),
+        "{out}"
+    );
+    assert!(out.contains("label:       west\n"), "{out}");
+    assert!(
+        out.contains(&format!("public key:  {public_key}\n")),
+        "{out}"
+    );
+    let (code, out, _) = federation(Some(url), &["identity", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+        identity
+    );
+
+    // The token is shown only when made.
+    let (code, _, err) = federation(Some(url), &["token"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--rotate"), "{err}");
+    let (code, out, err) = federation(Some(url), &["token", "--rotate"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let token = out
+        .lines()
+        .find_map(|l| l.strip_prefix("join token (shown once; the previous one no longer works): "))
+        .unwrap_or_else(|| panic!("no token printed: {out}"));
+    assert!(!token.is_empty());
+    assert!(
+        out.contains(&format!(
+            "switchyard federation join --url {url} --token {token} --label west\n"
+        )),
+        "{out}"
+    );
+    let (code, again, _) = federation(Some(url), &["token", "--rotate"]);
+    assert_eq!(code, 0);
+    assert!(!again.contains(token), "each rotation makes a new token");
+
+    // A deployment that does not exist is refused with the API's code.
+    let (code, out, err) = federation(
+        Some(url),
+        &[
+            "offers",
+            "publish",
+            "--service",
+            "chat",
+            "--deployment",
+            "dep_missing",
+        ],
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        err.contains("invalid_request") && err.contains("dep_missing"),
+        "{err}"
+    );
+    // A runtime offer needs nothing to exist; it counts against the bound.
+    let (code, out, err) = federation(Some(url), &["offers", "publish", "--runtime", "reference"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("published runtime offer reference-0gpu"),
+        "{out}"
+    );
+    let (code, out, _) = federation(Some(url), &["offers"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("offers (1/256)\n"), "{out}");
+    assert!(out.contains("reference-0gpu"), "{out}");
+
+    let (code, out, err) = federation(Some(url), &["status"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("identity:    verified\n"), "{out}");
+    assert!(
+        out.contains(&format!("cluster:     west ({cluster_id})")),
+        "{out}"
+    );
+    assert!(
+        out.contains("bounds:      peers 0/128, offers 1/256, grants 0/256, operations 0/2048"),
+        "{out}"
+    );
+    let (code, out, _) = federation(Some(url), &["status", "--json"]);
+    assert_eq!(code, 0);
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["identity"], "verified");
+    let (code, out, err) = federation(Some(url), &["offers", "withdraw", "reference-0gpu"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, out, _) = federation(Some(url), &["offers", "--json"]);
+    let offers: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(offers["offers"], serde_json::json!([]));
+
+    // No cluster listens there: nothing is kept.
+    let far = format!("http://127.0.0.1:{}", closed_port());
+    let (code, out, err) = federation(
+        Some(url),
+        &[
+            "join",
+            "--url",
+            &far,
+            "--token",
+            "fjt_whatever",
+            "--label",
+            "east",
+        ],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("NODE_UNAVAILABLE"), "{err}");
+    let (code, out, _) = federation(Some(url), &["peers"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("peers (0/128)\n"), "{out}");
+    let (code, _, err) = federation(Some(url), &["peers", "show", "east"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not_found"), "{err}");
+
+    // A manage call: the operation id is printed before the request is
+    // sent, and named again with the refusal.
+    let (code, out, err) = federation(
+        Some(url),
+        &[
+            "services",
+            "start",
+            "--peer",
+            "east",
+            "--grant",
+            "g1",
+            "--service",
+            "chat",
+            "--revision",
+            "1",
+        ],
+    );
+    assert_eq!(code, 2, "{out}");
+    let operation = out
+        .lines()
+        .find_map(|l| l.strip_prefix("operation "))
+        .and_then(|l| l.split_once(": sending start to east under grant g1"))
+        .map(|(id, _)| id.to_string())
+        .unwrap_or_else(|| panic!("no operation id before sending: {out}"));
+    assert!(
+        operation.starts_with("op_") && operation.len() == 19,
+        "{operation}"
+    );
+    assert!(err.contains("not_found"), "{err}");
+    assert!(err.contains(&operation), "{err}");
+    // A given id is used as it is.
+    let (code, out, _) = federation(
+        Some(url),
+        &[
+            "services",
+            "stop",
+            "--peer",
+            "east",
+            "--grant",
+            "g1",
+            "--service",
+            "chat",
+            "--revision",
+            "1",
+            "--operation-id",
+            "op_mine",
+        ],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        out.starts_with("operation op_mine: sending stop to east"),
+        "{out}"
+    );
+
+    let (code, out, err) = federation(Some(url), &["services"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("remote services (0)"), "{out}");
+    let (code, out, err) = federation(Some(url), &["requests"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("requests (0)\n"), "{out}");
+    let (code, out, err) = federation(Some(url), &["grants"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("grants (0/256)\n"), "{out}");
+    let (code, _, err) = federation(Some(url), &["operations", "east", "op_mine"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not_found"), "{err}");
+    replica.stop().await;
+}
