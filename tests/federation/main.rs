@@ -5,4 +5,5 @@
 //! Needs `SWITCHYARD_TEST_DATABASE_URL`, the built guest components and a
 //! built `switchyard` binary (`scripts/test.sh` provides all three).
 
+mod inference;
 mod pairing;

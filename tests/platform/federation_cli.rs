@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use reqwest::Method;
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::db::fresh_database;
+use switchyard_tests::plugins;
 use switchyard_tests::process::binary;
 use switchyard_tests::replica::Replica;
 
@@ -294,4 +295,178 @@ async fn the_cli_shows_identity_token_offers_and_status_and_the_apis_refusals() 
     assert_eq!(code, 2);
     assert!(err.contains("not_found"), "{err}");
     replica.stop().await;
+}
+
+/// The value of `--json` output.
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clusters_pair_through_the_cli_from_join_to_revoke() {
+    let (west_db, east_db) = (fresh_database().await, fresh_database().await);
+    let (west_dir, east_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let west = Replica::with(&west_db, west_dir.path(), |c| {
+        c.federation_label = Some("west".into());
+        // The link runs on the tunnel component.
+        c.carrier_plugins = Some(plugins::dir());
+    })
+    .await;
+    let east = Replica::with(&east_db, east_dir.path(), |c| {
+        c.federation_label = Some("east".into());
+        // The link runs on the tunnel component.
+        c.carrier_plugins = Some(plugins::dir());
+    })
+    .await;
+    let (w, e) = (Some(west.url.as_str()), Some(east.url.as_str()));
+
+    // The line `token --rotate` prints on east joins from west as it is.
+    let (code, out, err) = federation(e, &["token", "--rotate"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let line = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("switchyard federation "))
+        .unwrap()
+        .to_string();
+    let args: Vec<&str> = line.split(' ').collect();
+    assert_eq!(args[..3], ["join", "--url", east.url.as_str()]);
+    let (code, out, err) = federation(w, &args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("joined\npeer:            east ("), "{out}");
+    assert!(out.contains("link:            up"), "{out}");
+    let (code, out, err) = federation(w, &args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("already joined"), "{out}");
+    let (code, out, _) = federation(w, &["peers"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("peers (1/128)\n"), "{out}");
+    assert!(out.contains("  east ") && out.contains(&east.url), "{out}");
+
+    // west asks; east sees the request and approves exact terms.
+    let (code, out, err) = federation(
+        w,
+        &[
+            "request",
+            "east",
+            "--operations",
+            "inference,inference:manage",
+            "--note",
+            "tests",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("asked east for inference, inference:manage: request req_"),
+        "{out}"
+    );
+    let (code, out, _) = federation(e, &["requests", "--json"]);
+    assert_eq!(code, 0);
+    let requests = json(&out);
+    let request = requests["requests"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(requests["requests"][0]["direction"], "incoming");
+    let (code, out, err) = federation(e, &["offers", "publish", "--runtime", "reference"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = federation(
+        e,
+        &[
+            "approve",
+            &request,
+            "--operations",
+            "inference:manage",
+            "--lifetime",
+            "1h",
+            "--max-concurrent",
+            "2",
+            "--max-requests",
+            "10",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("status:             inactive (state offered)"),
+        "{out}"
+    );
+    let (code, out, _) = federation(w, &["grants", "--json"]);
+    assert_eq!(code, 0);
+    let grant = json(&out)["grants"][0]["id"].as_str().unwrap().to_string();
+
+    // west completes: both signatures, active on both sides with its quota.
+    let (code, out, err) = federation(w, &["complete", &grant]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("status:             active (state active)"),
+        "{out}"
+    );
+    assert!(!out.contains("- (not completed)"), "{out}");
+    for (side, direction) in [(w, "incoming"), (e, "outgoing")] {
+        let (code, out, err) = federation(side, &["status"]);
+        assert_eq!(code, 0, "{out}{err}");
+        let row: Vec<&str> = out
+            .lines()
+            .find(|l| l.contains(&grant))
+            .unwrap_or_else(|| panic!("{out}"))
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            row,
+            [grant.as_str(), direction, "active", "10", "2", "0", "-"],
+            "{out}"
+        );
+    }
+
+    // A managed service outside the grant: refused by the owner, with the
+    // operation id shown first and named again.
+    let (code, out, err) = federation(
+        w,
+        &[
+            "services",
+            "create",
+            "--peer",
+            "east",
+            "--grant",
+            &grant,
+            "--service",
+            "chat",
+            "--model",
+            "m@r",
+            "--runtime",
+            "reference-0gpu",
+            "--machines",
+            "n1",
+        ],
+    );
+    assert_eq!(code, 2, "{out}");
+    let operation = out
+        .strip_prefix("operation ")
+        .and_then(|l| l.split_once(':'))
+        .map(|(id, _)| id)
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(err.contains(operation) && err.contains("403"), "{err}");
+    let (code, out, err) = federation(
+        w,
+        &["services", "list", "--peer", "east", "--grant", &grant],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("(0)"), "{out}");
+
+    // east revokes; west's refresh sees it; both retire it.
+    let (code, out, err) = federation(e, &["revoke", &grant]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with(&format!("revoked grant {grant}: new calls are refused")),
+        "{out}"
+    );
+    let (code, out, err) = federation(w, &["grants", "show", &grant]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("revoked"), "{out}");
+    for side in [w, e] {
+        let (code, out, err) = federation(side, &["grants", "retire", &grant]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let (code, out, err) = federation(w, &["peers", "forget", "east"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, out, _) = federation(w, &["peers", "--json"]);
+    assert_eq!(json(&out)["peers"], serde_json::json!([]));
+    west.stop().await;
+    east.stop().await;
 }

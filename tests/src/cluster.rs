@@ -41,9 +41,18 @@ impl Cluster {
 
     /// [`Cluster::start_on`], with more flags for `serve`.
     pub async fn start_with(nats_url: Option<&str>, serve_extra: &[&str]) -> Self {
+        Self::start_logging(nats_url, serve_extra, None).await
+    }
+
+    /// [`Cluster::start_with`]; with `log`, the frontend logs at `info` into it.
+    pub async fn start_logging(
+        nats_url: Option<&str>,
+        serve_extra: &[&str],
+        log: Option<std::process::Stdio>,
+    ) -> Self {
         let database_url = fresh_database().await;
         let data = tempfile::tempdir().unwrap();
-        let serve = ServeProcess::on_set(&database_url, data.path(), nats_url, serve_extra);
+        let serve = ServeProcess::on_set_to(&database_url, data.path(), nats_url, serve_extra, log);
         let mut cluster = Self {
             serve,
             http: reqwest::Client::new(),

@@ -2,6 +2,7 @@
 //! own database, frontend, worker and reference engine, for the federation
 //! suite: joined, with an offer published and a grant completed.
 
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
@@ -30,9 +31,14 @@ impl Member {
 
     /// [`Member::bare`] with more `serve` flags.
     pub async fn bare_with(label: &str, extra: &[&str]) -> Self {
+        Self::bare_logging(label, extra, None).await
+    }
+
+    /// [`Member::bare_with`]; with `log`, the frontend logs at `info` into it.
+    pub async fn bare_logging(label: &str, extra: &[&str], log: Option<Stdio>) -> Self {
         let mut flags = vec!["--federation-label", label];
         flags.extend(extra);
-        let cluster = Cluster::start_with(None, &flags).await;
+        let cluster = Cluster::start_logging(None, &flags, log).await;
         Self {
             cluster,
             label: label.to_string(),
@@ -44,7 +50,12 @@ impl Member {
     /// A cluster labelled `label` with a worker and a ready deployment of
     /// `demo@r1` on the reference engine, `fields` added to it.
     pub async fn serving(label: &str, fields: Value) -> Self {
-        let mut member = Self::bare(label).await;
+        Self::serving_logging(label, fields, None).await
+    }
+
+    /// [`Member::serving`]; with `log`, the frontend logs at `info` into it.
+    pub async fn serving_logging(label: &str, fields: Value, log: Option<Stdio>) -> Self {
+        let mut member = Self::bare_logging(label, &[], log).await;
         let dir = tempfile::tempdir().unwrap();
         let worker = member
             .cluster
@@ -125,13 +136,18 @@ impl Member {
 
     /// Joins `other` (dialling it), naming it by its label; the peer record.
     pub async fn join(&self, other: &Member) -> Value {
+        self.join_at(other, other.url()).await
+    }
+
+    /// [`Member::join`], dialling `other` at `url` (a proxy in front of it).
+    pub async fn join_at(&self, other: &Member, url: &str) -> Value {
         let token = other.join_token().await;
         let peer = self
             .expect(
                 StatusCode::CREATED,
                 Method::POST,
                 "/api/federation/peers",
-                Some(json!({"url": other.url(), "join_token": token, "label": other.label})),
+                Some(json!({"url": url, "join_token": token, "label": other.label})),
             )
             .await;
         self.until_link_up(&other.label).await;

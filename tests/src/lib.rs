@@ -11,6 +11,7 @@ pub mod http;
 pub mod nats;
 pub mod plugins;
 pub mod process;
+pub mod proxy;
 pub mod replica;
 pub mod switch;
 pub mod tunnel;

@@ -58,6 +58,19 @@ impl ServeProcess {
         nats_url: Option<&str>,
         extra: &[&str],
     ) -> Self {
+        Self::on_set_to(database_url, data_dir, nats_url, extra, None)
+    }
+
+    /// [`ServeProcess::on_set`]; with `log`, the child logs at `info` into
+    /// it (a test reads what the replica wrote) instead of warnings to
+    /// this process's stderr.
+    pub fn on_set_to(
+        database_url: &str,
+        data_dir: &std::path::Path,
+        nats_url: Option<&str>,
+        extra: &[&str],
+        log: Option<Stdio>,
+    ) -> Self {
         let data_dir = data_dir.to_str().expect("a UTF-8 data folder");
         let mut args = vec![
             "--database-url",
@@ -70,12 +83,21 @@ impl ServeProcess {
             args.extend(["--nats-url", url]);
         }
         args.extend(extra);
-        Self::start(&args, &[("SWITCHYARD_ADMIN_TOKEN", crate::ADMIN_TOKEN)])
+        let admin = ("SWITCHYARD_ADMIN_TOKEN", crate::ADMIN_TOKEN);
+        match log {
+            Some(log) => Self::start_to(&args, &[admin, ("RUST_LOG", "info")], log),
+            None => Self::start(&args, &[admin]),
+        }
     }
 
     /// Starts `switchyard serve` with `args` and `env` (an empty value
     /// removes the variable), and waits for "listening on".
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_to(args, env, Stdio::inherit())
+    }
+
+    /// [`ServeProcess::start`] with the child's log (stderr) sent to `stderr`.
+    pub fn start_to(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Self {
         let mut command = Command::new(binary());
         command
             .arg("serve")
@@ -83,7 +105,7 @@ impl ServeProcess {
             .args(args)
             .env("RUST_LOG", log_filter())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         for (k, v) in env {
             match v.is_empty() {
                 true => command.env_remove(k),

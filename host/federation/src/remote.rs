@@ -157,6 +157,15 @@ impl Federation {
     }
 }
 
+/// The status of a call outside its grant: 429 while every concurrent
+/// slot is taken (trying again later helps), else 403.
+fn refusal_status(code: &str) -> u16 {
+    match code {
+        "concurrency_exhausted" => 429,
+        _ => 403,
+    }
+}
+
 /// A concurrency slot held until dropped, however the call ends.
 pub(crate) struct Slot {
     store: Store,
@@ -228,7 +237,14 @@ impl Federation {
         };
         let grant = self.owned_grant(peer_id, grant_id).await.map_err(denied)?;
         let (wit, usage) = wit_grant(&grant);
-        let charge = self.host.judge(call, wit, usage).await?;
+        let charge = self
+            .host
+            .judge(call, wit, usage)
+            .await
+            .map_err(|denied| Denied {
+                status: refusal_status(&denied.code),
+                ..denied
+            })?;
         let cost = Cost {
             requests: charge.requests,
             concurrent: charge.concurrent,
@@ -251,10 +267,7 @@ impl Federation {
                 },
             )),
             Err(refused) => Err(Denied {
-                status: match refused {
-                    switchyard_store::federation::ChargeRefused::Concurrency => 429,
-                    _ => 403,
-                },
+                status: refusal_status(refused.code()),
                 code: refused.code().to_string(),
                 message: format!("the call is outside grant {grant_id}: {}", refused.code()),
             }),

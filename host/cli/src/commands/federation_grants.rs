@@ -226,7 +226,7 @@ pub fn render_grant(g: &GrantRecord, now_ms: u64) -> String {
     let t = &g.terms;
     let mut out = String::new();
     let mut field = |name: &str, value: String| {
-        out.push_str(&format!("{:<18}{value}\n", format!("{name}:")));
+        out.push_str(&format!("{:<20}{value}\n", format!("{name}:")));
     };
     field("grant", g.id.clone());
     field("peer", format!("{} ({})", g.peer, g.direction.as_str()));

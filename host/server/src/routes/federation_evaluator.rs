@@ -12,19 +12,11 @@ use serde_json::{Value, json};
 use switchyard_protocol::admin::{Rollback, SetEvaluator};
 use switchyard_store::admission::Generation;
 
-use crate::auth::{Admin, Authorized, Scope};
+use crate::auth::{Admin, Authorized, FederationManage};
 use crate::error::ApiResult;
 use crate::extract::ApiJson;
 use crate::grant_evaluator::{EvaluatorBinding, HISTORY, POINT, SHIPPED};
 use crate::state::AppState;
-
-/// `federation:manage` (or `admin`): reading federation's state.
-#[derive(Debug, Clone, Copy)]
-pub struct FederationManage;
-
-impl Scope for FederationManage {
-    const NAME: &'static str = "federation:manage";
-}
 
 /// Binds the cluster's grant evaluator: a new generation. The component
 /// is loaded and its settings validated here first; nothing is stored

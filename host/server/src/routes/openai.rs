@@ -268,17 +268,21 @@ pub async fn serve_federated(state: &AppState, call: switchyard_federation::Loca
             .flatten()
             .min();
         let target = Target::route(&state.routing, &call.model)?;
-        let body = request.body(
-            limit
-                .map(|max_tokens| InferencePatch {
-                    max_tokens: Some(max_tokens),
-                })
-                .as_ref(),
-        )?;
+        let body = request.body_for(&call.model, limit)?;
         target.send(state, endpoint.path(), body, 0).await
     };
     let answered: Result<Response, ProxyError> = answered.await;
+    let outcome = answered
+        .as_ref()
+        .err()
+        .map_or("answered", ProxyError::code)
+        .to_string();
     let response = answered.unwrap_or_else(IntoResponse::into_response);
+    tracing::info!(
+        caller = %caller.key_id, grant = %call.grant, service = %call.service,
+        outcome, status = response.status().as_u16(),
+        "federated call answered"
+    );
     state.inference.answered(
         model_label(Some(&call.model), |m| {
             state.routing.models().contains_key(m)

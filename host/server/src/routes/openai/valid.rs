@@ -118,15 +118,32 @@ impl ValidRequest {
     /// are the exception, and keeping every field of every request for
     /// them would cost each unpatched request the allocations saved above.
     pub fn body(&self, patch: Option<&InferencePatch>) -> Result<Bytes, ProxyError> {
-        let Some(limit) = patch.and_then(|p| p.max_tokens) else {
-            return Ok(self.body.clone());
-        };
+        match patch.and_then(|p| p.max_tokens) {
+            None => Ok(self.body.clone()),
+            Some(limit) => self.rewritten(Some(limit), None),
+        }
+    }
+
+    /// The body for a call a peer's grant admitted: the model is the name
+    /// the service's deployment serves (the client named
+    /// `<peer>/<service>`, which an engine that checks the name refuses),
+    /// and the limit, if any, applied.
+    pub fn body_for(&self, model: &str, limit: Option<u32>) -> Result<Bytes, ProxyError> {
+        self.rewritten(limit, Some(model))
+    }
+
+    fn rewritten(&self, limit: Option<u32>, model: Option<&str>) -> Result<Bytes, ProxyError> {
         let mut body: serde_json::Map<String, serde_json::Value> =
             serde_json::from_slice(&self.body).map_err(ProxyError::internal)?;
-        body.insert("max_tokens".into(), limit.into());
-        // Engines that read the newer name must see the limit too.
-        if let Some(newer) = body.get_mut("max_completion_tokens") {
-            *newer = limit.into();
+        if let Some(limit) = limit {
+            body.insert("max_tokens".into(), limit.into());
+            // Engines that read the newer name must see the limit too.
+            if let Some(newer) = body.get_mut("max_completion_tokens") {
+                *newer = limit.into();
+            }
+        }
+        if let Some(model) = model {
+            body.insert("model".into(), model.into());
         }
         serde_json::to_vec(&body)
             .map(Bytes::from)
