@@ -6,4 +6,5 @@
 //! built `switchyard` binary (`scripts/test.sh` provides all three).
 
 mod inference;
+mod manage;
 mod pairing;
