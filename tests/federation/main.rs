@@ -5,6 +5,8 @@
 //! Needs `SWITCHYARD_TEST_DATABASE_URL`, the built guest components and a
 //! built `switchyard` binary (`scripts/test.sh` provides all three).
 
+mod bounds;
+mod identity;
 mod inference;
 mod manage;
 mod pairing;

@@ -30,8 +30,13 @@ async fn a_managed_service_is_created_started_used_drained_stopped_and_removed()
         json!({"resource": {"kind": "machine", "node": node}}),
         json!({"id": "ref", "resource": {"kind": "runtime", "engine": "reference", "gpus_per_replica": 0}}),
     ] {
-        beta.expect(StatusCode::CREATED, Method::POST, "/api/federation/offers", Some(offer))
-            .await;
+        beta.expect(
+            StatusCode::CREATED,
+            Method::POST,
+            "/api/federation/offers",
+            Some(offer),
+        )
+        .await;
     }
     let spec = json!({"models": ["demo@r1"], "machines": [node], "lifetime_s": 3600,
                       "operations": ["inference", "inference:manage"],
@@ -84,7 +89,11 @@ async fn a_managed_service_is_created_started_used_drained_stopped_and_removed()
     assert_eq!(receipt["status"], 201);
     assert_eq!(receipt["outcome"], created);
     let (status, unknown) = alpha
-        .call(Method::GET, "/api/federation/peers/beta/operations/op-never", None)
+        .call(
+            Method::GET,
+            "/api/federation/peers/beta/operations/op-never",
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{unknown}");
 
@@ -124,11 +133,17 @@ async fn a_managed_service_is_created_started_used_drained_stopped_and_removed()
         ok.then_some(body)
     })
     .await;
-    assert!(answered["choices"][0]["message"]["content"].is_string(), "{answered}");
+    assert!(
+        answered["choices"][0]["message"]["content"].is_string(),
+        "{answered}"
+    );
 
     // Drained: new calls refused; then stopped and removed.
     let mut revision = started["revision"].as_i64().unwrap();
-    for (op, action, state) in [("op-drain", "drain", "draining"), ("op-stop", "stop", "stopped")] {
+    for (op, action, state) in [
+        ("op-drain", "drain", "draining"),
+        ("op-stop", "stop", "stopped"),
+    ] {
         let (status, moved) = manage(
             &alpha,
             &beta,
@@ -174,5 +189,9 @@ async fn a_managed_service_is_created_started_used_drained_stopped_and_removed()
         .expect(StatusCode::OK, Method::GET, "/api/deployments", None)
         .await;
     let left = deployments["deployments"].as_array().unwrap();
-    assert_eq!(left.len(), 1, "only beta's own deployment is left: {deployments}");
+    assert_eq!(
+        left.len(),
+        1,
+        "only beta's own deployment is left: {deployments}"
+    );
 }
