@@ -3,7 +3,8 @@
 # benchmark table (see docs/benchmarks.md for the recorded figures).
 # Arguments select sections: latency, activation, swap, idle-memory, nats,
 # pgbus, tunnel, lanes, routing (both carrier sets), staging, switch (the
-# live carrier switch under chat load).
+# live carrier switch under chat load), federation (a remote chat completion
+# through the link between two clusters beside the owner directly).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh

@@ -10,3 +10,4 @@ mod identity;
 mod inference;
 mod manage;
 mod pairing;
+mod replicas;

@@ -14,9 +14,12 @@
 //! 8. (`routing`) OpenAI requests through the frontend beside straight to the engine;
 //! 9. (`staging`) a verified model copy to a worker beside `sha256sum` + `cp`;
 //! 10. (`switch`) the live carrier switch under chat load: request → commit
-//!     and commit → settled per direction, failures, losses and repeats.
+//!     and commit → settled per direction, failures, losses and repeats;
+//! 11. (`federation`) a remote chat completion through the link between two
+//!     clusters beside the same request on the owner directly.
 
 mod activation;
+mod federation;
 mod fixtures;
 mod idle_memory;
 mod lanes;
@@ -32,7 +35,7 @@ mod switch;
 mod tunnel;
 
 /// Every section, by the name `switchyard-bench <name>...` selects it with.
-const SECTIONS: [(&str, fn()); 11] = [
+const SECTIONS: [(&str, fn()); 12] = [
     ("latency", latency::run),
     ("activation", activation::run),
     ("swap", swap::run),
@@ -44,6 +47,7 @@ const SECTIONS: [(&str, fn()); 11] = [
     ("routing", routing::run),
     ("staging", staging::run),
     ("switch", switch::run),
+    ("federation", federation::run),
 ];
 
 fn main() {

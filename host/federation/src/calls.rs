@@ -74,20 +74,11 @@ impl Federation {
     /// [`Federation::call`] with the answer as it came.
     pub(crate) async fn call_raw(&self, peer_id: &str, call: &LinkCall) -> FedResult<LinkAnswer> {
         self.cluster.key()?;
-        let session = self
-            .links
-            .session(peer_id, Lane::Inference)
-            .ok_or_else(|| {
-                FederationError::unavailable("the link to the peer is down; nothing was sent")
-            })?;
         let request = serde_json::to_vec(call).map_err(FederationError::internal)?;
         let exchange = async {
-            let mut reader = session
-                .call(CALL_SERVICE, Bytes::from(request))
-                .await
-                .map_err(|e| {
-                    FederationError::unavailable(format!("the peer did not take the call: {e}"))
-                })?;
+            let mut reader = self
+                .open_call(peer_id, Lane::Inference, CALL_SERVICE, Bytes::from(request))
+                .await?;
             let body = reader.read_to_end(MAX_CALL).await.map_err(|e| {
                 FederationError::unavailable(format!(
                     "the link broke before the peer answered; the outcome is uncertain: {e}"

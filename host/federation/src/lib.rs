@@ -19,6 +19,7 @@
 //! - `remote`: remote inference, both sides.
 //! - `manage`: managed services on the owner, with operation receipts.
 //! - `status`: what `GET /api/federation/status` shows.
+//! - `metrics`: federation's Prometheus series.
 //! - [`receipt`]: a grant's acceptance receipt, signed by both keys.
 //! - [`error`]: what an action answers when it does not go ahead.
 
@@ -30,6 +31,7 @@ pub mod identity;
 mod join;
 mod links;
 mod manage;
+mod metrics;
 mod pairing;
 pub mod proof;
 pub mod receipt;
@@ -43,6 +45,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use switchyard_carrier::ComponentSpec;
+use switchyard_carrier::tunnel::Relay;
 use switchyard_runtime::Runtime;
 use switchyard_runtime::grant::{Charge, FederatedCall, Grant, Usage};
 use switchyard_store::Store;
@@ -128,6 +131,10 @@ pub trait Host: Send + Sync + 'static {
 
     /// The tunnel component links run on, and the runtime it runs in.
     fn tunnel(&self) -> Option<(Arc<Runtime>, ComponentSpec)>;
+
+    /// Streams to a peer whose link another replica of this cluster holds
+    /// (keyed by the peer's id).
+    fn relay(&self) -> Option<Relay>;
 }
 
 /// A replica's federation: its identity, its links, and every action the
@@ -141,6 +148,8 @@ pub struct Federation {
     /// Handshakes answered at once: each may hold a socket for a while
     /// before its dialer proves anything.
     handshakes: Arc<tokio::sync::Semaphore>,
+    /// Calls judged here, for `/metrics`.
+    calls: metrics::CallCounts,
 }
 
 /// The most link handshakes a replica answers at once.
@@ -170,6 +179,7 @@ impl Federation {
             links: Links::default(),
             host,
             handshakes: Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES)),
+            calls: Default::default(),
         });
         Ok((federation, first_token))
     }
@@ -183,6 +193,11 @@ impl Federation {
     /// taken (the link endpoint answers 503 then).
     pub fn handshake_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
         self.handshakes.clone().try_acquire_owned().ok()
+    }
+
+    /// The links this replica holds.
+    pub fn links(&self) -> &Links {
+        &self.links
     }
 
     /// This replica's identity.

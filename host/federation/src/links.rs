@@ -10,13 +10,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures::{Sink, SinkExt, StreamExt};
 use switchyard_carrier::stream_seam::{Acceptor, Lane};
 use switchyard_carrier::tunnel::websocket::{self, Codec, Received};
 use switchyard_carrier::tunnel::{Side, TunnelSession};
-use switchyard_carrier::{Refusal as StreamRefusal, Stream};
+use switchyard_carrier::{Refusal as StreamRefusal, Stream, StreamReader};
 use switchyard_protocol::federation::{CALL_SERVICE, INFERENCE_SERVICE, LinkState, Peer};
 use switchyard_protocol::link::LinkPurpose;
+use switchyard_store::federation::DiallerLock;
 use tokio::sync::watch;
 
 use crate::handshake::{self, Incoming, Local, PeerIdentity, Refusal};
@@ -29,6 +31,8 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How often the keeper looks at the identity and the links.
 const TICK: Duration = Duration::from_secs(1);
+/// How often a replica that does not dial tries the dialler lock.
+const LOCK_RETRY: Duration = Duration::from_secs(5);
 /// A replica silent this long has its concurrency slots released.
 const DEAD_REPLICA: Duration = Duration::from_secs(15);
 
@@ -202,6 +206,40 @@ async fn start_session(
 }
 
 impl Federation {
+    /// Opens a stream to the peer's `service` on `lane` with all of
+    /// `request` sent along: over the link held here, else through the
+    /// replica of this cluster that holds it (the relay the workers'
+    /// sessions use). Answers the reader of the peer's answer.
+    pub(crate) async fn open_call(
+        &self,
+        peer_id: &str,
+        lane: Lane,
+        service: &str,
+        request: Bytes,
+    ) -> Result<StreamReader, FederationError> {
+        if let Some(session) = self.links.session(peer_id, lane) {
+            return session.call(service, request).await.map_err(|e| {
+                FederationError::unavailable(format!("the peer did not take the call: {e}"))
+            });
+        }
+        let relay = self.host.relay().ok_or_else(|| {
+            FederationError::unavailable("the link to the peer is down; nothing was sent")
+        })?;
+        relay(
+            peer_id.to_string(),
+            lane,
+            service.to_string(),
+            Some(request),
+        )
+        .await
+        .map(|stream| stream.reader)
+        .map_err(|e| {
+            FederationError::unavailable(format!(
+                "the link to the peer is not up on any replica ({e}); nothing was sent"
+            ))
+        })
+    }
+
     /// Dials `url` on `lane` and proves both keys; `expect` judges the
     /// listener's identity. Answers the peer and the session, held by the
     /// caller's [`Federation::hold`].
@@ -433,6 +471,8 @@ pub struct Dialled {
 pub(crate) async fn keep(federation: Arc<Federation>, mut stop: watch::Receiver<bool>) {
     let mut dials: HashMap<(String, Lane), Redial> = HashMap::new();
     let mut last_sweep = Instant::now();
+    let mut dialler: Option<DiallerLock> = None;
+    let mut last_try: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = stop.changed() => break,
@@ -454,6 +494,22 @@ pub(crate) async fn keep(federation: Arc<Federation>, mut stop: watch::Receiver<
             if let Err(e) = federation.store.release_dead_slots(DEAD_REPLICA).await {
                 tracing::warn!(error = %e, "federation: dead replicas' slots not released");
             }
+        }
+        // One replica dials each peer: the one holding the dialler lock.
+        if !dialler.as_ref().is_some_and(DiallerLock::is_held)
+            && last_try.is_none_or(|at| at.elapsed() >= LOCK_RETRY)
+        {
+            last_try = Some(Instant::now());
+            dialler = match federation.store.try_dialler_lock().await {
+                Ok(lock) => lock,
+                Err(e) => {
+                    tracing::warn!(error = %e, "federation: the dialler lock was not tried");
+                    None
+                }
+            };
+        }
+        if !dialler.as_ref().is_some_and(DiallerLock::is_held) {
+            continue;
         }
         let peers = match federation.store.peers().await {
             Ok(peers) => peers,

@@ -130,12 +130,6 @@ impl Federation {
         tokens: u64,
         body: &[u8],
     ) -> FedResult<StreamReader> {
-        let session = self
-            .links
-            .session(&target.peer_id, Lane::Inference)
-            .ok_or_else(|| {
-                FederationError::unavailable("the link to the peer is down; nothing was sent")
-            })?;
         let head = InferenceCall {
             grant: target.grant.clone(),
             service: target.service.clone(),
@@ -148,12 +142,13 @@ impl Federation {
         let mut message = message.into_inner();
         message.put_u8(b'\n');
         message.extend_from_slice(body);
-        session
-            .call(INFERENCE_SERVICE, message.freeze())
-            .await
-            .map_err(|e| {
-                FederationError::unavailable(format!("the peer did not take the call: {e}"))
-            })
+        self.open_call(
+            &target.peer_id,
+            Lane::Inference,
+            INFERENCE_SERVICE,
+            message.freeze(),
+        )
+        .await
     }
 }
 
@@ -225,6 +220,21 @@ impl Federation {
     /// Judges `call` against the owner's grant and charges it: the
     /// evaluator, then the counters. Answers the slot to hold.
     pub(crate) async fn admit_call(
+        &self,
+        peer_id: &str,
+        grant_id: &str,
+        call: FederatedCall,
+    ) -> Result<(GrantRecord, Slot), Denied> {
+        let admitted = self.judge_and_charge(peer_id, grant_id, call).await;
+        let outcome = match &admitted {
+            Ok(_) => "admitted",
+            Err(denied) => denied.code.as_str(),
+        };
+        self.calls.count(grant_id, outcome);
+        admitted
+    }
+
+    async fn judge_and_charge(
         &self,
         peer_id: &str,
         grant_id: &str,

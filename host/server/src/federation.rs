@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use switchyard_carrier::ComponentSpec;
+use switchyard_carrier::tunnel::Relay;
 use switchyard_federation::{Denied, Federation, FederationConfig, Host, LocalAnswer, LocalCall};
 use switchyard_runtime::Runtime;
 use switchyard_runtime::grant::{Charge, FederatedCall, Grant, Usage};
@@ -22,6 +23,7 @@ use crate::state::AppState;
 pub struct ServerHost {
     evaluator: Arc<GrantEvaluator>,
     carriers: Option<Arc<Carriers>>,
+    relay: Relay,
     /// Set once the state exists (it holds the federation that holds this).
     state: OnceLock<Weak<AppState>>,
 }
@@ -83,6 +85,10 @@ impl Host for ServerHost {
         })
     }
 
+    fn relay(&self) -> Option<Relay> {
+        Some(self.relay.clone())
+    }
+
     fn tunnel(&self) -> Option<(Arc<Runtime>, ComponentSpec)> {
         let carriers = self.carriers.as_ref()?;
         let spec = carriers.tunnel.load_full()?;
@@ -100,9 +106,11 @@ pub async fn start(
     evaluator: Arc<GrantEvaluator>,
     carriers: Option<Arc<Carriers>>,
 ) -> anyhow::Result<(Arc<Federation>, Arc<ServerHost>)> {
+    let relay = crate::carriers::relay::link_relay(store.clone(), instance_id.to_string()).await?;
     let host = Arc::new(ServerHost {
         evaluator,
         carriers,
+        relay,
         state: OnceLock::new(),
     });
     let label = config.federation_label.clone().unwrap_or_else(|| {

@@ -149,8 +149,33 @@ impl Missed {
     }
 }
 
+/// Finds the replica holding a session: its address, from the database.
+type Lookup = for<'a> fn(
+    &'a Store,
+    &'a str,
+    &'a str,
+    Lane,
+) -> futures::future::BoxFuture<'a, Result<Arc<str>, Refusal>>;
+
 /// The relay this replica uses for nodes it does not hold.
 pub async fn relay(store: Store, instance_id: String) -> anyhow::Result<Relay> {
+    relay_through(store, instance_id, |store, me, node, lane| {
+        Box::pin(holder(store, me, node, lane))
+    })
+    .await
+}
+
+/// The relay this replica uses for federation links another replica
+/// holds, keyed by the peer's id (the holder serves them at the same
+/// `GET /api/cluster/relay`).
+pub async fn link_relay(store: Store, instance_id: String) -> anyhow::Result<Relay> {
+    relay_through(store, instance_id, |store, me, peer, _lane| {
+        Box::pin(link_holder(store, me, peer))
+    })
+    .await
+}
+
+async fn relay_through(store: Store, instance_id: String, lookup: Lookup) -> anyhow::Result<Relay> {
     let secret: Arc<str> = store.relay_secret().await?.into();
     let holders = Arc::new(Holders::new(HOLDER_TTL));
     Ok(Arc::new(
@@ -158,7 +183,7 @@ pub async fn relay(store: Store, instance_id: String) -> anyhow::Result<Relay> {
             let (store, secret, instance_id) = (store.clone(), secret.clone(), instance_id.clone());
             let holders = holders.clone();
             Box::pin(async move {
-                let lookup = holder(&store, &instance_id, &node, lane);
+                let lookup = lookup(&store, &instance_id, &node, lane);
                 let (secret, node, service, request) = (&secret, &node, &service, &request);
                 let dial = |address: Arc<str>| async move {
                     dial(&address, secret, node, lane, service, request.as_ref()).await
@@ -193,6 +218,24 @@ async fn holder(
         Refusal::NotDelivered(format!("replica {} has no address", owner.instance_id))
     })?;
     Ok(address.into())
+}
+
+/// The address of the replica holding a federation link, from the database.
+async fn link_holder(store: &Store, instance_id: &str, peer: &str) -> Result<Arc<str>, Refusal> {
+    let holder = store
+        .link_holder(peer)
+        .await
+        .map_err(|e| Refusal::NotDelivered(format!("looking up the link's holder: {e}")))?
+        .ok_or_else(|| Refusal::NotDelivered("no replica holds the link".into()))?;
+    match holder {
+        (held_by, _) if held_by == instance_id => Err(Refusal::NotDelivered(
+            "the link was held here and has ended".into(),
+        )),
+        (held_by, None) => Err(Refusal::NotDelivered(format!(
+            "replica {held_by} has no address"
+        ))),
+        (_, Some(address)) => Ok(address.into()),
+    }
 }
 
 /// Dials the holder at `address` for a stream to the node's `service`.

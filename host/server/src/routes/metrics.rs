@@ -57,6 +57,9 @@ pub async fn metrics(
     state.inference.render(&mut out);
     plugin_instances(&state, &mut out);
     cluster(&state, &mut out).await;
+    if let Some(federation) = &state.federation {
+        federation.render_metrics(&mut out).await;
+    }
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out))
 }
 

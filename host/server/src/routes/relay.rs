@@ -52,12 +52,17 @@ pub async fn relay(
     let lane = Lane::parse(&params.lane)
         .ok_or_else(|| ApiError::invalid_request("lane must be 'inference' or 'bulk'"))?;
     let registry = state.carriers.as_ref().map(|c| c.sessions.clone());
+    let federation = state.federation.clone();
     Ok(upgrade
         .write_buffer_size(WEBSOCKET_BUFFER)
         .max_message_size(WEBSOCKET_BUFFER)
         .on_upgrade(move |socket| async move {
             // Only a session held here: a relay never relays again.
-            let opened = match registry.and_then(|r| r.local(&params.node, lane)) {
+            // A worker's session, or a federation link (keyed by the peer's id).
+            let held = registry
+                .and_then(|r| r.local(&params.node, lane))
+                .or_else(|| federation.and_then(|f| f.links().session(&params.node, lane)));
+            let opened = match held {
                 Some(session) => session.open(&params.service).await,
                 None => Err(Refusal::NotDelivered(format!(
                     "this replica no longer holds node {}'s {} session",

@@ -16,7 +16,7 @@ mod services;
 
 pub use grants::{Charged, Cost, Refused as ChargeRefused};
 pub use operations::Begun;
-pub use peers::NewPeer;
+pub use peers::{DiallerLock, NewPeer};
 
 use switchyard_protocol::federation::{Bounds, MAX_GRANTS, MAX_OFFERS, MAX_OPERATIONS, MAX_PEERS};
 

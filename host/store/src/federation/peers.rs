@@ -30,6 +30,25 @@ fn peer(row: &tokio_postgres::Row) -> Peer {
     }
 }
 
+/// The advisory lock of the replica that dials the cluster's links.
+const DIALLER_LOCK: i64 = 0x0073_7966_6564_6961;
+
+/// The link dialler lock, held while this lives.
+pub struct DiallerLock(tokio_postgres::Client);
+
+impl std::fmt::Debug for DiallerLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiallerLock").finish_non_exhaustive()
+    }
+}
+
+impl DiallerLock {
+    /// Whether the lock is still held (its connection is open).
+    pub fn is_held(&self) -> bool {
+        !self.0.is_closed()
+    }
+}
+
 /// A new peer.
 #[derive(Debug, Clone)]
 pub struct NewPeer<'a> {
@@ -161,18 +180,34 @@ impl Store {
         Ok(())
     }
 
-    /// The replica holding a peer's link, if it is up.
-    pub async fn link_holder(&self, peer_id: &str) -> Result<Option<String>, StoreError> {
+    /// The replica holding a peer's link, and its address, if the link is up.
+    pub async fn link_holder(
+        &self,
+        peer_id: &str,
+    ) -> Result<Option<(String, Option<String>)>, StoreError> {
         let row = self
             .conn()
             .await?
             .query_opt(
-                "SELECT link_instance FROM federation_peers \
-                 WHERE id = $1 AND link_state = 'up'",
+                "SELECT p.link_instance, i.address FROM federation_peers p \
+                 JOIN instances i ON i.id = p.link_instance \
+                 WHERE p.id = $1 AND p.link_state = 'up'",
                 &[&peer_id],
             )
             .await?;
-        Ok(row.and_then(|row| row.get(0)))
+        Ok(row.map(|row| (row.get(0), row.get(1))))
+    }
+
+    /// Takes the cluster's link dialler lock on a connection of its own,
+    /// if no other replica holds it: one replica dials each peer, so two
+    /// clusters share one link; the others relay through it. The lock
+    /// ends with the connection (the replica died): another takes it.
+    pub async fn try_dialler_lock(&self) -> Result<Option<DiallerLock>, StoreError> {
+        let client = self.dedicated().await?;
+        let row = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&DIALLER_LOCK])
+            .await?;
+        Ok(row.get::<_, bool>(0).then_some(DiallerLock(client)))
     }
 
     /// Forgets a peer: its requests, grants (and their slots), operation
