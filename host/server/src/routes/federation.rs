@@ -172,6 +172,7 @@ pub async fn link(
         (status = 400, description = "`invalid_request`"),
         (status = 401, description = "`invalid_join_token`: the peer refused the token"),
         (status = 409, description = "`identity_conflict`: a known label or URL shows another key (the peer on record is untouched); `limit_reached`"),
+        (status = 502, description = "`link_refused`: the peer refused the handshake for another reason"),
         (status = 503, description = "`NODE_UNAVAILABLE`: the peer cannot be reached; `identity_missing` / `identity_mismatch`"),
     ))]
 pub async fn join(

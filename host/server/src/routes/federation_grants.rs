@@ -74,6 +74,7 @@ pub async fn discard(
         (status = 201, body = GrantRecord),
         (status = 400, description = "`invalid_request`: a resource this cluster does not offer"),
         (status = 403, description = "`forbidden`: delegating an operation needs its scope"),
+        (status = 404, description = "`not_found`: no such request"),
         (status = 409, description = "`request_not_pending`; `limit_reached` (256 grants)"),
         (status = 503, description = "`NODE_UNAVAILABLE`: the peer could not be told; nothing is kept"),
     ))]
@@ -99,6 +100,7 @@ pub async fn approve(
         (status = 201, body = GrantRecord),
         (status = 400, description = "`invalid_request`"),
         (status = 403, description = "`forbidden`: delegating an operation needs its scope"),
+        (status = 404, description = "`not_found`: no such peer"),
         (status = 409, description = "`limit_reached` (256 grants)"),
         (status = 503, description = "`NODE_UNAVAILABLE`"),
     ))]
@@ -145,6 +147,7 @@ pub async fn grant(
     responses(
         (status = 200, body = GrantRecord),
         (status = 403, description = "`bad_signature`: the owner's signature does not verify"),
+        (status = 404, description = "`not_found`"),
         (status = 409, description = "`grant_not_offered`"),
         (status = 503, description = "`NODE_UNAVAILABLE`"),
     ))]
@@ -179,7 +182,11 @@ pub async fn revoke(
 #[utoipa::path(post, path = "/api/federation/grants/{id}/refresh", tag = "federation",
     security(("bearer" = [])),
     params(("id" = String, Path, description = "the grant")),
-    responses((status = 200, body = GrantRecord), (status = 503, description = "`NODE_UNAVAILABLE`")))]
+    responses(
+        (status = 200, body = GrantRecord),
+        (status = 404, description = "`not_found`; `grant_not_found`: the owner no longer has it"),
+        (status = 503, description = "`NODE_UNAVAILABLE`"),
+    ))]
 pub async fn refresh(
     _caller: Authorized<FederationManage>,
     State(state): State<Arc<AppState>>,

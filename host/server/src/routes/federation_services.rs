@@ -47,6 +47,7 @@ pub async fn remote_services(
         (status = 200, description = "the service after the change", body = ManagedService),
         (status = 201, description = "created", body = ManagedService),
         (status = 403, description = "outside the grant: the evaluator's code"),
+        (status = 404, description = "`not_found`: no such peer; `service_not_found`, `grant_not_found` on the owner"),
         (status = 409, description = "`operation_conflict`: the id was used for another request; `operation_in_progress`; `revision_changed`; `service_not_stopped`; `limit_reached`"),
         (status = 503, description = "`NODE_UNAVAILABLE`: the link is down, or broke (the outcome is uncertain: inspect the operation)"),
     ))]
@@ -80,7 +81,11 @@ pub struct ServicesQuery {
     security(("bearer" = [])),
     params(("peer" = String, Path, description = "the owner's id or label"),
            ("grant" = String, Query, description = "the grant")),
-    responses((status = 200, description = "`{services: [...]}`"), (status = 503, description = "`NODE_UNAVAILABLE`")))]
+    responses(
+        (status = 200, description = "`{services: [...]}`"),
+        (status = 404, description = "`not_found`: no such peer; `grant_not_found`: the owner has no such grant for this cluster"),
+        (status = 503, description = "`NODE_UNAVAILABLE`"),
+    ))]
 pub async fn peer_services(
     _caller: Authorized<FederationManage>,
     State(state): State<Arc<AppState>>,
