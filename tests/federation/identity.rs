@@ -1,7 +1,8 @@
 //! The cluster key lives in a file: removing it suspends federation
 //! (`identity_missing`), another key in its place too (`identity_mismatch`,
 //! what a restored backup with a new key sees); links close and federated
-//! calls are refused until the cluster's own key is back.
+//! calls are refused until the cluster's own key is back, or a new key is
+//! adopted and the peers pair again.
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -106,4 +107,53 @@ async fn a_removed_or_swapped_key_suspends_federation() {
     })
     .await;
     assert!(answered["choices"].is_array(), "{answered}");
+
+    // The key lost for good: a new one is adopted explicitly. The peer,
+    // paired with the old key, refuses the new one until both sides forget
+    // each other and alpha joins again.
+    write_key(&path, &std::fs::read(&other).unwrap());
+    until_state(&alpha, "identity_mismatch").await;
+    let adopted = alpha
+        .expect(
+            StatusCode::OK,
+            Method::POST,
+            "/api/federation/identity/adopt",
+            None,
+        )
+        .await;
+    assert_ne!(adopted["public_key"], public_key, "{adopted}");
+    until_state(&alpha, "verified").await;
+    let refused = eventually("beta never refused the new key", || async {
+        let peer = alpha
+            .expect(
+                StatusCode::OK,
+                Method::GET,
+                "/api/federation/peers/beta",
+                None,
+            )
+            .await;
+        let error = peer["link"]["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        error.contains("unknown_peer").then_some(error)
+    })
+    .await;
+    assert!(refused.contains("unknown_peer"), "{refused}");
+    alpha
+        .expect(
+            StatusCode::NO_CONTENT,
+            Method::DELETE,
+            "/api/federation/peers/beta",
+            None,
+        )
+        .await;
+    beta.expect(
+        StatusCode::NO_CONTENT,
+        Method::DELETE,
+        "/api/federation/peers/alpha",
+        None,
+    )
+    .await;
+    alpha.join(&beta).await;
 }

@@ -6,6 +6,7 @@
 //! built `switchyard` binary (`scripts/test.sh` provides all three).
 
 mod bounds;
+mod chains;
 mod identity;
 mod inference;
 mod manage;

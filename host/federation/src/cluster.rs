@@ -127,6 +127,22 @@ impl Cluster {
         Ok(changed)
     }
 
+    /// Makes the key in this replica's file the cluster's (a restored
+    /// backup, a lost key): the stored public key is replaced. Peers paired
+    /// with the old key refuse the new one, so each must be forgotten and
+    /// joined again, explicitly; nothing of the old key comes back.
+    pub async fn adopt(&self, store: &Store) -> FedResult<()> {
+        let key = ClusterKey::load_file(&self.path).map_err(|e| {
+            FederationError::new(409, "identity_missing", format!("no key to adopt: {e}"))
+        })?;
+        store
+            .replace_federation_public_key(&key.public_key())
+            .await?;
+        self.refresh(store).await?;
+        tracing::warn!("a new cluster key was adopted; every peer must pair again");
+        Ok(())
+    }
+
     /// The key, when it is the cluster's; otherwise 503 with the state as
     /// the code.
     pub fn key(&self) -> FedResult<Arc<ClusterKey>> {

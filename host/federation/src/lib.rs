@@ -129,6 +129,17 @@ pub trait Host: Send + Sync + 'static {
     /// the call to the service's deployment.
     fn serve(&self, call: LocalCall) -> BoxFuture<'static, Result<LocalAnswer, Denied>>;
 
+    /// Runs the `federation` chain on a call that is not inference (a
+    /// managed service's change): `peer`'s label, the grant, the service
+    /// and the model revision it names.
+    fn admit(
+        &self,
+        peer: String,
+        grant: String,
+        service: String,
+        model: Option<String>,
+    ) -> BoxFuture<'static, Result<(), Denied>>;
+
     /// The tunnel component links run on, and the runtime it runs in.
     fn tunnel(&self) -> Option<(Arc<Runtime>, ComponentSpec)>;
 

@@ -151,8 +151,19 @@ impl Federation {
             model_bytes: 0,
             tokens: 0,
         };
+        let model = judged.model.clone();
         let (_, _slot) = self
             .admit_call(peer_id, &call.grant, judged)
+            .await
+            .map_err(|d| FederationError::new(d.status, d.code, d.message))?;
+        // The `federation` chain judges every incoming federated call.
+        self.host
+            .admit(
+                peer.label.clone(),
+                call.grant.clone(),
+                service.clone(),
+                model,
+            )
             .await
             .map_err(|d| FederationError::new(d.status, d.code, d.message))?;
         if let Some((managed, _)) = &current

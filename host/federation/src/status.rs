@@ -168,6 +168,14 @@ impl Federation {
         }
     }
 
+    /// Adopts this replica's key as the cluster's (after a restore or a
+    /// lost key); links close, and every peer must be joined again.
+    pub async fn adopt_key(&self) -> FedResult<Identity> {
+        self.cluster.adopt(&self.store).await?;
+        self.links.close_all();
+        Ok(self.identity())
+    }
+
     /// Makes a new join token; the previous one stops working.
     pub async fn rotate_join_token(&self) -> FedResult<String> {
         self.cluster.key()?;

@@ -85,6 +85,41 @@ impl Host for ServerHost {
         })
     }
 
+    fn admit(
+        &self,
+        peer: String,
+        grant: String,
+        service: String,
+        model: Option<String>,
+    ) -> BoxFuture<'static, Result<(), Denied>> {
+        let state = self.state.get().and_then(Weak::upgrade);
+        Box::pin(async move {
+            let Some(state) = state else {
+                return Err(Denied {
+                    status: 503,
+                    code: "shutting_down".into(),
+                    message: "this replica is shutting down".into(),
+                });
+            };
+            let record = switchyard_runtime::admission::FederationRequest {
+                peer,
+                grant_id: grant,
+                service,
+                model,
+                prompt_tokens: 0,
+                max_tokens: None,
+            };
+            match crate::routes::openai::federation_chain(&state, record).await {
+                Ok(_) => Ok(()),
+                Err(e) => Err(Denied {
+                    status: 403,
+                    code: e.code().to_string(),
+                    message: e.to_string(),
+                }),
+            }
+        })
+    }
+
     fn relay(&self) -> Option<Relay> {
         Some(self.relay.clone())
     }

@@ -26,6 +26,7 @@ use crate::routes;
         routes::federation_evaluator::show,
         routes::federation_evaluator::rollback,
         routes::federation::identity,
+        routes::federation::adopt,
         routes::federation::join_token,
         routes::federation::link,
         routes::federation::join,

@@ -65,6 +65,7 @@ pub fn app(state: Arc<AppState>) -> Router {
             post(federation_evaluator::rollback),
         )
         .route("/api/federation/identity", get(federation::identity))
+        .route("/api/federation/identity/adopt", post(federation::adopt))
         .route("/api/federation/join-token", post(federation::join_token))
         .route("/api/federation/link", get(federation::link))
         .route("/api/federation/status", get(federation::status))

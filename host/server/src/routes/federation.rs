@@ -96,6 +96,26 @@ pub async fn identity(
     Ok(Json(federation(&state)?.identity()))
 }
 
+/// Makes the key file this replica was given the cluster's key: after a
+/// backup restore (the private key is never in the database) or a lost
+/// key. Peers paired with the old key refuse the new one: forget and join
+/// each again.
+#[utoipa::path(post, path = "/api/federation/identity/adopt", tag = "federation",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "the identity with the adopted public key", body = Identity),
+        (status = 403, description = "`forbidden`: the key lacks `admin`"),
+        (status = 409, description = "`identity_missing`: this replica has no key file to adopt"),
+    ))]
+pub async fn adopt(
+    caller: Authorized<Admin>,
+    State(state): State<Arc<AppState>>,
+) -> FedResult<Json<Identity>> {
+    let identity = federation(&state)?.adopt_key().await?;
+    tracing::warn!(by = %caller.key_id, "a new federation key was adopted");
+    Ok(Json(identity))
+}
+
 /// A new join token, shown once; the previous one stops working.
 #[utoipa::path(post, path = "/api/federation/join-token", tag = "federation",
     security(("bearer" = [])),

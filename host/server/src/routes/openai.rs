@@ -292,8 +292,8 @@ pub async fn serve_federated(state: &AppState, call: switchyard_federation::Loca
     response
 }
 
-/// Asks the `federation` chain about a peer's call: a lower `max_tokens`
-/// to apply, if any, or the denial.
+/// Asks the `federation` chain about a peer's inference call: a lower
+/// `max_tokens` to apply, if any, or the denial.
 async fn admit_federated(
     state: &AppState,
     peer: &str,
@@ -302,11 +302,8 @@ async fn admit_federated(
     model: &str,
     request: &ValidRequest,
 ) -> Result<Option<u32>, ProxyError> {
-    let chain = state.admission.chain(AdmissionPoint::Federation);
-    if chain.entries.is_empty() {
-        return Ok(None);
-    }
-    let record = switchyard_runtime::admission::AdmissionRequest::Federation(
+    federation_chain(
+        state,
         switchyard_runtime::admission::FederationRequest {
             peer: peer.to_string(),
             grant_id: grant.to_string(),
@@ -315,7 +312,22 @@ async fn admit_federated(
             prompt_tokens: request.prompt_tokens,
             max_tokens: request.max_tokens,
         },
-    );
+    )
+    .await
+}
+
+/// Asks the `federation` chain about any federated call (inference, or a
+/// managed service's change): a lower `max_tokens`, if any, or the denial.
+pub async fn federation_chain(
+    state: &AppState,
+    record: switchyard_runtime::admission::FederationRequest,
+) -> Result<Option<u32>, ProxyError> {
+    let chain = state.admission.chain(AdmissionPoint::Federation);
+    if chain.entries.is_empty() {
+        return Ok(None);
+    }
+    let peer = record.peer.clone();
+    let record = switchyard_runtime::admission::AdmissionRequest::Federation(record);
     let verdict = tokio::task::spawn_blocking(move || chain.evaluate(record))
         .await
         .map_err(ProxyError::internal)?;
