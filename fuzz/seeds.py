@@ -205,6 +205,26 @@ for name, text in [
 ]:
     add("v1_body", name, text)
 
+# federation_messages: one message from a peer: a handshake message, a
+# call on the link's call stream, or (first line) a remote inference head.
+KEY = "ab" * 32
+for name, text in [
+    ("hello", '{"type":"hello","version":1,"purpose":"join","lane":"inference",'
+              '"cluster_id":"cluster_1","label":"alpha","public_key":"' + KEY + '",'
+              '"url":"http://a:8080","nonce":"' + "01" * 32 + '","join_token":"syj_x"}'),
+    ("challenge", '{"type":"challenge","cluster_id":"c","label":"b","public_key":"' + KEY + '",'
+                  '"nonce":"' + "02" * 32 + '","signature":"' + "cd" * 64 + '"}'),
+    ("refused", '{"type":"refused","code":"invalid_join_token","message":"no"}'),
+    ("request_access", '{"call":"request_access","id":"req_1","operations":["inference",'
+                       '"inference:manage"],"note":"n"}'),
+    ("manage", '{"call":"manage","grant":"g","operation_id":"op","action":"start",'
+               '"service":"s","revision":3}'),
+    ("answer", '{"status":409,"body":{"error":{"code":"operation_conflict","message":"m"}}}'),
+    ("inference_head", '{"grant":"g","service":"chat","path":"/v1/chat/completions",'
+                       '"tokens":16,"hops":["cluster_1"]}\n{"model":"beta/chat"}'),
+]:
+    add("federation_messages", name, text)
+
 for target, files in seeds.items():
     folder = os.path.join(ROOT, target)
     os.makedirs(folder, exist_ok=True)

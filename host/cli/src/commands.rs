@@ -6,6 +6,7 @@ mod cluster_settings;
 mod conformance;
 mod deployment_watch;
 mod federation;
+mod federation_evaluator;
 mod federation_grants;
 mod federation_services;
 mod model;

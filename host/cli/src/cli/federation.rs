@@ -19,8 +19,17 @@ pub enum FederationCommand {
     /// The cluster's federation key file, offline.
     #[command(subcommand)]
     Key(KeyFileCommand),
-    /// This cluster's id, label and public key.
-    Identity(Output),
+    /// This cluster's id, label and public key; `--adopt` makes this
+    /// replica's key file the cluster's key.
+    Identity {
+        /// Make the key file this replica was given the cluster's key (after
+        /// a restore or a lost key). Every peer refuses the new key: each
+        /// must be forgotten and joined again, on both sides.
+        #[arg(long)]
+        adopt: bool,
+        #[command(flatten)]
+        out: Output,
+    },
     /// Make a new join token (shown once; the previous one stops working)
     /// and print the command another cluster joins this one with.
     Token {
@@ -132,6 +141,13 @@ pub enum FederationCommand {
         #[command(flatten)]
         out: Output,
     },
+    /// The cluster's grant evaluator: `show`, `set` or `rollback`.
+    Evaluator {
+        #[command(subcommand)]
+        action: EvaluatorAction,
+        #[command(flatten)]
+        out: Output,
+    },
     /// The owner's receipt of an operation: inspect an uncertain outcome
     /// before acting again.
     Operations {
@@ -237,6 +253,34 @@ pub enum GrantsAction {
     Retire {
         /// The grant.
         id: String,
+    },
+}
+
+/// `switchyard federation evaluator show|set|rollback`.
+#[derive(Debug, Subcommand)]
+pub enum EvaluatorAction {
+    /// The evaluator in force (generation 0: the shipped `grant-standard`),
+    /// the newest generations, and what each replica serves.
+    Show,
+    /// Bind a grant evaluator: a new generation. The server loads it and
+    /// checks its settings first; a refusal leaves the one in force serving.
+    Set {
+        /// The plugin (a `grant` plugin: `grant-standard`).
+        #[arg(long)]
+        plugin: String,
+        /// Its version.
+        #[arg(long)]
+        version: String,
+        /// Its settings: a JSON document, or `@FILE` to read one [default: {}].
+        #[arg(long, value_name = "JSON|@FILE")]
+        settings: Option<String>,
+    },
+    /// Bind an older generation's evaluator again, as a new generation:
+    /// the one named, or the one before the generation in force.
+    Rollback {
+        /// The generation to restore (0: the shipped evaluator).
+        #[arg(long)]
+        generation: Option<i64>,
     },
 }
 

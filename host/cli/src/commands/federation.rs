@@ -21,7 +21,7 @@ use switchyard_protocol::federation::{
 };
 
 use super::carrier::{list_or_dash, row, table};
-use super::{federation_grants, federation_services};
+use super::{federation_evaluator, federation_grants, federation_services};
 use crate::cli::federation::{
     FederationCommand, KeyFileCommand, OffersAction, Output, PeersAction, PublishArgs,
 };
@@ -35,7 +35,8 @@ pub async fn federation(command: FederationCommand) -> anyhow::Result<ExitCode> 
             data_dir,
             json,
         }) => key_init(file.unwrap_or_else(|| default_key_path(&data_dir)), json),
-        FederationCommand::Identity(out) => identity(out).await,
+        FederationCommand::Identity { adopt: false, out } => identity(out).await,
+        FederationCommand::Identity { adopt: true, out } => adopt(out).await,
         FederationCommand::Token { rotate, out } => token(rotate, out).await,
         FederationCommand::Join {
             url,
@@ -79,6 +80,9 @@ pub async fn federation(command: FederationCommand) -> anyhow::Result<ExitCode> 
         FederationCommand::Services { action, out } => {
             federation_services::services(action, out).await
         }
+        FederationCommand::Evaluator { action, out } => {
+            federation_evaluator::evaluator(action, out).await
+        }
         FederationCommand::Operations { peer, id, out } => {
             federation_services::operation(peer, id, out).await
         }
@@ -110,6 +114,31 @@ async fn identity(out: Output) -> anyhow::Result<ExitCode> {
     }
     let identity: Identity = serde_json::from_value(body)?;
     print!("{}", render_identity(&identity));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `identity --adopt` warns: peers paired with the old key refuse
+/// the new one, and nothing pairs them again but the operators.
+pub const ADOPT_WARNING: &str = "warning: every peer paired with the old key refuses this one: \
+     forget each peer and join it again, on both sides \
+     (`switchyard federation peers forget PEER`, then `federation join`)";
+
+/// Makes this replica's key file the cluster's key and prints the new
+/// public key with the warning (on stderr with `--json`, so stdout stays
+/// one JSON document).
+async fn adopt(out: Output) -> anyhow::Result<ExitCode> {
+    let client = Client::new(&out.api);
+    let body = client
+        .send(client.request(Method::POST, "/api/federation/identity/adopt"))
+        .await?;
+    if out.json {
+        eprintln!("{ADOPT_WARNING}");
+        return print_json(&body);
+    }
+    let identity: Identity = typed(body)?;
+    println!("adopted this replica's key file as the cluster's key");
+    print!("{}", render_identity(&identity));
+    println!("{ADOPT_WARNING}");
     Ok(ExitCode::SUCCESS)
 }
 
