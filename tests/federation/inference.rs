@@ -2,7 +2,8 @@
 //! beta's service as `beta/chat`; beta judges the call against its grant
 //! and answers from its own deployment. The agent's key never leaves
 //! alpha. Calls outside the grant are refused with distinct codes, and the
-//! grant's counters hold under parallel callers.
+//! grant's counters hold under parallel callers. A client that goes away
+//! mid-stream on alpha cancels the engine's work on beta.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -323,4 +324,78 @@ async fn a_link_cut_mid_stream_fails_that_call_and_the_next_succeeds_once_it_is_
         (owner_grant(&beta, &id).await["usage"]["in_flight"] == 0).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_on_alpha_cancels_the_engines_work_on_beta() {
+    let (alpha, beta) = tokio::join!(
+        Member::bare("alpha"),
+        Member::serving("beta", json!({"token_delay_ms": 100}))
+    );
+    alpha.join(&beta).await;
+    beta.offer_service("chat").await;
+    let spec = json!({"services": ["chat"], "operations": ["inference"], "lifetime_s": 3600,
+                      "max_concurrent": 4, "max_requests": 100});
+    let id = grant(&beta, &alpha, &["inference"], spec).await;
+    let key = alpha.key(&["federation:invoke"]).await;
+
+    // Beta's engine's own counters, at the address its worker reports.
+    let node = beta.cluster.node_id("w").await;
+    let engines = beta
+        .expect(
+            StatusCode::OK,
+            Method::POST,
+            &format!("/api/cluster/nodes/{node}/control/engine.list"),
+            Some(json!({})),
+        )
+        .await;
+    let engine = engines[0]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an engine url in {engines}"))
+        .to_string();
+    let http = reqwest::Client::new();
+    let stats = || async {
+        http.get(format!("{engine}/stats"))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    };
+
+    // 200 tokens at 100 ms would take 20 s; the client leaves after the
+    // first event.
+    let response = http
+        .post(format!("{}/v1/chat/completions", alpha.url()))
+        .bearer_auth(&key)
+        .json(
+            &json!({"model": "beta/chat", "max_tokens": 200, "stream": true,
+                      "messages": [{"role": "user", "content": "go on"}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.bytes_stream();
+    let first = body.next().await.unwrap().unwrap();
+    assert!(first.starts_with(b"data: "), "{first:?}");
+    assert_eq!(stats().await["in_flight"], 1);
+    assert_eq!(owner_grant(&beta, &id).await["usage"]["in_flight"], 1);
+    drop(body);
+
+    let cancelled = eventually("beta's engine never heard the client leave", || async {
+        let now = stats().await;
+        assert_eq!(now["completed"], 0, "generated to the end: {now}");
+        (now["cancelled"] == 1).then_some(now)
+    })
+    .await;
+    assert_eq!(cancelled["in_flight"], 0, "{cancelled}");
+    assert_eq!(cancelled["completed"], 0, "{cancelled}");
+    // The call's slot on the grant was released too.
+    eventually("the call's grant slot was never released", || async {
+        (owner_grant(&beta, &id).await["usage"]["in_flight"] == 0).then_some(())
+    })
+    .await;
+    assert_eq!(stats().await["completed"], 0);
 }

@@ -4,6 +4,8 @@
 //! the join line, offers, status, and the refusals a single cluster can
 //! show (an unreachable peer, a missing deployment, an unknown peer) with
 //! their codes. A manage call prints its operation id before it is sent.
+//! The grant evaluator's generations (`evaluator show|set|rollback`), and
+//! `identity --adopt` after the replica's key file was replaced.
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
@@ -469,4 +471,208 @@ async fn two_clusters_pair_through_the_cli_from_join_to_revoke() {
     assert_eq!(json(&out)["peers"], serde_json::json!([]));
     west.stop().await;
     east.stop().await;
+}
+
+/// `switchyard federation evaluator show|set|rollback` against a replica
+/// that seeds `grant-standard@0.1.0` as the binary does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_shows_sets_and_rolls_back_the_grant_evaluator() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Replica::with(&db, dir.path(), |config| {
+        config.federation_label = Some("west".into());
+        config.seed_components = vec![switchyard_server::SeedComponent {
+            name: "grant-standard".into(),
+            kind: switchyard_runtime::PluginKind::Grant,
+            version: "0.1.0".into(),
+            bytes: plugins::component("grant-standard").into(),
+        }];
+    })
+    .await;
+    let url = Some(replica.url.as_str());
+
+    // Nothing bound: the shipped grant-standard at generation 0.
+    let (code, out, err) = federation(url, &["evaluator", "show"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with(
+            "generation:  0 (no binding yet)\nevaluator:   grant-standard 0.1.0 (shipped with the binary)\n"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("settings:    {}\n"), "{out}");
+    assert!(out.contains("history (0)\n"), "{out}");
+    let (code, out, _) = federation(url, &["evaluator", "show", "--json"]);
+    assert_eq!(code, 0);
+    let shown = json(&out);
+    assert_eq!(
+        (&shown["generation"], &shown["plugin"], &shown["shipped"]),
+        (
+            &serde_json::json!(0),
+            &serde_json::json!("grant-standard"),
+            &serde_json::json!(true)
+        ),
+        "{shown}"
+    );
+
+    // A binding is a new generation.
+    let (code, out, err) = federation(
+        url,
+        &[
+            "evaluator",
+            "set",
+            "--plugin",
+            "grant-standard",
+            "--version",
+            "0.1.0",
+            "--settings",
+            r#"{"deny_peers":["x"]}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("grant evaluator generation 1: grant-standard 0.1.0\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"settings:    {"deny_peers":["x"]}"#),
+        "{out}"
+    );
+    let (code, out, _) = federation(url, &["evaluator", "show", "--json"]);
+    assert_eq!(code, 0);
+    let shown = json(&out);
+    assert_eq!(shown["generation"], 1, "{shown}");
+    assert_eq!(shown["shipped"], false, "{shown}");
+    assert_eq!(shown["settings"], serde_json::json!({"deny_peers": ["x"]}));
+    assert_eq!(shown["history"].as_array().unwrap().len(), 1, "{shown}");
+
+    // Settings the plugin refuses are refused with its code; settings that
+    // are not JSON never leave the CLI. Generation 1 stays in force.
+    let (code, out, err) = federation(
+        url,
+        &[
+            "evaluator",
+            "set",
+            "--plugin",
+            "grant-standard",
+            "--version",
+            "0.1.0",
+            "--settings",
+            r#"{"deny_peers":[""]}"#,
+        ],
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(err.contains("invalid_settings"), "{err}");
+    let settings = dir.path().join("settings.json");
+    std::fs::write(&settings, "{not json").unwrap();
+    let at_file = format!("@{}", settings.display());
+    let (code, _, err) = federation(
+        url,
+        &[
+            "evaluator",
+            "set",
+            "--plugin",
+            "grant-standard",
+            "--version",
+            "0.1.0",
+            "--settings",
+            &at_file,
+        ],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("is not JSON"), "{err}");
+    let (_, out, _) = federation(url, &["evaluator", "show", "--json"]);
+    assert_eq!(json(&out)["generation"], 1, "nothing was stored");
+
+    // Rollback: only to an older generation; to 0 is the shipped one again,
+    // as a new generation; then there is nothing older to roll back to.
+    let (code, _, err) = federation(url, &["evaluator", "rollback", "--generation", "5"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("invalid_request"), "{err}");
+    let (code, out, err) = federation(url, &["evaluator", "rollback", "--generation", "0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with(
+            "grant evaluator generation 2: the shipped grant-standard (rollback to 0)\n"
+        ),
+        "{out}"
+    );
+    let (code, out, _) = federation(url, &["evaluator", "show"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("history (2)\n"), "{out}");
+    assert!(out.contains("settings:    {}\n"), "{out}");
+    let (code, _, err) = federation(url, &["evaluator", "rollback"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("nothing_to_rollback"), "{err}");
+
+    // Each replica's generation: this one follows to 2.
+    switchyard_tests::switch::eventually("the replica serves generation 2", || async {
+        let (_, out, _) = federation(url, &["evaluator", "show", "--json"]);
+        let shown = json(&out);
+        shown["replicas"]
+            .as_array()
+            .is_some_and(|r| r.len() == 1 && r[0]["generation"] == 2 && r[0]["status"] == "current")
+    })
+    .await;
+    let (_, out, _) = federation(url, &["evaluator", "show"]);
+    assert!(out.contains("replicas (1)\n"), "{out}");
+    let line = out.lines().last().unwrap();
+    assert!(line.contains(" 2 ") && line.contains("current"), "{out}");
+}
+
+/// A replica whose key file was replaced is suspended (`identity_mismatch`)
+/// until `identity --adopt` makes its key the cluster's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_adopt_makes_a_replaced_key_file_the_clusters_key() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Replica::with(&db, dir.path(), |config| {
+        config.federation_label = Some("west".into());
+    })
+    .await;
+    let url = Some(replica.url.as_str());
+    let (code, out, _) = federation(url, &["status"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("identity:    verified\n"), "{out}");
+
+    // Another key, put where this replica reads its key.
+    let other = dir.path().join("other").join("cluster.key");
+    let (code, out, err) = federation(None, &["key", "init", "--file", other.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let new_key = out
+        .lines()
+        .find_map(|l| l.strip_prefix("public key: "))
+        .unwrap()
+        .to_string();
+    let key_file = switchyard_federation::identity::default_key_path(dir.path());
+    assert!(key_file.is_file(), "the replica made its key there");
+    std::fs::copy(&other, &key_file).unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    switchyard_tests::switch::eventually("the replica sees the replaced key", || async {
+        let (_, out, _) = federation(url, &["status"]);
+        out.starts_with("identity:    identity_mismatch\n")
+    })
+    .await;
+
+    let (code, out, err) = federation(url, &["identity", "--adopt"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("public key:  {new_key}\n")), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("warning: every peer") && l.contains("both sides")),
+        "{out}"
+    );
+    let (code, out, _) = federation(url, &["status"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("identity:    verified\n"), "{out}");
+    assert!(out.contains(&format!("public key:  {new_key}\n")), "{out}");
+    let (_, identity) = replica
+        .call(replica.admin(Method::GET, "/api/federation/identity"))
+        .await;
+    assert_eq!(identity["public_key"], new_key.as_str());
+    // With --json: the API's identity on stdout, the warning on stderr.
+    let (code, out, err) = federation(url, &["identity", "--adopt", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(json(&out), identity);
+    assert!(err.starts_with("warning: every peer"), "{err}");
 }

@@ -41,10 +41,9 @@ const WARM_UP: usize = 16;
 /// One table row.
 struct Row {
     callers: usize,
-    direct: Vec<Duration>,
-    direct_rate: f64,
-    remote: Vec<Duration>,
-    remote_rate: f64,
+    requests: usize,
+    direct: Measured,
+    remote: Measured,
 }
 
 pub fn run() {
@@ -77,28 +76,41 @@ pub fn run() {
             "direct req/s",
             "remote req/s",
             "ratio",
+            "failed direct/remote",
         ],
     );
+    let mut failures = std::collections::BTreeMap::<String, usize>::new();
     for mut row in rows {
-        let (dp50, dp99) = percentiles(&mut row.direct);
-        let (rp50, rp99) = percentiles(&mut row.remote);
+        let (dp50, dp99) = percentiles(&mut row.direct.samples);
+        let (rp50, rp99) = percentiles(&mut row.remote.samples);
         println!(
-            "| {} | {} | {:.2}/{:.2} | {:.2}/{:.2} | {:.2}/{:.2} | {:.0} | {:.0} | {:.2} |",
+            "| {} | {} | {:.2}/{:.2} | {:.2}/{:.2} | {:.2}/{:.2} | {:.0} | {:.0} | {:.2} | {}/{} |",
             row.callers,
-            row.remote.len(),
+            row.requests,
             dp50 / 1e3,
             dp99 / 1e3,
             rp50 / 1e3,
             rp99 / 1e3,
             (rp50 - dp50) / 1e3,
             (rp99 - dp99) / 1e3,
-            row.direct_rate,
-            row.remote_rate,
-            row.remote_rate / row.direct_rate,
+            row.direct.rate,
+            row.remote.rate,
+            row.remote.rate / row.direct.rate,
+            row.direct.failed.len(),
+            row.remote.failed.len(),
         );
+        for (side, failed) in [("direct", row.direct.failed), ("remote", row.remote.failed)] {
+            for e in failed {
+                *failures.entry(format!("{side} {e}")).or_default() += 1;
+            }
+        }
     }
     println!();
     println!("{counted}");
+    if !failures.is_empty() {
+        let counts: Vec<String> = failures.iter().map(|(e, n)| format!("{e} ×{n}")).collect();
+        println!("failed requests (status and code): {}", counts.join(", "));
+    }
     println!();
 }
 
@@ -147,20 +159,19 @@ async fn measure() -> (Vec<Row>, String) {
     let direct_key = beta.cluster.inference_key().await;
 
     let http = reqwest::Client::new();
-    let direct = Target::new(beta.url(), &direct_key, "demo");
-    let remote = Target::new(alpha.url(), &remote_key, "beta/chat");
+    let on_beta = Target::new(beta.url(), &direct_key, "demo");
+    let through_alpha = Target::new(alpha.url(), &remote_key, "beta/chat");
     let mut rows = Vec::new();
     let mut remote_calls = 0;
     for (callers, requests) in LEVELS {
-        let (direct_samples, direct_rate) = load(&http, &direct, callers, requests).await;
-        let (remote_samples, remote_rate) = load(&http, &remote, callers, requests).await;
-        remote_calls += WARM_UP + remote_samples.len();
+        let direct = load(&http, &on_beta, callers, requests).await;
+        let remote = load(&http, &through_alpha, callers, requests).await;
+        remote_calls += WARM_UP + requests;
         rows.push(Row {
             callers,
-            direct: direct_samples,
-            direct_rate,
-            remote: remote_samples,
-            remote_rate,
+            requests,
+            direct,
+            remote,
         });
     }
 
@@ -201,16 +212,18 @@ impl Target {
     }
 }
 
-/// `requests` requests from `callers` concurrent callers after a warm-up:
-/// latencies and req/s.
+/// `requests` requests from `callers` concurrent callers after a warm-up.
 async fn load(
     http: &reqwest::Client,
     target: &Arc<Target>,
     callers: usize,
     requests: usize,
-) -> (Vec<Duration>, f64) {
+) -> Measured {
+    let mut measured = Measured::default();
     for _ in 0..WARM_UP {
-        one(http, target).await;
+        if let Err(e) = one(http, target).await {
+            measured.failed.push(e);
+        }
     }
     let per_caller = requests / callers;
     let started = Instant::now();
@@ -218,24 +231,38 @@ async fn load(
         .map(|_| {
             let (http, target) = (http.clone(), target.clone());
             tokio::spawn(async move {
-                let mut samples = Vec::with_capacity(per_caller);
+                let mut outcomes = Vec::with_capacity(per_caller);
                 for _ in 0..per_caller {
-                    samples.push(one(&http, &target).await);
+                    outcomes.push(one(&http, &target).await);
                 }
-                samples
+                outcomes
             })
         })
         .collect();
-    let mut samples = Vec::with_capacity(requests);
     for task in tasks {
-        samples.extend(task.await.expect("a caller"));
+        for outcome in task.await.expect("a caller") {
+            match outcome {
+                Ok(latency) => measured.samples.push(latency),
+                Err(e) => measured.failed.push(e),
+            }
+        }
     }
-    let rate = samples.len() as f64 / started.elapsed().as_secs_f64();
-    (samples, rate)
+    measured.rate = measured.samples.len() as f64 / started.elapsed().as_secs_f64();
+    measured
 }
 
-/// One request, read to its end; its latency.
-async fn one(http: &reqwest::Client, target: &Target) -> Duration {
+/// One side of a row: the answered requests' latencies, answered req/s,
+/// and what failed (warm-ups included).
+#[derive(Default)]
+struct Measured {
+    samples: Vec<Duration>,
+    rate: f64,
+    failed: Vec<String>,
+}
+
+/// One request, read to its end: its latency, or the status and error
+/// code of a failed one.
+async fn one(http: &reqwest::Client, target: &Target) -> Result<Duration, String> {
     let started = Instant::now();
     let response = http
         .post(&target.url)
@@ -243,14 +270,16 @@ async fn one(http: &reqwest::Client, target: &Target) -> Duration {
         .json(&target.body)
         .send()
         .await
-        .expect("request");
+        .map_err(|e| format!("not sent: {e}"))?;
     let status = response.status();
-    let body = response.bytes().await.expect("body");
-    assert!(
-        status.is_success(),
-        "{} answered {status}: {}",
-        target.url,
-        String::from_utf8_lossy(&body)
-    );
-    started.elapsed()
+    let body = response.bytes().await.map_err(|e| format!("broken: {e}"))?;
+    if !status.is_success() {
+        let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        return Err(format!(
+            "{} {}",
+            status.as_u16(),
+            answer["error"]["code"].as_str().unwrap_or("?")
+        ));
+    }
+    Ok(started.elapsed())
 }

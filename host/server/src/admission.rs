@@ -127,7 +127,7 @@ pub struct Admission {
     /// The newest generation that failed to build here, per point.
     failed: Mutex<HashMap<AdmissionPoint, (i64, String)>>,
     /// Component bytes by digest, so a rebuild does not refetch them.
-    bytes: Mutex<HashMap<String, Arc<Vec<u8>>>>,
+    bytes: crate::component_bytes::ComponentBytes,
     store: Store,
     runtime: Arc<Runtime>,
     instance_id: String,
@@ -154,7 +154,7 @@ impl Admission {
         Self {
             chains: AdmissionPoint::ALL.map(|p| ArcSwap::from_pointee(Chain::empty(p))),
             failed: Mutex::new(HashMap::new()),
-            bytes: Mutex::new(HashMap::new()),
+            bytes: crate::component_bytes::ComponentBytes::new(store.clone()),
             store,
             runtime,
             instance_id,
@@ -219,7 +219,7 @@ impl Admission {
     ) -> Result<Chain, AdmissionError> {
         let mut entries = Vec::with_capacity(generation.policies.len());
         for stored in &generation.policies {
-            let bytes = self.component_bytes(&stored.sha256).await?;
+            let bytes = self.bytes.get(&stored.sha256).await?;
             let runtime = self.runtime.clone();
             let stored_owned = stored.clone();
             let policy = tokio::task::spawn_blocking(move || {
@@ -390,18 +390,6 @@ impl Admission {
         if let Err(e) = result {
             tracing::warn!(error = %e, "could not record admission status");
         }
-    }
-
-    async fn component_bytes(&self, sha256: &str) -> Result<Arc<Vec<u8>>, AdmissionError> {
-        if let Some(bytes) = self.bytes.lock().expect("bytes lock").get(sha256) {
-            return Ok(bytes.clone());
-        }
-        let bytes = Arc::new(self.store.plugin_bytes(sha256).await?);
-        self.bytes
-            .lock()
-            .expect("bytes lock")
-            .insert(sha256.to_string(), bytes.clone());
-        Ok(bytes)
     }
 }
 

@@ -33,6 +33,18 @@ impl ServerHost {
     pub fn attach(&self, state: &Arc<AppState>) {
         let _ = self.state.set(Arc::downgrade(state));
     }
+
+    /// The state, unless the replica is shutting down (it is gone).
+    fn state(&self) -> Result<Arc<AppState>, Denied> {
+        self.state
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| Denied {
+                status: 503,
+                code: "shutting_down".into(),
+                message: "this replica is shutting down".into(),
+            })
+    }
 }
 
 impl Host for ServerHost {
@@ -56,15 +68,9 @@ impl Host for ServerHost {
     }
 
     fn serve(&self, call: LocalCall) -> BoxFuture<'static, Result<LocalAnswer, Denied>> {
-        let state = self.state.get().and_then(Weak::upgrade);
+        let state = self.state();
         Box::pin(async move {
-            let Some(state) = state else {
-                return Err(Denied {
-                    status: 503,
-                    code: "shutting_down".into(),
-                    message: "this replica is shutting down".into(),
-                });
-            };
+            let state = state?;
             let response = crate::routes::openai::serve_federated(&state, call).await;
             let status = response.status().as_u16();
             let headers = response
@@ -92,15 +98,9 @@ impl Host for ServerHost {
         service: String,
         model: Option<String>,
     ) -> BoxFuture<'static, Result<(), Denied>> {
-        let state = self.state.get().and_then(Weak::upgrade);
+        let state = self.state();
         Box::pin(async move {
-            let Some(state) = state else {
-                return Err(Denied {
-                    status: 503,
-                    code: "shutting_down".into(),
-                    message: "this replica is shutting down".into(),
-                });
-            };
+            let state = state?;
             let record = switchyard_runtime::admission::FederationRequest {
                 peer,
                 grant_id: grant,

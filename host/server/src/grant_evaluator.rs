@@ -22,7 +22,6 @@
 //! grant is an authorisation, so it fails closed, as an authorisation
 //! webhook that cannot be reached denies by default.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -185,7 +184,7 @@ pub struct GrantEvaluator {
     /// The newest generation that failed to build here, and why.
     failed: Mutex<Option<(i64, String)>>,
     /// Component bytes by digest, so a rebuild does not refetch them.
-    bytes: Mutex<HashMap<String, Arc<Vec<u8>>>>,
+    bytes: crate::component_bytes::ComponentBytes,
     store: Store,
     runtime: Arc<Runtime>,
     instance_id: String,
@@ -210,7 +209,7 @@ impl GrantEvaluator {
                 plugin: None,
             }),
             failed: Mutex::new(None),
-            bytes: Mutex::new(HashMap::new()),
+            bytes: crate::component_bytes::ComponentBytes::new(store.clone()),
             store,
             runtime,
             instance_id,
@@ -329,7 +328,7 @@ impl GrantEvaluator {
     /// the blocking pool.
     async fn build(&self, generation: &Generation) -> Result<Active, EvaluatorError> {
         let stored = self.bound(generation).await?;
-        let bytes = self.component_bytes(&stored.sha256).await?;
+        let bytes = self.bytes.get(&stored.sha256).await?;
         let runtime = self.runtime.clone();
         let owned = stored.clone();
         let plugin = tokio::task::spawn_blocking(move || {
@@ -496,18 +495,6 @@ impl GrantEvaluator {
         if let Err(e) = result {
             tracing::warn!(error = %e, "could not record the grant evaluator's status");
         }
-    }
-
-    async fn component_bytes(&self, sha256: &str) -> Result<Arc<Vec<u8>>, EvaluatorError> {
-        if let Some(bytes) = self.bytes.lock().expect("bytes lock").get(sha256) {
-            return Ok(bytes.clone());
-        }
-        let bytes = Arc::new(self.store.plugin_bytes(sha256).await?);
-        self.bytes
-            .lock()
-            .expect("bytes lock")
-            .insert(sha256.to_string(), bytes.clone());
-        Ok(bytes)
     }
 }
 

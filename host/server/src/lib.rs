@@ -29,6 +29,7 @@
 pub mod admission;
 pub mod auth;
 pub mod carriers;
+pub mod component_bytes;
 pub mod config;
 pub mod edge;
 pub mod error;

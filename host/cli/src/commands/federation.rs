@@ -1,7 +1,7 @@
 //! `switchyard federation ...`: this cluster's key, identity and join
 //! token, joining, peers, offers and status. Pairing (requests, grants)
 //! is in `federation_grants`, managed services and operations in
-//! `federation_services`.
+//! `federation_services`, the grant evaluator in `federation_evaluator`.
 //!
 //! Each command is one or two calls to `/api/federation/`; `--json` prints
 //! the API's JSON as it is, and a refusal prints the API's code and

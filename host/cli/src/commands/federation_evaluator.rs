@@ -1,0 +1,286 @@
+//! `switchyard federation evaluator show|set|rollback`: the cluster's grant
+//! evaluator, with generations as `switchyard admission` has them: `set`
+//! and `rollback` each make a new generation, which every replica follows;
+//! `show` says which one is in force, the history, and each replica's
+//! generation and status.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use reqwest::Method;
+use serde_json::{Value, json};
+use switchyard_protocol::admin::{Rollback, SetEvaluator};
+
+use super::carrier::{row, table};
+use super::federation::print_json;
+use crate::cli::federation::{EvaluatorAction, Output};
+use crate::client::Client;
+
+/// Runs an `evaluator` command.
+pub async fn evaluator(action: EvaluatorAction, out: Output) -> anyhow::Result<ExitCode> {
+    let client = Client::new(&out.api);
+    let body = match action {
+        EvaluatorAction::Show => {
+            let body = client
+                .send(client.request(Method::GET, "/api/federation/evaluator"))
+                .await?;
+            if !out.json {
+                print!("{}", render_show(&body));
+            }
+            body
+        }
+        EvaluatorAction::Set {
+            plugin,
+            version,
+            settings,
+        } => {
+            let settings = match settings {
+                Some(text) => settings_document(&text)?,
+                None => json!({}),
+            };
+            let body = SetEvaluator {
+                plugin,
+                version,
+                settings,
+            };
+            let body = client
+                .send_json(Method::PUT, "/api/federation/evaluator", &body)
+                .await?;
+            if !out.json {
+                print!("{}", render_generation(&body));
+            }
+            body
+        }
+        EvaluatorAction::Rollback { generation } => {
+            let body = client
+                .send_json(
+                    Method::POST,
+                    "/api/federation/evaluator/rollback",
+                    &Rollback { generation },
+                )
+                .await?;
+            if !out.json {
+                print!("{}", render_generation(&body));
+            }
+            body
+        }
+    };
+    if out.json {
+        return print_json(&body);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--settings`: a JSON document, or `@FILE` holding one. Checked to be
+/// JSON here; what it means is the plugin's to judge, on the server.
+pub fn settings_document(text: &str) -> anyhow::Result<Value> {
+    match text.strip_prefix('@') {
+        Some(path) => {
+            let file = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+            serde_json::from_str(&file).with_context(|| format!("{path} is not JSON"))
+        }
+        None => serde_json::from_str(text)
+            .with_context(|| "--settings is not JSON (give a document, or @FILE)"),
+    }
+}
+
+/// A JSON field as text, `-` when absent or null.
+fn text(value: &Value) -> String {
+    match value {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The answer of `GET /api/federation/evaluator`: the generation in force,
+/// the history, and each replica's generation and status.
+pub fn render_show(body: &Value) -> String {
+    let generation = &body["generation"];
+    let mut out = format!("generation:  {}", text(generation));
+    if let Some(note) = body["note"]
+        .as_str()
+        .filter(|n| !n.is_empty() && *n != "set")
+    {
+        out.push_str(&format!(" ({note})"));
+    }
+    out.push('\n');
+    out.push_str(&format!(
+        "evaluator:   {} {}",
+        text(&body["plugin"]),
+        text(&body["version"])
+    ));
+    if body["shipped"] == json!(true) {
+        out.push_str(" (shipped with the binary)");
+    }
+    out.push('\n');
+    if !body["sha256"].is_null() {
+        out.push_str(&format!("sha256:      {}\n", text(&body["sha256"])));
+    }
+    out.push_str(&format!("settings:    {}\n", body["settings"]));
+    if body["created_by"].as_str().is_some_and(|by| !by.is_empty()) {
+        out.push_str(&format!(
+            "made:        {} by {}\n",
+            text(&body["created_at"]),
+            text(&body["created_by"])
+        ));
+    }
+    if let Some(error) = body["error"].as_str() {
+        out.push_str(&format!("error:       {error}\n"));
+    }
+
+    let history = body["history"].as_array().cloned().unwrap_or_default();
+    out.push_str(&format!("\nhistory ({})\n", history.len()));
+    if !history.is_empty() {
+        let mut rows = vec![row(["GENERATION", "PLUGIN", "VERSION", "NOTE", "BY", "AT"])];
+        for g in &history {
+            rows.push(vec![
+                text(&g["generation"]),
+                text(&g["plugin"]),
+                text(&g["version"]),
+                text(&g["note"]),
+                text(&g["created_by"]),
+                text(&g["created_at"]),
+            ]);
+        }
+        out.push_str(&table(&rows));
+    }
+
+    let replicas = body["replicas"].as_array().cloned().unwrap_or_default();
+    out.push_str(&format!("\nreplicas ({})\n", replicas.len()));
+    if !replicas.is_empty() {
+        let mut rows = vec![row([
+            "INSTANCE",
+            "HOSTNAME",
+            "GENERATION",
+            "STATUS",
+            "FAILED",
+        ])];
+        for r in &replicas {
+            let failed = match (&r["failed_generation"], &r["error"]) {
+                (Value::Null, Value::Null) => "-".to_string(),
+                (g, e) => format!("generation {}: {}", text(g), text(e)),
+            };
+            rows.push(vec![
+                text(&r["instance"]),
+                text(&r["hostname"]),
+                text(&r["generation"]),
+                text(&r["status"]),
+                failed,
+            ]);
+        }
+        out.push_str(&table(&rows));
+    }
+    out
+}
+
+/// A new generation (the answer of `set` and `rollback`): what it binds.
+pub fn render_generation(body: &Value) -> String {
+    let entry = &body["policies"][0];
+    let what = if entry.is_null() {
+        "the shipped grant-standard".to_string()
+    } else {
+        format!("{} {}", text(&entry["plugin"]), text(&entry["version"]))
+    };
+    let mut out = format!(
+        "grant evaluator generation {}: {what}",
+        text(&body["generation"])
+    );
+    if let Some(note) = body["note"]
+        .as_str()
+        .filter(|n| !n.is_empty() && *n != "set")
+    {
+        out.push_str(&format!(" ({note})"));
+    }
+    out.push('\n');
+    if !entry.is_null() {
+        out.push_str(&format!("sha256:      {}\n", text(&entry["sha256"])));
+        out.push_str(&format!("settings:    {}\n", entry["settings"]));
+    }
+    out.push_str(
+        "every replica loads it within seconds; `switchyard federation evaluator show` \
+         shows each one's generation\n",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_a_document_or_a_file() {
+        assert_eq!(
+            settings_document(r#"{"deny_peers":["x"]}"#).unwrap(),
+            json!({"deny_peers": ["x"]})
+        );
+        let file = std::env::temp_dir().join(format!(
+            "switchyard-evaluator-settings-{}.json",
+            std::process::id()
+        ));
+        std::fs::write(&file, r#"{"max_tokens_per_call": 5}"#).unwrap();
+        let read = settings_document(&format!("@{}", file.display()));
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(read.unwrap(), json!({"max_tokens_per_call": 5}));
+        assert!(settings_document("{not json").is_err());
+        assert!(settings_document("@/nonexistent/settings.json").is_err());
+    }
+
+    #[test]
+    fn show_says_the_generation_history_and_replicas() {
+        let body = json!({
+            "generation": 2, "plugin": "grant-standard", "version": "0.1.0",
+            "sha256": "ab", "settings": {}, "shipped": true, "note": "rollback to 0",
+            "created_by": "k1", "created_at": "T2",
+            "history": [
+                {"generation": 2, "plugin": "grant-standard", "version": null,
+                 "note": "rollback to 0", "created_by": "k1", "created_at": "T2"},
+                {"generation": 1, "plugin": "grant-standard", "version": "0.1.0",
+                 "note": "set", "created_by": "k1", "created_at": "T1"}
+            ],
+            "replicas": [
+                {"instance": "i1", "hostname": "h1", "generation": 2, "status": "current"},
+                {"instance": "i2", "hostname": "h2", "generation": 1, "status": "failed",
+                 "failed_generation": 2, "error": "boom"}
+            ]
+        });
+        let text = render_show(&body);
+        assert!(
+            text.starts_with(
+                "generation:  2 (rollback to 0)\nevaluator:   grant-standard 0.1.0 (shipped with the binary)\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("made:        T2 by k1\n"), "{text}");
+        assert!(text.contains("history (2)\n"), "{text}");
+        let line = text.lines().find(|l| l.contains("i2")).unwrap();
+        assert_eq!(
+            line.split_whitespace().collect::<Vec<_>>(),
+            ["i2", "h2", "1", "failed", "generation", "2:", "boom"]
+        );
+    }
+
+    #[test]
+    fn a_generation_names_what_it_binds() {
+        let set = json!({"generation": 1, "note": "set", "policies": [
+            {"plugin": "grant-standard", "version": "0.1.0", "sha256": "ab",
+             "settings": {"deny_peers": ["x"]}}]});
+        let text = render_generation(&set);
+        assert!(
+            text.starts_with("grant evaluator generation 1: grant-standard 0.1.0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"settings:    {"deny_peers":["x"]}"#),
+            "{text}"
+        );
+        let back = json!({"generation": 2, "note": "rollback to 0", "policies": []});
+        assert!(
+            render_generation(&back).starts_with(
+                "grant evaluator generation 2: the shipped grant-standard (rollback to 0)\n"
+            ),
+            "{}",
+            render_generation(&back)
+        );
+    }
+}
