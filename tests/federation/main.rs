@@ -7,6 +7,7 @@
 
 mod bounds;
 mod chains;
+mod counters;
 mod identity;
 mod inference;
 mod manage;

@@ -105,6 +105,25 @@ impl Refused {
     }
 }
 
+/// Charges a call to a grant, all or nothing: the grant's row (locked
+/// first, as every release takes it first too), then this replica's slots.
+const CHARGE: &str = "WITH charged AS ( \
+    UPDATE federation_grants SET in_flight = in_flight + $3, \
+    requests_used = requests_used + $4, \
+    model_bytes_used = model_bytes_used + $5, tokens_used = tokens_used + $6 \
+    WHERE id = $1 AND peer_id = $2 AND direction = 'outgoing' \
+    AND state = 'active' AND expires_at > now() \
+    AND in_flight + $3 <= max_concurrent \
+    AND requests_used + $4 <= max_requests \
+    AND model_bytes_used + $5 <= max_model_bytes \
+    RETURNING id, in_flight, requests_used, model_bytes_used, tokens_used), \
+    slot AS ( \
+    INSERT INTO federation_slots (instance_id, grant_id, held) \
+    SELECT $7, id, $3 FROM charged WHERE $3 > 0 \
+    ON CONFLICT (instance_id, grant_id) \
+    DO UPDATE SET held = federation_slots.held + EXCLUDED.held) \
+    SELECT in_flight, requests_used, model_bytes_used, tokens_used FROM charged";
+
 impl Store {
     /// Keeps a grant offered by its owner (on both sides: `outgoing` on the
     /// owner, `incoming` on the grantee), unless the bound is reached or
@@ -281,25 +300,11 @@ impl Store {
         // A refusal is classified after the fact; a slot freed in between
         // makes the classification find nothing, and the charge is tried
         // again (twice at most: each try is one statement).
+        let charge = conn.prepare_cached(CHARGE).await?;
         for _ in 0..3 {
             let row = conn
                 .query_opt(
-                    "WITH charged AS ( \
-                       UPDATE federation_grants SET in_flight = in_flight + $3, \
-                         requests_used = requests_used + $4, \
-                         model_bytes_used = model_bytes_used + $5, tokens_used = tokens_used + $6 \
-                       WHERE id = $1 AND peer_id = $2 AND direction = 'outgoing' \
-                         AND state = 'active' AND expires_at > now() \
-                         AND in_flight + $3 <= max_concurrent \
-                         AND requests_used + $4 <= max_requests \
-                         AND model_bytes_used + $5 <= max_model_bytes \
-                       RETURNING id, in_flight, requests_used, model_bytes_used, tokens_used), \
-                     slot AS ( \
-                       INSERT INTO federation_slots (instance_id, grant_id, held) \
-                       SELECT $7, id, $3 FROM charged WHERE $3 > 0 \
-                       ON CONFLICT (instance_id, grant_id) \
-                       DO UPDATE SET held = federation_slots.held + EXCLUDED.held) \
-                     SELECT in_flight, requests_used, model_bytes_used, tokens_used FROM charged",
+                    &charge,
                     &[
                         &id,
                         &peer_id,
@@ -360,26 +365,37 @@ impl Store {
             return Ok(());
         }
         let concurrent = i32::try_from(concurrent).unwrap_or(i32::MAX);
-        self.conn()
-            .await?
-            .execute(
-                "WITH slot AS ( \
-                   UPDATE federation_slots SET held = held - $2 \
-                   WHERE grant_id = $1 AND instance_id = $3 AND held >= $2 RETURNING grant_id) \
-                 UPDATE federation_grants SET in_flight = greatest(in_flight - $2, 0) \
-                 WHERE id IN (SELECT grant_id FROM slot)",
-                &[&id, &concurrent, &instance],
-            )
-            .await?;
-        Ok(())
+        let mut conn = self.conn().await?;
+        // PostgreSQL breaks a deadlock by aborting one side: the counters'
+        // statements take their rows in one order, so a retry is a safety
+        // net, not the mechanism.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match release_once(&mut conn, id, concurrent, instance).await {
+                Err(e) if tries < 3 && e.sqlstate() == Some("40P01") => continue,
+                done => return done,
+            }
+        }
     }
 
     /// Releases the slots of replicas that stopped heartbeating for
     /// `silent` (they died with calls in flight); answers how many.
     pub async fn release_dead_slots(&self, silent: Duration) -> Result<i64, StoreError> {
-        let row = self
-            .conn()
-            .await?
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        // The grants' rows first (in one order), as charges and releases
+        // take them before their slots.
+        tx.execute(
+            "SELECT 1 FROM federation_grants WHERE id IN ( \
+               SELECT grant_id FROM federation_slots s WHERE NOT EXISTS ( \
+                 SELECT 1 FROM instances i WHERE i.id = s.instance_id \
+                   AND i.heartbeat_at > now() - make_interval(secs => $1))) \
+             ORDER BY id FOR UPDATE",
+            &[&silent.as_secs_f64()],
+        )
+        .await?;
+        let row = tx
             .query_one(
                 "WITH dead AS ( \
                    DELETE FROM federation_slots s WHERE NOT EXISTS ( \
@@ -394,6 +410,28 @@ impl Store {
                 &[&silent.as_secs_f64()],
             )
             .await?;
+        tx.commit().await?;
         Ok(row.get(0))
     }
+}
+
+/// Gives back slots in one statement: the grant's row is locked first (the
+/// `g` init plan runs before the slots are scanned), then the slot's, the
+/// order a charge takes them in, so a release and a charge never deadlock.
+const RELEASE: &str = "WITH g AS (SELECT id FROM federation_grants WHERE id = $1 FOR UPDATE), \
+    slot AS (UPDATE federation_slots SET held = held - $2 \
+    WHERE grant_id = (SELECT id FROM g) AND instance_id = $3 AND held >= $2 RETURNING grant_id) \
+    UPDATE federation_grants SET in_flight = greatest(in_flight - $2, 0) \
+    WHERE id IN (SELECT grant_id FROM slot)";
+
+/// One release.
+async fn release_once(
+    conn: &mut deadpool_postgres::Object,
+    id: &str,
+    concurrent: i32,
+    instance: &str,
+) -> Result<(), StoreError> {
+    let release = conn.prepare_cached(RELEASE).await?;
+    conn.execute(&release, &[&id, &concurrent, &instance]).await?;
+    Ok(())
 }
