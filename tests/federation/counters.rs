@@ -91,5 +91,8 @@ async fn concurrent_charges_and_releases_never_fail_or_leak_a_slot() {
     let (grant, _) = store.grant("grant_counters").await.unwrap().unwrap();
     assert!(charged > 0);
     assert_eq!(grant.usage.in_flight, 0, "a slot leaked");
-    assert_eq!(grant.usage.requests, charged, "only what was charged is counted");
+    assert_eq!(
+        grant.usage.requests, charged,
+        "only what was charged is counted"
+    );
 }

@@ -169,9 +169,10 @@ impl Federation {
                 }
             }
         };
-        self.hold(&peer.id, dialled)
+        self.hold(&crate::links::LinkPeer::from(&peer), dialled)
             .await
             .map_err(FederationError::unavailable)?;
+        self.changed();
         let peer = self.store.peer(&peer.id).await?.unwrap_or(peer);
         Ok(match joined {
             Joined::Created(_) => Joined::Created(peer),
@@ -189,6 +190,7 @@ impl Federation {
             .ok_or_else(|| FederationError::not_found(format!("no peer '{peer}'")))?;
         self.links.close_peer(&record.id);
         self.store.delete_peer(&record.id).await?;
+        self.changed();
         Ok(())
     }
 }

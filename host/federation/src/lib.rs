@@ -19,6 +19,7 @@
 //! - `remote`: remote inference, both sides.
 //! - `manage`: managed services on the owner, with operation receipts.
 //! - `status`: what `GET /api/federation/status` shows.
+//! - `recent`: peers, grants and offers read lately, for the hot path.
 //! - `metrics`: federation's Prometheus series.
 //! - [`receipt`]: a grant's acceptance receipt, signed by both keys.
 //! - [`error`]: what an action answers when it does not go ahead.
@@ -35,6 +36,7 @@ mod metrics;
 mod pairing;
 pub mod proof;
 pub mod receipt;
+mod recent;
 mod remote;
 mod status;
 
@@ -161,6 +163,18 @@ pub struct Federation {
     handshakes: Arc<tokio::sync::Semaphore>,
     /// Calls judged here, for `/metrics`.
     calls: metrics::CallCounts,
+    /// This cluster's peers and grants as read lately (remote calls pick
+    /// their grant from here; the owner judges).
+    seen: recent::Recent<(), Arc<Seen>>,
+    /// The model each service offer's deployment serves, read lately.
+    served: recent::Recent<String, String>,
+}
+
+/// Peers and grants as read together.
+#[derive(Debug)]
+struct Seen {
+    peers: Vec<switchyard_protocol::federation::Peer>,
+    grants: Vec<switchyard_protocol::federation::GrantRecord>,
 }
 
 /// The most link handshakes a replica answers at once.
@@ -191,8 +205,28 @@ impl Federation {
             host,
             handshakes: Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES)),
             calls: Default::default(),
+            seen: Default::default(),
+            served: Default::default(),
         });
         Ok((federation, first_token))
+    }
+
+    /// Peers and grants, as read less than a second ago.
+    async fn seen(&self) -> FedResult<Arc<Seen>> {
+        if let Some(seen) = self.seen.get(&()) {
+            return Ok(seen);
+        }
+        let seen = Arc::new(Seen {
+            peers: self.store.peers().await?,
+            grants: self.store.grants().await?,
+        });
+        self.seen.put((), seen.clone());
+        Ok(seen)
+    }
+
+    /// Forgets the peers and grants read lately (this replica changed them).
+    fn changed(&self) {
+        self.seen.clear();
     }
 
     /// The store.

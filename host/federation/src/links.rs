@@ -163,9 +163,28 @@ where
     sink.with(move |s: String| futures::future::ready(Ok::<M, Si::Error>(text(s))))
 }
 
+/// The peer a link is bound to (its key proved by the handshake): every
+/// stream on the link is this peer's.
+#[derive(Debug, Clone)]
+pub(crate) struct LinkPeer {
+    /// Its id here.
+    pub id: String,
+    /// Its label here.
+    pub label: String,
+}
+
+impl From<&Peer> for LinkPeer {
+    fn from(peer: &Peer) -> Self {
+        Self {
+            id: peer.id.clone(),
+            label: peer.label.clone(),
+        }
+    }
+}
+
 /// Streams the peer opens on a link: remote inference and calls, always
 /// as the peer whose key the handshake proved.
-fn acceptor(federation: Weak<Federation>, peer: String) -> Acceptor {
+fn acceptor(federation: Weak<Federation>, peer: LinkPeer) -> Acceptor {
     Arc::new(move |service: &str, stream: Stream| {
         let Some(federation) = federation.upgrade() else {
             return Err(StreamRefusal::ServiceRefused("shutting down".into()));
@@ -182,7 +201,7 @@ fn acceptor(federation: Weak<Federation>, peer: String) -> Acceptor {
                 Ok(())
             }
             CALL_SERVICE => {
-                tokio::spawn(crate::calls::answer(federation, peer, stream));
+                tokio::spawn(crate::calls::answer(federation, peer.id, stream));
                 Ok(())
             }
             _ => Err(StreamRefusal::UnknownService),
@@ -195,13 +214,13 @@ async fn start_session(
     federation: &Arc<Federation>,
     side: Side,
     lane: Lane,
-    peer_id: &str,
+    peer: &LinkPeer,
 ) -> Result<(TunnelSession, switchyard_carrier::tunnel::Transport), String> {
     let (runtime, spec) = federation
         .host
         .tunnel()
         .ok_or("this replica runs no tunnel component; links need one")?;
-    let acceptor = acceptor(Arc::downgrade(federation), peer_id.to_string());
+    let acceptor = acceptor(Arc::downgrade(federation), peer.clone());
     TunnelSession::start(runtime, spec, side, lane, acceptor).await
 }
 
@@ -295,11 +314,12 @@ impl Federation {
     /// starts, the link is recorded up, and down again at the end.
     pub(crate) async fn hold(
         self: &Arc<Self>,
-        peer_id: &str,
+        peer: &LinkPeer,
         dialled: Dialled,
     ) -> Result<TunnelSession, String> {
+        let peer_id = peer.id.as_str();
         let Dialled { socket, lane } = dialled;
-        let (session, transport) = start_session(self, Side::Worker, lane, peer_id).await?;
+        let (session, transport) = start_session(self, Side::Worker, lane, peer).await?;
         let id = self.links.insert(peer_id, lane, session.clone());
         self.link_state(peer_id, lane, LinkState::Up, None).await;
         let federation = self.clone();
@@ -377,8 +397,13 @@ impl Federation {
         let Ok(socket) = sink.reunite(stream) else {
             return;
         };
-        let (session, transport) = match start_session(&self, Side::Frontend, lane, &record.id)
-            .await
+        let (session, transport) = match start_session(
+            &self,
+            Side::Frontend,
+            lane,
+            &LinkPeer::from(&record),
+        )
+        .await
         {
             Ok(started) => started,
             Err(e) => {
@@ -577,7 +602,7 @@ async fn dial_once(federation: Arc<Federation>, peer: Peer, lane: Lane, failures
         })
         .await;
     let failed = match dialled {
-        Ok((_, dialled)) => match federation.hold(&peer.id, dialled).await {
+        Ok((_, dialled)) => match federation.hold(&LinkPeer::from(&peer), dialled).await {
             Ok(_) => return,
             Err(e) => e,
         },

@@ -352,6 +352,7 @@ impl Federation {
         if let Some(request) = &terms.request {
             self.store.approve_request(request, &terms.id).await?;
         }
+        self.changed();
         Ok(())
     }
 
@@ -381,6 +382,7 @@ impl Federation {
         )
         .await?;
         self.store.complete_grant(id, &grantee_signature).await?;
+        self.changed();
         self.grant(id).await
     }
 
@@ -438,12 +440,14 @@ impl Federation {
             )));
         }
         self.store.revoke_grant(id).await?;
+        self.changed();
         Ok(())
     }
 
     /// Retires a grant that is revoked, expired or never completed, with
     /// its operation receipts. An active grant stays (409 `grant_active`).
     pub async fn retire(&self, id: &str) -> FedResult<()> {
+        self.changed();
         match self.store.retire_grant(id).await? {
             Some(true) => Ok(()),
             Some(false) => Err(FederationError::new(
@@ -496,6 +500,7 @@ impl Federation {
         self.store
             .note_grant_usage(id, owner.state, &owner.usage)
             .await?;
+        self.changed();
         self.grant(id).await
     }
 }

@@ -23,6 +23,7 @@ use switchyard_runtime::grant::{FederatedCall, Grant, Usage};
 use switchyard_store::Store;
 use switchyard_store::federation::Cost;
 
+use crate::links::LinkPeer;
 use crate::{Denied, FedResult, Federation, FederationError, LocalCall};
 
 /// The largest request body a remote call carries (as `/v1` takes).
@@ -54,8 +55,9 @@ impl Federation {
     /// The remote services this cluster's grants allow calling, as `/v1`
     /// names them.
     pub async fn remote_services(&self) -> FedResult<Vec<RemoteService>> {
-        let grants = self.store.grants().await?;
-        let mut services: Vec<RemoteService> = grants
+        let seen = self.seen().await?;
+        let mut services: Vec<RemoteService> = seen
+            .grants
             .iter()
             .filter(|g| {
                 g.direction == Direction::Incoming
@@ -84,15 +86,14 @@ impl Federation {
         let Some((label, service)) = model.split_once('/') else {
             return Ok(None);
         };
-        let Some(peer) = self.store.peer(label).await?.filter(|p| p.label == label) else {
+        let seen = self.seen().await?;
+        let Some(peer) = seen.peers.iter().find(|p| p.label == label) else {
             return Ok(None);
         };
         self.cluster.key()?;
-        let grants: Vec<GrantRecord> = self
-            .store
-            .grants()
-            .await?
-            .into_iter()
+        let grants: Vec<&GrantRecord> = seen
+            .grants
+            .iter()
             .filter(|g| g.direction == Direction::Incoming && g.peer == peer.label)
             .collect();
         // A service the grant lists; else a managed service's grant; else
@@ -100,12 +101,13 @@ impl Federation {
         let grant = grants
             .iter()
             .find(|g| usable(g, service))
+            .copied()
             .or_else(|| {
-                grants.iter().find(|g| {
+                grants.iter().copied().find(|g| {
                     g.status == "active" && g.terms.operations.contains(&Operation::InferenceManage)
                 })
             })
-            .or_else(|| grants.iter().find(|g| g.status != "revoked"))
+            .or_else(|| grants.iter().copied().find(|g| g.status != "revoked"))
             .ok_or_else(|| {
                 FederationError::new(
                     403,
@@ -114,7 +116,7 @@ impl Federation {
                 )
             })?;
         Ok(Some(RemoteTarget {
-            peer_id: peer.id,
+            peer_id: peer.id.clone(),
             model: model.to_string(),
             grant: grant.id.clone(),
             service: service.to_string(),
@@ -300,6 +302,9 @@ impl Federation {
                 message: e.message,
             }
         };
+        if let Some(model) = self.served.get(&service.to_string()) {
+            return Ok((model, false));
+        }
         let (deployment, managed) = match self.store.offer(service).await.map_err(internal)? {
             Some(offer) => match offer.resource {
                 Resource::Service { deployment } => (deployment, false),
@@ -330,6 +335,12 @@ impl Federation {
             .await
             .map_err(internal)?
             .ok_or_else(missing)?;
+        if !managed {
+            // A managed service's state decides each call; an offer's
+            // deployment does not change under it.
+            self.served
+                .put(service.to_string(), deployment.served_model_name.clone());
+        }
         Ok((deployment.served_model_name, managed))
     }
 }
@@ -353,8 +364,8 @@ async fn write_denied(writer: StreamWriter, denied: Denied) {
     write_answer(writer, denied.status, body).await;
 }
 
-/// The owner answers one remote inference call from `peer_id`.
-pub(crate) async fn answer(federation: Arc<Federation>, peer_id: String, stream: Stream) {
+/// The owner answers one remote inference call from `peer`.
+pub(crate) async fn answer(federation: Arc<Federation>, peer: LinkPeer, stream: Stream) {
     let Stream { mut reader, writer } = stream;
     let (head, first) = match reader.read_line(MAX_HEAD).await {
         Ok(line) => line,
@@ -386,7 +397,7 @@ pub(crate) async fn answer(federation: Arc<Federation>, peer_id: String, stream:
             Err(_) => return,
         }
     }
-    match serve(&federation, &peer_id, call, body.freeze()).await {
+    match serve(&federation, &peer, call, body.freeze()).await {
         Ok((answer, slot)) => stream_answer(writer, answer, slot).await,
         Err(denied) => {
             tracing::info!(code = %denied.code, "a remote call was refused");
@@ -397,7 +408,7 @@ pub(crate) async fn answer(federation: Arc<Federation>, peer_id: String, stream:
 
 async fn serve(
     federation: &Federation,
-    peer_id: &str,
+    peer: &LinkPeer,
     call: InferenceCall,
     body: Bytes,
 ) -> Result<(crate::LocalAnswer, Slot), Denied> {
@@ -409,17 +420,6 @@ async fn serve(
             message: "the call crossed more than one link".into(),
         });
     }
-    let peer = federation
-        .store
-        .peer(peer_id)
-        .await
-        .ok()
-        .flatten()
-        .ok_or_else(|| Denied {
-            status: 403,
-            code: "unknown_peer".into(),
-            message: "the link's peer is no longer known".into(),
-        })?;
     let (model, managed) = federation.service_model(&call.grant, &call.service).await?;
     let judged = FederatedCall {
         peer: peer.label.clone(),
@@ -432,11 +432,11 @@ async fn serve(
         model_bytes: 0,
         tokens: call.tokens,
     };
-    let (grant, slot) = federation.admit_call(peer_id, &call.grant, judged).await?;
+    let (grant, slot) = federation.admit_call(&peer.id, &call.grant, judged).await?;
     let answer = federation
         .host
         .serve(LocalCall {
-            peer: peer.label,
+            peer: peer.label.clone(),
             grant: grant.id,
             service: call.service,
             model,

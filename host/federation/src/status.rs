@@ -162,6 +162,7 @@ impl Federation {
 
     /// Withdraws an offer.
     pub async fn withdraw(&self, id: &str) -> FedResult<()> {
+        self.served.clear();
         match self.store.delete_offer(id).await? {
             true => Ok(()),
             false => Err(FederationError::not_found(format!("no offer '{id}'"))),

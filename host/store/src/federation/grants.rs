@@ -432,6 +432,7 @@ async fn release_once(
     instance: &str,
 ) -> Result<(), StoreError> {
     let release = conn.prepare_cached(RELEASE).await?;
-    conn.execute(&release, &[&id, &concurrent, &instance]).await?;
+    conn.execute(&release, &[&id, &concurrent, &instance])
+        .await?;
     Ok(())
 }
