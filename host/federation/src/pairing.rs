@@ -406,6 +406,7 @@ impl Federation {
                 "the grant is not waiting to be completed",
             ));
         }
+        self.changed();
         Ok(())
     }
 
@@ -421,6 +422,7 @@ impl Federation {
             ));
         }
         self.store.revoke_grant(id).await?;
+        self.changed();
         let peer_notified = self
             .call(&peer_id, &LinkCall::RevokeGrant { id: id.to_string() })
             .await

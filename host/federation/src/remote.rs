@@ -247,7 +247,10 @@ impl Federation {
             code: e.code,
             message: e.message,
         };
-        let grant = self.owned_grant(peer_id, grant_id).await.map_err(denied)?;
+        let grant = self
+            .recent_owned_grant(peer_id, grant_id)
+            .await
+            .map_err(denied)?;
         let (wit, usage) = wit_grant(&grant);
         let charge = self
             .host
@@ -283,6 +286,26 @@ impl Federation {
                 code: refused.code().to_string(),
                 message: format!("the call is outside grant {grant_id}: {}", refused.code()),
             }),
+        }
+    }
+
+    /// A grant this cluster owns for `peer_id`, as read in the last second:
+    /// what the evaluator judges by. Its state and counters decide in the
+    /// charge that follows, read there, so a revocation still refuses the
+    /// next call at once.
+    async fn recent_owned_grant(&self, peer_id: &str, id: &str) -> FedResult<GrantRecord> {
+        let seen = self.seen().await?;
+        let label = seen
+            .peers
+            .iter()
+            .find(|p| p.id == peer_id)
+            .map(|p| &p.label);
+        match seen.grants.iter().find(|g| g.id == id) {
+            Some(grant) if Some(&grant.peer) == label && grant.direction == Direction::Outgoing => {
+                Ok(grant.clone())
+            }
+            // Made since it was read, or not this peer's: ask the database.
+            _ => self.owned_grant(peer_id, id).await,
         }
     }
 
