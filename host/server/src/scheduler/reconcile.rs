@@ -167,6 +167,17 @@ async fn reconcile(scheduler: &Scheduler) -> Result<(), PassError> {
             replica.state = next;
         }
     }
+    // A replica the API now shows ready takes requests at once, not when
+    // the rest of this pass is done (the pass's end refreshes again).
+    let routable = nodes
+        .iter()
+        .filter(|n| matches!(n.state, NodeState::Healthy | NodeState::Draining))
+        .filter(|n| !stale.contains(&n.id) && !late.contains(&n.id))
+        .map(|n| n.id.clone())
+        .collect();
+    scheduler
+        .routing
+        .refresh(deployments.clone(), replicas.clone(), &routable);
 
     let mut budget = MAX_PLACEMENTS_PER_PASS;
     for deployment in &deployments {
