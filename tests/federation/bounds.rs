@@ -176,6 +176,15 @@ async fn offers_and_grants_are_bounded_and_reclaimed() {
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // A request naming more operations than there are is refused unsent.
+    let (status, refused) = alpha
+        .call(
+            Method::POST,
+            "/api/federation/peers/beta/requests",
+            Some(json!({"operations": vec!["inference"; 9]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

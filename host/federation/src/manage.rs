@@ -303,9 +303,9 @@ impl Federation {
                 spec.runtime
             )));
         };
-        if spec.machines.is_empty() {
+        if spec.machines.is_empty() || spec.machines.len() > 64 {
             return Err(FederationError::invalid(
-                "a managed service names its machines",
+                "a managed service names 1 to 64 machines",
             ));
         }
         if !(1..=16).contains(&spec.replicas) {

@@ -19,6 +19,9 @@ use crate::{FedResult, Federation, FederationError, receipt};
 
 /// The longest note on a request.
 const MAX_NOTE: usize = 1024;
+/// The most operations a request names (each of the three at most once
+/// or twice is plenty; more is a client's mistake, not data to keep).
+const MAX_OPERATIONS_NAMED: usize = 8;
 /// The most resources of each kind one grant names.
 const MAX_RESOURCES: usize = 64;
 
@@ -75,9 +78,9 @@ impl Federation {
         peer: &str,
         request: NewAccessRequest,
     ) -> FedResult<AccessRequest> {
-        if request.operations.is_empty() {
+        if request.operations.is_empty() || request.operations.len() > MAX_OPERATIONS_NAMED {
             return Err(FederationError::invalid(
-                "operations must name at least one operation",
+                "operations must name 1 to 8 operations",
             ));
         }
         if request.note.len() > MAX_NOTE {
@@ -126,7 +129,8 @@ impl Federation {
         note: &str,
     ) -> FedResult<LinkAnswer> {
         valid_name("request id", id)?;
-        if operations.is_empty() || note.len() > MAX_NOTE {
+        if operations.is_empty() || operations.len() > MAX_OPERATIONS_NAMED || note.len() > MAX_NOTE
+        {
             return Err(FederationError::invalid(
                 "a request names operations and a short note",
             ));
@@ -191,9 +195,9 @@ impl Federation {
     /// Checks a grant's resources against what this cluster offers and
     /// the caller's scopes.
     async fn check_spec(&self, spec: &GrantSpec, scopes: &[String]) -> FedResult<()> {
-        if spec.operations.is_empty() {
+        if spec.operations.is_empty() || spec.operations.len() > MAX_OPERATIONS_NAMED {
             return Err(FederationError::invalid(
-                "operations must name at least one operation",
+                "operations must name 1 to 8 operations",
             ));
         }
         if !(1..=MAX_GRANT_LIFETIME_S).contains(&spec.lifetime_s) {
