@@ -191,15 +191,17 @@ async fn offers_and_grants_are_bounded_and_reclaimed() {
 async fn peers_and_operation_receipts_are_bounded_and_forgetting_reclaims_them() {
     let (alpha, beta) = tokio::join!(Member::bare("alpha"), Member::bare("beta"));
     // 127 peers already known to alpha (made in its database: 127 clusters
-    // are more than this machine runs); the 128th joins, the 129th not.
+    // are more than this machine runs; peers that dial alpha, so that alpha
+    // does not dial 127 addresses that do not exist); the 128th joins, the
+    // 129th not.
     let (db, connection) =
         tokio_postgres::connect(&alpha.cluster.database_url, tokio_postgres::NoTls)
             .await
             .unwrap();
     tokio::spawn(connection);
     db.batch_execute(
-        "INSERT INTO federation_peers (id, label, url, cluster_id, public_key) \
-         SELECT 'peer_fill' || i, 'fill' || i, 'http://fill' || i, 'cluster_fill' || i, 'key' || i \
+        "INSERT INTO federation_peers (id, label, cluster_id, public_key) \
+         SELECT 'peer_fill' || i, 'fill' || i, 'cluster_fill' || i, 'key' || i \
          FROM generate_series(1, 127) AS i",
     )
     .await

@@ -112,6 +112,7 @@ impl Federation {
         let url = request.url.trim_end_matches('/').to_string();
         let label = request.label.clone();
         let check = known.clone();
+        let _joining = Joining::new(self, &url);
         let dialled = self
             .dial(
                 &url,
@@ -192,6 +193,34 @@ impl Federation {
         self.store.delete_peer(&record.id).await?;
         self.changed();
         Ok(())
+    }
+}
+
+/// Marks a URL as being joined until dropped (however the join ends).
+struct Joining<'a> {
+    federation: &'a Federation,
+    url: String,
+}
+
+impl<'a> Joining<'a> {
+    fn new(federation: &'a Federation, url: &str) -> Self {
+        let url = url.to_string();
+        federation
+            .joining
+            .lock()
+            .expect("joining lock")
+            .insert(url.clone());
+        Self { federation, url }
+    }
+}
+
+impl Drop for Joining<'_> {
+    fn drop(&mut self) {
+        self.federation
+            .joining
+            .lock()
+            .expect("joining lock")
+            .remove(&self.url);
     }
 }
 

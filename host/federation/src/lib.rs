@@ -168,6 +168,9 @@ pub struct Federation {
     seen: recent::Recent<(), Arc<Seen>>,
     /// The model each service offer's deployment serves, read lately.
     served: recent::Recent<String, String>,
+    /// URLs a join is dialling now: the keeper leaves their peers alone
+    /// (a second dial would replace the join's own link).
+    joining: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// Peers and grants as read together.
@@ -207,6 +210,7 @@ impl Federation {
             calls: Default::default(),
             seen: Default::default(),
             served: Default::default(),
+            joining: Default::default(),
         });
         Ok((federation, first_token))
     }

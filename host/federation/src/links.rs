@@ -544,7 +544,9 @@ pub(crate) async fn keep(federation: Arc<Federation>, mut stop: watch::Receiver<
             }
         };
         dials.retain(|(peer, _), _| peers.iter().any(|p| &p.id == peer));
-        for peer in peers.iter().filter(|p| p.url.is_some()) {
+        let joining = federation.joining.lock().expect("joining lock").clone();
+        let dialled_here = |p: &&Peer| p.url.as_ref().is_some_and(|url| !joining.contains(url));
+        for peer in peers.iter().filter(dialled_here) {
             for lane in LANES {
                 let redial = dials.entry((peer.id.clone(), lane)).or_default();
                 if federation.links.session(&peer.id, lane).is_some()

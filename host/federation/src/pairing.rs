@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use switchyard_protocol::federation::{
     AccessRequest, Direction, GrantRecord, GrantSpec, GrantState, GrantTerms, LinkAnswer, LinkCall,
-    MAX_GRANT_LIFETIME_S, NewAccessRequest, Operation, Party, Peer, Resource, Revoked,
+    MAX_GRANT_LIFETIME_S, NewAccessRequest, Operation, Party, Resource, Revoked,
 };
 use switchyard_store::federation::Insert;
 
@@ -50,17 +50,6 @@ fn bad_signature(what: &str) -> FederationError {
 }
 
 impl Federation {
-    async fn peer_named(&self, peer: &str) -> FedResult<Peer> {
-        self.store
-            .peer(peer)
-            .await?
-            .ok_or_else(|| FederationError::not_found(format!("no peer '{peer}'")))
-    }
-
-    async fn peer_by_id(&self, peer_id: &str) -> FedResult<Peer> {
-        self.peer_named(peer_id).await
-    }
-
     /// This cluster as a party to a grant.
     fn party(&self) -> FedResult<Party> {
         let key = self.cluster.key()?;
@@ -88,7 +77,7 @@ impl Federation {
                 "note must be at most {MAX_NOTE} bytes"
             )));
         }
-        let peer = self.peer_named(peer).await?;
+        let peer = self.peer(peer).await?;
         let id = switchyard_store::keys::random_id("req");
         self.call(
             &peer.id,
@@ -188,7 +177,7 @@ impl Federation {
             .peer
             .clone()
             .ok_or_else(|| FederationError::invalid("peer is required to share"))?;
-        let peer = self.peer_named(&peer).await?;
+        let peer = self.peer(&peer).await?;
         self.offer_grant(&peer.id, None, spec, scopes).await
     }
 
@@ -262,7 +251,7 @@ impl Federation {
         scopes: &[String],
     ) -> FedResult<GrantRecord> {
         self.check_spec(&spec, scopes).await?;
-        let peer = self.peer_by_id(peer_id).await?;
+        let peer = self.peer(peer_id).await?;
         let key = self.cluster.key()?;
         let issued = now_ms();
         let mut operations = spec.operations.clone();
@@ -323,7 +312,7 @@ impl Federation {
         terms: GrantTerms,
         owner_signature: String,
     ) -> FedResult<()> {
-        let peer = self.peer_by_id(peer_id).await?;
+        let peer = self.peer(peer_id).await?;
         let me = self.party()?;
         if terms.owner.public_key != peer.public_key
             || terms.owner.cluster_id != peer.cluster_id
@@ -372,7 +361,7 @@ impl Federation {
                 "only a grant a peer offered this cluster, not yet completed, can be completed",
             ));
         }
-        let peer = self.peer_by_id(&peer_id).await?;
+        let peer = self.peer(&peer_id).await?;
         receipt::verify(&peer.public_key, &grant.terms, &grant.owner_signature)
             .map_err(|_| bad_signature("the owner's signature"))?;
         let key = self.cluster.key()?;
@@ -398,7 +387,7 @@ impl Federation {
         grantee_signature: &str,
     ) -> FedResult<()> {
         let grant = self.owned_grant(peer_id, id).await?;
-        let peer = self.peer_by_id(peer_id).await?;
+        let peer = self.peer(peer_id).await?;
         receipt::verify(&peer.public_key, &grant.terms, grantee_signature)
             .map_err(|_| bad_signature("the grantee's signature"))?;
         if grant.state != GrantState::Offered

@@ -138,6 +138,7 @@ pub async fn start(
     store: &Store,
     instance_id: &str,
     advertise: &str,
+    hostname: &str,
     evaluator: Arc<GrantEvaluator>,
     carriers: Option<Arc<Carriers>>,
 ) -> anyhow::Result<(Arc<Federation>, Arc<ServerHost>)> {
@@ -148,13 +149,13 @@ pub async fn start(
         relay,
         state: OnceLock::new(),
     });
-    let label = config.federation_label.clone().unwrap_or_else(|| {
-        std::fs::read_to_string("/etc/hostname")
-            .ok()
-            .map(|h| h.trim().to_string())
-            .filter(|h| switchyard_federation::valid_label(h))
-            .unwrap_or_else(|| "switchyard".into())
-    });
+    let label =
+        config.federation_label.clone().unwrap_or_else(
+            || match switchyard_federation::valid_label(hostname) {
+                true => hostname.to_string(),
+                false => "switchyard".into(),
+            },
+        );
     let federation_config = FederationConfig {
         key_path: config
             .federation_key

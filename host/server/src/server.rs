@@ -124,6 +124,7 @@ async fn serve(
         &store,
         &instance_id,
         &advertise,
+        &hostname,
         grant_evaluator.clone(),
         carriers.clone(),
     )

@@ -14,7 +14,9 @@
 //! # struct Standard;
 //! # impl GrantEvaluator for Standard {
 //! #     type Settings = Settings;
-//! #     fn evaluate(_: &Settings, _: &FederatedCall, _: &Grant, _: &Usage, _: u64) -> GrantDecision { todo!() }
+//! #     fn evaluate(_: &Settings, _: &FederatedCall, _: &Grant, _: &Usage, _: u64) -> GrantDecision {
+//! #         GrantDecision::Inside(Charge { requests: 1, concurrent: 1, model_bytes: 0, tokens: 0 })
+//! #     }
 //! # }
 //! use switchyard_sdk::serde_json::json;
 //! use switchyard_sdk::testing::grant::{GrantCase, GrantExpect};
