@@ -153,6 +153,8 @@ use_target_dir() {
     # here run once per clone, so they keep none, and old ones are dropped
     # when the disk runs low.
     export CARGO_INCREMENTAL=0
+    # On a fresh machine neither the folder nor its parent exists yet.
+    mkdir -p "$CARGO_TARGET_DIR"
     local free_kib
     free_kib=$(df -Pk "$(dirname "$CARGO_TARGET_DIR")" | awk 'NR==2 {print $4}')
     if (( free_kib < 20 * 1024 * 1024 )) && [[ -d "$CARGO_TARGET_DIR/debug" ]]; then
