@@ -7,9 +7,12 @@
 
 mod bounds;
 mod chains;
+mod copies;
 mod counters;
 mod identity;
 mod inference;
+mod jobs;
 mod manage;
 mod pairing;
 mod replicas;
+mod revocation;

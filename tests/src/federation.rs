@@ -65,6 +65,11 @@ impl Member {
         member
     }
 
+    /// Its worker's folder, when it has a worker.
+    pub fn worker_dir(&self) -> Option<&std::path::Path> {
+        self._worker.as_ref().map(|(_, dir)| dir.path())
+    }
+
     /// The frontend's URL.
     pub fn url(&self) -> &str {
         &self.cluster.serve.url

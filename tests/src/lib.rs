@@ -4,6 +4,7 @@
 //! The suites need `SWITCHYARD_TEST_DATABASE_URL` (a PostgreSQL superuser
 //! connection) and the guest components; `scripts/test.sh` provides both.
 
+pub mod batch;
 pub mod cluster;
 pub mod db;
 pub mod federation;

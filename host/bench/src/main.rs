@@ -16,9 +16,11 @@
 //! 10. (`switch`) the live carrier switch under chat load: request → commit
 //!     and commit → settled per direction, failures, losses and repeats;
 //! 11. (`federation`) a remote chat completion through the link between two
-//!     clusters beside the same request on the owner directly.
+//!     clusters beside the same request on the owner directly;
+//! 12. (`copy`) a federated model copy between two clusters beside local staging.
 
 mod activation;
+mod copy;
 mod federation;
 mod fixtures;
 mod idle_memory;
@@ -35,7 +37,7 @@ mod switch;
 mod tunnel;
 
 /// Every section, by the name `switchyard-bench <name>...` selects it with.
-const SECTIONS: [(&str, fn()); 12] = [
+const SECTIONS: [(&str, fn()); 13] = [
     ("latency", latency::run),
     ("activation", activation::run),
     ("swap", swap::run),
@@ -48,6 +50,7 @@ const SECTIONS: [(&str, fn()); 12] = [
     ("staging", staging::run),
     ("switch", switch::run),
     ("federation", federation::run),
+    ("copy", copy::run),
 ];
 
 fn main() {

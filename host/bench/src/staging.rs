@@ -22,9 +22,38 @@ use switchyard_worker::placement::Placement;
 use crate::stats::header;
 use crate::tunnel::spec;
 
-const SIZE: usize = 256 * 1024 * 1024;
+/// The file's size (the `copy` section copies as much).
+pub const SIZE: usize = 256 * 1024 * 1024;
 
 pub fn run() {
+    let (baseline, staged) = measure();
+    header(
+        "Model staging: a 256 MiB file, verified copy to a worker beside sha256sum + cp on the same disk",
+        &["path", "MB/s", "ratio"],
+    );
+    println!("| sha256sum, then cp | {baseline:.0} | 1.00 |");
+    println!(
+        "| library to placement cache (bulk lane, 64 MiB ranges, fsync, verify) | {staged:.0} | {:.2} |",
+        staged / baseline
+    );
+    println!();
+}
+
+/// `len` pseudo-random bytes (not compressible, not all zeros).
+pub fn pseudo_random(len: usize) -> Vec<u8> {
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    (0..len / 8)
+        .flat_map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()
+        })
+        .collect()
+}
+
+/// `sha256sum` plus `cp`, and the verified staging, of one file: MB/s each.
+pub fn measure() -> (f64, f64) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -32,23 +61,17 @@ pub fn run() {
         .expect("tokio");
     runtime.block_on(async {
         let dir = tempfile::tempdir_in(std::env::temp_dir()).expect("temp dir");
-        // A file of pseudo-random bytes (not compressible, not all zeros).
-        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
-        let bytes: Vec<u8> = (0..SIZE / 8)
-            .flat_map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state.to_le_bytes()
-            })
-            .collect();
+        let bytes = pseudo_random(SIZE);
         let source = dir.path().join("model.bin");
         std::fs::write(&source, &bytes).expect("write the model");
         drop(bytes);
 
         // Baseline: hash, then copy, with the system's tools.
         let started = Instant::now();
-        let hashed = std::process::Command::new("sha256sum").arg(&source).output().expect("sha256sum");
+        let hashed = std::process::Command::new("sha256sum")
+            .arg(&source)
+            .output()
+            .expect("sha256sum");
         let digest = String::from_utf8_lossy(&hashed.stdout)[..64].to_string();
         let copied = std::process::Command::new("cp")
             .arg(&source)
@@ -71,11 +94,15 @@ pub fn run() {
             Default::default(),
         );
         let registry = Arc::new(TunnelRegistry::default());
-        for (lane, seam_lane) in [(Lane::Inference, SeamLane::Inference), (Lane::Bulk, SeamLane::Bulk)] {
+        for (lane, seam_lane) in [
+            (Lane::Inference, SeamLane::Inference),
+            (Lane::Bulk, SeamLane::Bulk),
+        ] {
             let (listener, address) = loopback::listen().await.expect("bind");
-            let (frontend, worker) = loopback::pair(&plugins, &spec(), listener, &address, lane, node.acceptor())
-                .await
-                .expect("a session pair");
+            let (frontend, worker) =
+                loopback::pair(&plugins, &spec(), listener, &address, lane, node.acceptor())
+                    .await
+                    .expect("a session pair");
             std::mem::forget(worker);
             registry.insert("bench", seam_lane, frontend);
         }
@@ -98,19 +125,12 @@ pub fn run() {
             .await
             .expect("staged");
         let staged = rate(started.elapsed());
-        assert!(node.placement().path(&digest).is_file(), "the verified copy is in place");
-
-        header(
-            "Model staging: a 256 MiB file, verified copy to a worker beside sha256sum + cp on the same disk",
-            &["path", "MB/s", "ratio"],
+        assert!(
+            node.placement().path(&digest).is_file(),
+            "the verified copy is in place"
         );
-        println!("| sha256sum, then cp | {baseline:.0} | 1.00 |");
-        println!(
-            "| library to placement cache (bulk lane, 64 MiB ranges, fsync, verify) | {staged:.0} | {:.2} |",
-            staged / baseline
-        );
-        println!();
-    });
+        (baseline, staged)
+    })
 }
 
 fn rate(elapsed: std::time::Duration) -> f64 {

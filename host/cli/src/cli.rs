@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub mod batch;
 pub mod federation;
 
 /// Switchyard: a control plane for LLM inference on GPU fleets.
@@ -59,6 +60,9 @@ pub enum Command {
     /// grants, remote managed services and status.
     #[command(subcommand)]
     Federation(federation::FederationCommand),
+    /// OpenAI batches: upload a JSONL file and run it, watch, cancel, read the output.
+    #[command(subcommand)]
+    Batch(batch::BatchCommand),
 }
 
 #[derive(Debug, Args)]

@@ -1,13 +1,16 @@
 //! One module per command.
 
 mod admin;
+mod batch;
 mod carrier;
 mod cluster_settings;
 mod conformance;
 mod deployment_watch;
 mod federation;
+mod federation_copies;
 mod federation_evaluator;
 mod federation_grants;
+mod federation_jobs;
 mod federation_services;
 mod model;
 mod model_fetch;
@@ -95,6 +98,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Admission(c) => block_on(admin::admission(c)),
         Command::Key(c) => block_on(admin::key(c)),
         Command::Federation(c) => block_on(federation::federation(c)),
+        Command::Batch(c) => block_on(batch::batch(c)),
     }
 }
 

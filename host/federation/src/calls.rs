@@ -150,6 +150,14 @@ async fn dispatch(federation: &Arc<Federation>, peer_id: &str, call: LinkCall) -
             .map(|grant| LinkAnswer::ok(200, grant)),
         LinkCall::Manage(call) => Ok(federation.manage_answer(peer_id, call).await),
         LinkCall::ListServices { grant } => federation.owned_services(peer_id, &grant).await,
+        LinkCall::InspectModel {
+            grant,
+            model,
+            revision,
+        } => federation
+            .granted_manifest(peer_id, &grant, &model, &revision)
+            .await
+            .map(|manifest| LinkAnswer::ok(200, manifest)),
         LinkCall::InspectOperation { id } => match federation.store.operation(peer_id, &id).await {
             Ok(Some(record)) => Ok(LinkAnswer::ok(200, record)),
             Ok(None) => Err(FederationError::new(

@@ -16,19 +16,27 @@
 //! - `join`: joining a peer with its join token.
 //! - `pairing`: requests, approvals, shares, completion and revocation.
 //! - `calls`: the calls a peer makes over the link, answered here.
+//! - `changes`: revocations and removals other replicas made, acted on here.
 //! - `remote`: remote inference, both sides.
+//! - [`copies`]: verified model copies, both sides.
 //! - `manage`: managed services on the owner, with operation receipts.
+//! - `jobs`: batch jobs across clusters, forwarded to their one owner.
 //! - `status`: what `GET /api/federation/status` shows.
 //! - `recent`: peers, grants and offers read lately, for the hot path.
+//! - [`inflight`]: operations in flight under each grant, ended by a revocation.
 //! - `metrics`: federation's Prometheus series.
 //! - [`receipt`]: a grant's acceptance receipt, signed by both keys.
 //! - [`error`]: what an action answers when it does not go ahead.
 
 mod calls;
+mod changes;
 mod cluster;
+pub mod copies;
 pub mod error;
 pub mod handshake;
 pub mod identity;
+pub mod inflight;
+mod jobs;
 mod join;
 mod links;
 mod manage;
@@ -54,9 +62,10 @@ use switchyard_store::Store;
 
 pub use cluster::Cluster;
 pub use error::{FedResult, FederationError};
+pub use jobs::{LocalJob, MAX_JOB_INPUT};
 pub use join::Joined;
 pub use links::Links;
-pub use remote::RemoteTarget;
+pub use remote::{RemoteTarget, revoked_event};
 
 /// Whether `label` can name a cluster: 1 to 64 letters, digits, `-`, `_`
 /// or `.`, not starting with `.`.
@@ -148,6 +157,39 @@ pub trait Host: Send + Sync + 'static {
     /// Streams to a peer whose link another replica of this cluster holds
     /// (keyed by the peer's id).
     fn relay(&self) -> Option<Relay>;
+
+    /// Acts on a peer's job call: creates the job (its grant judged
+    /// already) or answers about a job that peer made, as the `/v1` route
+    /// would.
+    fn job(&self, job: LocalJob) -> BoxFuture<'static, Result<LocalAnswer, Denied>>;
+
+    /// Cancels the jobs a revoked grant made.
+    fn end_grant_jobs(&self, grant: String) -> BoxFuture<'static, ()>;
+
+    /// Where this replica's model library keeps partial copies (one
+    /// folder per copy); `None` without a library.
+    fn partial_dir(&self) -> Option<PathBuf>;
+
+    /// Whether the library holds blob `sha256` of `size` bytes.
+    fn has_blob(&self, sha256: &str, size: u64) -> bool;
+
+    /// Moves a file verified against `sha256` into the library's blobs.
+    fn adopt_blob(&self, sha256: &str, from: &std::path::Path) -> std::io::Result<()>;
+
+    /// The library file holding blob `sha256` (`size` bytes) for a peer's
+    /// range, fetched from another replica of this cluster first when this
+    /// one lacks it.
+    fn blob_for_range(
+        &self,
+        sha256: String,
+        size: u64,
+    ) -> BoxFuture<'static, Result<PathBuf, String>>;
+
+    /// Runs the `transfer` admission chain on one file of a copy.
+    fn admit_transfer(
+        &self,
+        request: switchyard_runtime::admission::TransferRequest,
+    ) -> BoxFuture<'static, Result<(), Denied>>;
 }
 
 /// A replica's federation: its identity, its links, and every action the
@@ -171,6 +213,10 @@ pub struct Federation {
     /// URLs a join is dialling now: the keeper leaves their peers alone
     /// (a second dial would replace the join's own link).
     joining: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Operations in flight under each grant: a revocation ends them.
+    inflight: inflight::InFlight,
+    /// The model copies this replica runs.
+    copy_runners: copies::Runners,
 }
 
 /// Peers and grants as read together.
@@ -211,6 +257,8 @@ impl Federation {
             seen: Default::default(),
             served: Default::default(),
             joining: Default::default(),
+            inflight: Default::default(),
+            copy_runners: Default::default(),
         });
         Ok((federation, first_token))
     }
@@ -249,14 +297,23 @@ impl Federation {
         &self.links
     }
 
+    /// The operations in flight under each grant on this replica.
+    pub fn inflight(&self) -> &inflight::InFlight {
+        &self.inflight
+    }
+
     /// This replica's identity.
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
     }
 
     /// Keeps the identity checked and the links this cluster dials up,
-    /// until `stop` turns true.
+    /// and the changes other replicas announce followed, until `stop`.
     pub async fn run(self: Arc<Self>, stop: tokio::sync::watch::Receiver<bool>) {
+        let changes = tokio::spawn(changes::follow(self.clone(), stop.clone()));
+        let copies = tokio::spawn(copies::keep(self.clone(), stop.clone()));
         links::keep(self, stop).await;
+        let _ = changes.await;
+        let _ = copies.await;
     }
 }

@@ -16,7 +16,10 @@ use switchyard_carrier::stream_seam::{Acceptor, Lane};
 use switchyard_carrier::tunnel::websocket::{self, Codec, Received};
 use switchyard_carrier::tunnel::{Side, TunnelSession};
 use switchyard_carrier::{Refusal as StreamRefusal, Stream, StreamReader};
-use switchyard_protocol::federation::{CALL_SERVICE, INFERENCE_SERVICE, LinkState, Peer};
+use switchyard_protocol::federation::{
+    CALL_SERVICE, INFERENCE_SERVICE, LinkState, Peer, RANGE_SERVICE,
+};
+use switchyard_protocol::jobs::JOBS_SERVICE;
 use switchyard_protocol::link::LinkPurpose;
 use switchyard_store::federation::DiallerLock;
 use tokio::sync::watch;
@@ -202,6 +205,14 @@ fn acceptor(federation: Weak<Federation>, peer: LinkPeer) -> Acceptor {
             }
             CALL_SERVICE => {
                 tokio::spawn(crate::calls::answer(federation, peer.id, stream));
+                Ok(())
+            }
+            JOBS_SERVICE => {
+                tokio::spawn(crate::jobs::answer(federation, peer, stream));
+                Ok(())
+            }
+            RANGE_SERVICE => {
+                tokio::spawn(crate::copies::serve::answer_range(federation, peer, stream));
                 Ok(())
             }
             _ => Err(StreamRefusal::UnknownService),

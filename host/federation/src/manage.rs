@@ -240,6 +240,26 @@ impl Federation {
         }
     }
 
+    /// Stops every managed service `grant` created (its `stop_on_revoke`):
+    /// their deployments scale to nothing; other deployments are not
+    /// touched. Expired or not, the grant's own services are its own.
+    pub(crate) async fn stop_grant_services(&self, grant: &str) -> FedResult<()> {
+        for managed in self.store.managed_services(grant).await? {
+            let Some((current, deployment)) = self.store.managed_service(&managed.service).await?
+            else {
+                continue;
+            };
+            self.store.scale_deployment(&deployment, 0).await?;
+            if current.state != "stopped" {
+                self.store
+                    .update_managed_service(&current.service, current.revision, "stopped", None)
+                    .await?;
+            }
+            tracing::info!(grant, service = %current.service, "stopped on revocation");
+        }
+        Ok(())
+    }
+
     fn check_revision(&self, managed: &ManagedService, revision: i64) -> FedResult<()> {
         match managed.revision == revision {
             true => Ok(()),

@@ -403,8 +403,9 @@ impl Federation {
         Ok(())
     }
 
-    /// The owner revokes a grant: new calls are refused at once on every
-    /// replica; the peer is told when its link is up.
+    /// The owner revokes a grant: new calls are refused at once and the
+    /// operations in flight end on every replica; with `stop_on_revoke`
+    /// the services it created stop; the peer is told when its link is up.
     pub async fn revoke(&self, id: &str) -> FedResult<Revoked> {
         let (grant, peer_id) = self.grant_with_peer(id).await?;
         if grant.direction != Direction::Outgoing {
@@ -415,7 +416,13 @@ impl Federation {
             ));
         }
         self.store.revoke_grant(id).await?;
+        // Every replica hears of it from the store; this one needs no wait.
+        self.inflight.end_grant(id);
         self.changed();
+        self.host.end_grant_jobs(id.to_string()).await;
+        if grant.terms.stop_on_revoke {
+            self.stop_grant_services(id).await?;
+        }
         let peer_notified = self
             .call(&peer_id, &LinkCall::RevokeGrant { id: id.to_string() })
             .await
@@ -435,6 +442,7 @@ impl Federation {
             )));
         }
         self.store.revoke_grant(id).await?;
+        self.inflight.end_grant(id);
         self.changed();
         Ok(())
     }

@@ -23,6 +23,7 @@ use switchyard_runtime::grant::{FederatedCall, Grant, Usage};
 use switchyard_store::Store;
 use switchyard_store::federation::Cost;
 
+use crate::inflight::Revocation;
 use crate::links::LinkPeer;
 use crate::{Denied, FedResult, Federation, FederationError, LocalCall};
 
@@ -109,11 +110,22 @@ impl Federation {
             })
             .or_else(|| grants.iter().copied().find(|g| g.status != "revoked"))
             .ok_or_else(|| {
-                FederationError::new(
-                    403,
-                    "no_grant",
-                    format!("peer '{label}' has granted this cluster nothing to call"),
-                )
+                match grants
+                    .iter()
+                    .find(|g| g.terms.services.iter().any(|s| s == service))
+                {
+                    // Only a revoked grant named it: say so, as the owner would.
+                    Some(revoked) => FederationError::new(
+                        403,
+                        "grant_revoked",
+                        format!("grant {} from peer '{label}' was revoked", revoked.id),
+                    ),
+                    None => FederationError::new(
+                        403,
+                        "no_grant",
+                        format!("peer '{label}' has granted this cluster nothing to call"),
+                    ),
+                }
             })?;
         Ok(Some(RemoteTarget {
             peer_id: peer.id.clone(),
@@ -311,7 +323,11 @@ impl Federation {
 
     /// The model a service id names on this cluster: a service offer's
     /// deployment, or (`true`) a managed service the grant made.
-    async fn service_model(&self, grant: &str, service: &str) -> Result<(String, bool), Denied> {
+    pub(crate) async fn service_model(
+        &self,
+        grant: &str,
+        service: &str,
+    ) -> Result<(String, bool), Denied> {
         let missing = || Denied {
             status: 404,
             code: "service_not_found".into(),
@@ -382,7 +398,7 @@ async fn write_answer(mut writer: StreamWriter, status: u16, body: serde_json::V
     }
 }
 
-async fn write_denied(writer: StreamWriter, denied: Denied) {
+pub(crate) async fn write_denied(writer: StreamWriter, denied: Denied) {
     let body = serde_json::json!({"error": {"code": denied.code, "message": denied.message}});
     write_answer(writer, denied.status, body).await;
 }
@@ -420,13 +436,41 @@ pub(crate) async fn answer(federation: Arc<Federation>, peer: LinkPeer, stream: 
             Err(_) => return,
         }
     }
-    match serve(&federation, &peer, call, body.freeze()).await {
-        Ok((answer, slot)) => stream_answer(writer, answer, slot).await,
+    // Entered before it is judged: a revocation from here on ends it.
+    let mut revocation = federation.inflight.enter(&call.grant);
+    let grant = call.grant.clone();
+    let served = tokio::select! {
+        served = serve(&federation, &peer, call, body.freeze()) => served,
+        () = revocation.revoked() => Err(revoked(&grant)),
+    };
+    match served {
+        Ok((answer, slot)) => stream_answer(writer, answer, slot, revocation, &grant).await,
         Err(denied) => {
             tracing::info!(code = %denied.code, "a remote call was refused");
             write_denied(writer, denied).await
         }
     }
+}
+
+/// The refusal of a call whose grant was revoked while it ran.
+pub(crate) fn revoked(grant: &str) -> Denied {
+    Denied {
+        status: 403,
+        code: "grant_revoked".into(),
+        message: format!("grant {grant} was revoked; the call was ended"),
+    }
+}
+
+/// The last event of a streamed answer its grant's revocation ended, in
+/// the shape of an OpenAI stream error.
+pub fn revoked_event(grant: &str) -> Bytes {
+    let denied = revoked(grant);
+    let body = serde_json::json!({"error": {
+        "message": denied.message,
+        "type": "permission_error",
+        "code": denied.code,
+    }});
+    Bytes::from(format!("data: {body}\n\n"))
 }
 
 async fn serve(
@@ -471,8 +515,18 @@ async fn serve(
 }
 
 /// Streams a local answer back over the link; the slot is released when
-/// the body ends, fails, or the peer goes away.
-async fn stream_answer(mut writer: StreamWriter, answer: crate::LocalAnswer, slot: Slot) {
+/// the body ends, fails, the peer goes away or the grant is revoked (a
+/// streamed answer then ends with an error event, any other is cut).
+async fn stream_answer(
+    mut writer: StreamWriter,
+    answer: crate::LocalAnswer,
+    slot: Slot,
+    mut revocation: Revocation,
+    grant: &str,
+) {
+    let events = answer.headers.iter().any(|(name, value)| {
+        name.eq_ignore_ascii_case("content-type") && value.starts_with("text/event-stream")
+    });
     let head = AnswerHead {
         status: answer.status,
         headers: answer.headers,
@@ -483,7 +537,22 @@ async fn stream_answer(mut writer: StreamWriter, answer: crate::LocalAnswer, slo
         return;
     }
     let mut body = answer.body;
-    while let Some(chunk) = body.next().await {
+    loop {
+        let chunk = tokio::select! {
+            chunk = body.next() => chunk,
+            () = revocation.revoked() => {
+                // Dropping the body cancels the engine's work.
+                drop(body);
+                drop(slot);
+                if events && writer.write(revoked_event(grant)).await.is_ok() {
+                    writer.finish();
+                } else {
+                    writer.reset();
+                }
+                return;
+            }
+        };
+        let Some(chunk) = chunk else { break };
         match chunk {
             Ok(chunk) => {
                 if writer.write(chunk).await.is_err() {

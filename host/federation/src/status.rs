@@ -47,9 +47,11 @@ impl Federation {
         let state = self.cluster.state();
         let peers = self.store.peers().await?;
         let grants = self.store.grants().await?;
+        let mut jobs = self.store.projection_counts().await?;
         let peers = peers
             .into_iter()
             .map(|peer| PeerStatus {
+                jobs: jobs.remove(&peer.id).unwrap_or_default(),
                 identity_verified: state == IdentityState::Verified
                     && peer.link.state == LinkState::Up,
                 grants: grants
@@ -69,6 +71,7 @@ impl Federation {
             suspended: self.cluster.key().err().map(|e| e.message),
             peers,
             bounds: self.store.federation_bounds().await?,
+            copies: self.unfinished_copies().await?,
         })
     }
 

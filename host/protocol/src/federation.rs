@@ -30,6 +30,8 @@ pub const INFERENCE_SERVICE: &str = "federation.inference";
 /// The stream service of every other call: one [`LinkCall`] as JSON, one
 /// [`LinkAnswer`] back.
 pub const CALL_SERVICE: &str = "federation.call";
+/// The stream service of one range of a granted model file (bulk lane).
+pub use crate::copies::RANGE_SERVICE;
 
 text_enum! {
     /// What a grant allows.
@@ -447,6 +449,9 @@ pub struct PeerStatus {
     pub last_verified_at: Option<String>,
     /// Its grants, both directions.
     pub grants: Vec<GrantStatus>,
+    /// The jobs this cluster made on it, as projected here.
+    #[serde(default)]
+    pub jobs: crate::jobs::JobProjections,
 }
 
 /// `GET /api/federation/status`.
@@ -465,6 +470,10 @@ pub struct FederationStatus {
     pub peers: Vec<PeerStatus>,
     /// Bounded metadata: `{peers, offers, grants, operations}` used and allowed.
     pub bounds: Bounds,
+    /// Model copies from peers not complete yet: bytes held of total,
+    /// state, and why one stopped.
+    #[serde(default)]
+    pub copies: Vec<crate::copies::CopyRecord>,
 }
 
 /// What is kept and what may be.
@@ -688,6 +697,16 @@ pub enum LinkCall {
     InspectOperation {
         /// The operation id.
         id: String,
+    },
+    /// The manifest of a model revision a `models:transfer` grant lists
+    /// (a [`crate::copies::ModelManifest`]).
+    InspectModel {
+        /// The grant.
+        grant: String,
+        /// The model.
+        model: String,
+        /// The revision.
+        revision: String,
     },
 }
 

@@ -16,8 +16,10 @@
 //! - [`control`]: each control verb's request and answer.
 //! - [`stream`]: the heads of the `inference` and `blob` stream services.
 //! - [`admin`]: the admin API's request bodies (CLI and server).
+//! - [`batch`]: the OpenAI Batch API's files, batches and lines, and a line's work unit.
 //! - [`federation`]: the federation API's bodies, a grant's signed terms,
 //!   and the calls that cross the link between two clusters.
+//! - [`copies`]: verified model copies between clusters: manifests, ranges, copy records.
 //! - [`models`]: a model revision's manifest.
 //! - [`limits`]: limits both sides hold to, each with its reason.
 //! - [`link`]: the federation link's handshake messages.
@@ -92,10 +94,13 @@ macro_rules! text_enum {
 }
 
 pub mod admin;
+pub mod batch;
 pub mod carrier;
 pub mod control;
+pub mod copies;
 pub mod engines;
 pub mod federation;
+pub mod jobs;
 pub mod limits;
 pub mod link;
 pub mod models;

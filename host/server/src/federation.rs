@@ -124,10 +124,107 @@ impl Host for ServerHost {
         Some(self.relay.clone())
     }
 
+    fn job(
+        &self,
+        job: switchyard_federation::LocalJob,
+    ) -> BoxFuture<'static, Result<LocalAnswer, Denied>> {
+        let state = self.state();
+        Box::pin(async move { crate::jobs::serve_peer(&*state?, job).await })
+    }
+
+    fn end_grant_jobs(&self, grant: String) -> BoxFuture<'static, ()> {
+        let state = self.state();
+        Box::pin(async move {
+            if let Ok(state) = state {
+                crate::jobs::end_grant_jobs(&state, &grant).await;
+            }
+        })
+    }
+
+    fn partial_dir(&self) -> Option<std::path::PathBuf> {
+        let state = self.state().ok()?;
+        Some(state.library.partial_dir())
+    }
+
+    fn has_blob(&self, sha256: &str, size: u64) -> bool {
+        self.state()
+            .is_ok_and(|state| state.library.has(sha256, size))
+    }
+
+    fn adopt_blob(&self, sha256: &str, from: &std::path::Path) -> std::io::Result<()> {
+        let state = self
+            .state()
+            .map_err(|denied| std::io::Error::other(denied.message))?;
+        state.library.adopt(sha256, from)
+    }
+
+    fn blob_for_range(
+        &self,
+        sha256: String,
+        size: u64,
+    ) -> BoxFuture<'static, Result<std::path::PathBuf, String>> {
+        let state = self.state();
+        Box::pin(async move {
+            let state = state.map_err(|denied| denied.message)?;
+            crate::library::ensure_blob(
+                &state.library,
+                &state.store,
+                &state.instance_id,
+                &sha256,
+                size,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            Ok(state.library.blob_path(&sha256))
+        })
+    }
+
+    fn admit_transfer(
+        &self,
+        request: switchyard_runtime::admission::TransferRequest,
+    ) -> BoxFuture<'static, Result<(), Denied>> {
+        let state = self.state();
+        Box::pin(async move {
+            let state = state?;
+            transfer_chain(&state, request).await
+        })
+    }
+
     fn tunnel(&self) -> Option<(Arc<Runtime>, ComponentSpec)> {
         let carriers = self.carriers.as_ref()?;
         let spec = carriers.tunnel.load_full()?;
         Some((carriers.runtime.clone(), (*spec).clone()))
+    }
+}
+
+/// Asks the `transfer` chain about one file of a model copy: a deny
+/// stops the copy with the policy's code. (A transfer patch's rate limit
+/// is not applied to copies.)
+async fn transfer_chain(
+    state: &AppState,
+    request: switchyard_runtime::admission::TransferRequest,
+) -> Result<(), Denied> {
+    use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision};
+    let chain = state.admission.chain(AdmissionPoint::Transfer);
+    if chain.entries.is_empty() {
+        return Ok(());
+    }
+    let record = AdmissionRequest::Transfer(request);
+    // A misbehaving policy may hold a call until its deadline: off the async workers.
+    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(record))
+        .await
+        .map_err(|e| Denied {
+            status: 500,
+            code: "internal".into(),
+            message: format!("the transfer chain did not run: {e}"),
+        })?;
+    match verdict.decision {
+        Decision::Deny(denial) => Err(Denied {
+            status: 403,
+            code: denial.code,
+            message: denial.message,
+        }),
+        _ => Ok(()),
     }
 }
 

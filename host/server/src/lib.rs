@@ -9,6 +9,8 @@
 //! - [`grant_evaluator`]: the grant evaluator this replica runs, bound with generations as
 //!   the chains are (`grant-standard` until one is bound).
 //! - [`auth`]: API keys and scopes.
+//! - [`batches`]: OpenAI batches: files, batches, the driver that dispatches their lines as
+//!   work units and the consumer that runs them through the `/v1` path.
 //! - [`carriers`]: this replica's carrier set (started from the plugin registry, which the
 //!   replica seeds with its carrier components), its seams, worker sessions and the relay.
 //! - [`library`]: the model library's bytes, content-addressed and verified.
@@ -28,6 +30,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod batches;
 pub mod carriers;
 pub mod component_bytes;
 pub mod config;
@@ -38,6 +41,7 @@ pub mod federation;
 pub mod fetch;
 pub mod grant_evaluator;
 pub mod inference_metrics;
+pub mod jobs;
 pub mod labels;
 pub mod library;
 pub mod openapi;

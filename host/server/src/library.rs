@@ -166,6 +166,23 @@ impl Library {
         self.max_bytes
     }
 
+    /// Where model copies from peer clusters keep their partial bytes
+    /// (one folder per copy; not swept: a copy's record owns them).
+    pub fn partial_dir(&self) -> PathBuf {
+        self.root.join("partial")
+    }
+
+    /// Moves a file whose SHA-256 the caller verified into place as blob
+    /// `sha256` (a rename: the file must be on the library's file system).
+    pub fn adopt(&self, sha256: &str, from: &Path) -> std::io::Result<()> {
+        if !valid_digest(sha256) {
+            return Err(std::io::Error::other(format!(
+                "`{sha256}` is not a SHA-256"
+            )));
+        }
+        std::fs::rename(from, self.blob_path(sha256))
+    }
+
     /// Where the blob with this digest lives.
     pub fn blob_path(&self, sha256: &str) -> PathBuf {
         self.root.join("blobs/sha256").join(sha256)

@@ -1,12 +1,15 @@
 //! The HTTP API, one file per area.
 
 pub mod admission;
+pub mod batches;
 pub mod cluster;
 pub mod deployments;
 pub mod diagnostics;
 pub mod federation;
+pub mod federation_copies;
 pub mod federation_evaluator;
 pub mod federation_grants;
+pub mod federation_jobs;
 pub mod federation_services;
 pub mod health;
 pub mod keys;
@@ -70,6 +73,10 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/api/federation/link", get(federation::link))
         .route("/api/federation/status", get(federation::status))
         .route(
+            "/api/federation/eligibility",
+            get(federation_jobs::show).put(federation_jobs::set),
+        )
+        .route(
             "/api/federation/peers",
             post(federation::join).get(federation::peers),
         )
@@ -130,6 +137,26 @@ pub fn app(state: Arc<AppState>) -> Router {
             "/api/federation/services",
             get(federation_services::remote_services),
         )
+        .route(
+            "/api/federation/peers/{peer}/models/{model}/{revision}",
+            get(federation_copies::manifest),
+        )
+        .route(
+            "/api/federation/copies",
+            post(federation_copies::start).get(federation_copies::list),
+        )
+        .route(
+            "/api/federation/copies/{id}",
+            get(federation_copies::show).delete(federation_copies::delete),
+        )
+        .route(
+            "/api/federation/copies/{id}/pause",
+            post(federation_copies::pause),
+        )
+        .route(
+            "/api/federation/copies/{id}/resume",
+            post(federation_copies::resume),
+        )
         .route("/api/keys", post(keys::create).get(keys::list))
         .route("/api/keys/{id}", axum::routing::delete(keys::revoke))
         .route(
@@ -157,6 +184,15 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(openai::embeddings))
+        .route(
+            "/v1/files",
+            post(batches::upload).layer(DefaultBodyLimit::max(batches::MAX_UPLOAD_BODY)),
+        )
+        .route("/v1/files/{id}", get(batches::show_file))
+        .route("/v1/files/{id}/content", get(batches::file_content))
+        .route("/v1/batches", post(batches::create).get(batches::list))
+        .route("/v1/batches/{id}", get(batches::show))
+        .route("/v1/batches/{id}/cancel", post(batches::cancel))
         .route("/api/nodes", get(nodes::list))
         .route(
             "/api/nodes/registration-tokens",

@@ -194,6 +194,11 @@ async fn serve(
             tokio::spawn(crate::carriers::lead::run(carriers, stop_rx.clone())),
         )
     });
+    let batches = crate::batches::start(state.clone(), stop_rx.clone());
+    let projections = tokio::spawn(crate::jobs::sync_projections(
+        state.clone(),
+        stop_rx.clone(),
+    ));
     let heartbeat = tokio::spawn(heartbeat(
         store.clone(),
         instance_id.clone(),
@@ -228,7 +233,9 @@ async fn serve(
         federating,
         heartbeat,
         reconciler,
-        sweeper
+        sweeper,
+        batches,
+        projections
     );
     if let Some((following, leading)) = switch {
         let _ = tokio::join!(following, leading);

@@ -7,6 +7,7 @@
 //! - [`keys`]: the admin token and API keys (SHA-256 only).
 //! - [`admission`]: admission generations and each replica's status.
 //! - [`instances`]: frontend replica membership.
+//! - [`batches`]: OpenAI batches: uploaded files, batches and one row per line.
 //! - [`nodes`]: registration tokens, workers and their credentials, connection claims.
 //! - [`federation`]: this cluster's identity, peers, offers, requests, grants
 //!   and their counters, operation receipts and managed services.
@@ -14,6 +15,7 @@
 //! - `tls`: TLS to PostgreSQL as `sslmode` asks (disable, prefer, require, verify-full).
 
 pub mod admission;
+pub mod batches;
 pub mod carrier_switch;
 pub mod cluster;
 pub mod deployments;

@@ -53,6 +53,21 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "evaluator",
         include_str!("../migrations/0012_evaluator.sql"),
     ),
+    (
+        13,
+        "federation_copies",
+        include_str!("../migrations/0013_federation_copies.sql"),
+    ),
+    (
+        14,
+        "batches",
+        include_str!("../migrations/0014_batches.sql"),
+    ),
+    (
+        15,
+        "federation_jobs",
+        include_str!("../migrations/0015_federation_jobs.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").

@@ -2,6 +2,7 @@
 
 use switchyard_sdk::{
     Denial, FederationDecision, FederationRequest, InferenceDecision, InferenceRequest,
+    TransferDecision, TransferRequest,
 };
 
 use crate::Settings;
@@ -20,6 +21,19 @@ pub fn evaluate_inference(settings: &Settings, request: &InferenceRequest) -> In
     match judge(settings, [key, project], &request.model) {
         Ok(()) => InferenceDecision::Allow,
         Err(denial) => InferenceDecision::Deny(denial),
+    }
+}
+
+/// Judges the model of a copy into this cluster (a peer's model copied
+/// into the library) as an inference request's: the caller's key rule,
+/// else its project's rule, else the default list.
+pub fn evaluate_transfer(settings: &Settings, request: &TransferRequest) -> TransferDecision {
+    let caller = &request.caller;
+    let key = Some(Subject::Key(&caller.key_id));
+    let project = caller.project.as_deref().map(Subject::Project);
+    match judge(settings, [key, project], &request.model) {
+        Ok(()) => TransferDecision::Allow,
+        Err(denial) => TransferDecision::Deny(denial),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `model-allowlist`: which models a project, an API key or a peer cluster
-//! may call.
+//! may call, and which a key may copy into the library from a peer.
 //!
 //! Settings (`test_data/settings.json`):
 //!
@@ -14,13 +14,14 @@
 //! }
 //! ```
 //!
-//! - Each rule names exactly one of `key_id`, `project` (inference) or
-//!   `peer` (federation), and the models it may call. No two rules name the
+//! - Each rule names exactly one of `key_id`, `project` (inference and
+//!   transfer) or `peer` (federation), and the models it may call. No two rules name the
 //!   same key, project or peer.
 //! - A pattern is a model id, or a prefix ending in `*` (`llama-3-*`); `*`
 //!   alone matches every model. Matching is case-sensitive.
 //! - The most specific rule decides, and only that rule: for an inference
-//!   request the caller's key rule, else its project's rule, else
+//!   request or a transfer (a model copy) the caller's key rule, else its
+//!   project's rule, else
 //!   `default`; for a federated call the peer's rule, else `default`. A key
 //!   rule can therefore narrow or widen what its project may call.
 //! - `default` (optional, empty when left out) covers everyone without a
@@ -30,26 +31,27 @@
 //!
 //! A refused model is denied with [`MODEL_NOT_ALLOWED`].
 //!
-//! Points: `inference`, `federation`.
+//! Points: `inference`, `transfer`, `federation`.
 //!
 //! # Layout
 //!
 //! - `settings.rs`: [`Settings`], [`Rule`] and their validation
 //! - `pattern.rs`: matching a model id against `*`-suffix patterns
-//! - `evaluate.rs`: [`evaluate_inference`] and [`evaluate_federation`],
+//! - `evaluate.rs`: [`evaluate_inference`], [`evaluate_transfer`] and
+//!   [`evaluate_federation`],
 //!   plain functions that tests and benchmarks call natively
 
 mod evaluate;
 mod pattern;
 mod settings;
 
-pub use evaluate::{MODEL_NOT_ALLOWED, evaluate_federation, evaluate_inference};
+pub use evaluate::{MODEL_NOT_ALLOWED, evaluate_federation, evaluate_inference, evaluate_transfer};
 pub use pattern::matches;
 pub use settings::{Rule, Settings};
 
 use switchyard_sdk::{
     AdmissionPoint, FederationDecision, FederationRequest, InferenceDecision, InferenceRequest,
-    Policy,
+    Policy, TransferDecision, TransferRequest,
 };
 
 /// The policy as the component exports it.
@@ -59,11 +61,19 @@ impl Policy for ModelAllowlist {
     type Settings = Settings;
 
     fn points() -> Vec<AdmissionPoint> {
-        vec![AdmissionPoint::Inference, AdmissionPoint::Federation]
+        vec![
+            AdmissionPoint::Inference,
+            AdmissionPoint::Transfer,
+            AdmissionPoint::Federation,
+        ]
     }
 
     fn evaluate_inference(settings: &Settings, request: &InferenceRequest) -> InferenceDecision {
         evaluate_inference(settings, request)
+    }
+
+    fn evaluate_transfer(settings: &Settings, request: &TransferRequest) -> TransferDecision {
+        evaluate_transfer(settings, request)
     }
 
     fn evaluate_federation(settings: &Settings, request: &FederationRequest) -> FederationDecision {

@@ -205,3 +205,28 @@ fn typos_are_refused() {
         "unknown field `defaults`",
     );
 }
+
+fn transfer(name: &'static str, fixture: &'static str, expect: Expect) {
+    Testcase {
+        name,
+        point: AdmissionPoint::Transfer,
+        fixture,
+        settings: shipped(),
+        expect,
+    }
+    .run::<ModelAllowlist>();
+}
+
+#[test]
+fn a_copy_is_judged_by_the_callers_rules() {
+    transfer(
+        "research may copy llama-3-*",
+        "test_data/transfer-research-llama.json",
+        Expect::Allow,
+    );
+    transfer(
+        "research may not copy gpt",
+        "test_data/transfer-research-gpt.json",
+        DENIED,
+    );
+}

@@ -158,6 +158,103 @@ pub enum FederationCommand {
         #[command(flatten)]
         out: Output,
     },
+    /// Copies a model revision a peer granted into this cluster's library
+    /// (or resumes the copy of it not yet complete) and draws its progress
+    /// until it completes or stops; `copy list|pause|resume|delete` manage
+    /// copies.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+    Copy {
+        #[command(subcommand)]
+        action: Option<CopyAction>,
+        #[command(flatten)]
+        start: CopyStart,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Maintenance: peers may not choose this cluster as the owner of new
+    /// jobs (running jobs go on here; nothing moves); `--disable` ends it.
+    Maintenance {
+        /// End maintenance: peers may choose this cluster again.
+        #[arg(long)]
+        disable: bool,
+        #[command(flatten)]
+        change: EligibilityChange,
+    },
+    /// Drain: peers may not choose this cluster as the owner of new jobs;
+    /// `--wait` returns once every job this cluster owns has ended.
+    Drain {
+        /// Wait until this cluster's jobs have ended.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        change: EligibilityChange,
+    },
+    /// Undrain: peers may choose this cluster as the owner of new jobs again.
+    Undrain {
+        #[command(flatten)]
+        change: EligibilityChange,
+    },
+    /// The manifest of a model revision a peer granted: licence, files,
+    /// sizes and SHA-256 digests.
+    Model {
+        /// The owner (label or id).
+        peer: String,
+        /// The model.
+        model: String,
+        /// The revision.
+        revision: String,
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+/// Why an owner eligibility changes, and where the output goes.
+#[derive(Debug, Args, Clone)]
+pub struct EligibilityChange {
+    /// Why, for the other operators (at most 256 characters).
+    #[arg(long, default_value = "")]
+    pub reason: String,
+    #[command(flatten)]
+    pub out: Output,
+}
+
+/// `federation copy PEER MODEL REVISION [--detach]`.
+#[derive(Debug, Args, Clone)]
+pub struct CopyStart {
+    /// The owner (label or id).
+    #[arg(required = true)]
+    pub peer: Option<String>,
+    /// The model.
+    #[arg(required = true)]
+    pub model: Option<String>,
+    /// The revision.
+    #[arg(required = true)]
+    pub revision: Option<String>,
+    /// Return once the copy is started instead of drawing its progress.
+    #[arg(long)]
+    pub detach: bool,
+}
+
+/// `federation copy list|pause|resume|delete`.
+#[derive(Debug, Subcommand, Clone)]
+pub enum CopyAction {
+    /// Every copy: state, bytes held of total, why one stopped.
+    List,
+    /// Pauses a copy (its partial bytes stay).
+    Pause {
+        /// The copy.
+        id: String,
+    },
+    /// Resumes a paused, interrupted or stopped copy from its durable offsets.
+    Resume {
+        /// The copy.
+        id: String,
+    },
+    /// Deletes a copy that is not running, with its partial bytes.
+    Delete {
+        /// The copy.
+        id: String,
+    },
 }
 
 /// `--json` and where the API is: every federation command but `key init`.

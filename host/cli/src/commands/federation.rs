@@ -21,11 +21,15 @@ use switchyard_protocol::federation::{
 };
 
 use super::carrier::{list_or_dash, row, table};
-use super::{federation_evaluator, federation_grants, federation_services};
+use super::{
+    federation_copies, federation_evaluator, federation_grants, federation_jobs,
+    federation_services,
+};
 use crate::cli::federation::{
     FederationCommand, KeyFileCommand, OffersAction, Output, PeersAction, PublishArgs,
 };
 use crate::client::{Client, api_error};
+use switchyard_protocol::jobs::Eligibility;
 
 /// Runs a `federation` command.
 pub async fn federation(command: FederationCommand) -> anyhow::Result<ExitCode> {
@@ -85,6 +89,28 @@ pub async fn federation(command: FederationCommand) -> anyhow::Result<ExitCode> 
         }
         FederationCommand::Operations { peer, id, out } => {
             federation_services::operation(peer, id, out).await
+        }
+        FederationCommand::Copy { action, start, out } => {
+            federation_copies::copy(action, start, out).await
+        }
+        FederationCommand::Model {
+            peer,
+            model,
+            revision,
+            out,
+        } => federation_copies::model(peer, model, revision, out).await,
+        FederationCommand::Maintenance { disable, change } => {
+            let state = match disable {
+                true => Eligibility::Eligible,
+                false => Eligibility::Maintenance,
+            };
+            federation_jobs::eligibility(state, change, false).await
+        }
+        FederationCommand::Drain { wait, change } => {
+            federation_jobs::eligibility(Eligibility::Draining, change, wait).await
+        }
+        FederationCommand::Undrain { change } => {
+            federation_jobs::eligibility(Eligibility::Eligible, change, false).await
         }
     }
 }
@@ -423,6 +449,13 @@ pub fn render_status(status: &FederationStatus) -> String {
     for peer in &status.peers {
         out.push_str(&render_peer_status(peer));
     }
+    if !status.copies.is_empty() {
+        out.push_str(&format!(
+            "\nincomplete model copies ({})\n{}",
+            status.copies.len(),
+            federation_copies::render_copies(&status.copies)
+        ));
+    }
     out
 }
 
@@ -642,6 +675,7 @@ mod tests {
                 grants: 1,
                 operations: 7,
             },
+            copies: Vec::new(),
         };
         let text = render_status(&status);
         assert!(text.starts_with("identity:    verified\n"), "{text}");

@@ -192,6 +192,22 @@ async fn proxy(caller: Caller, state: Arc<AppState>, endpoint: Endpoint, body: B
     response
 }
 
+/// Answers one request body as `/v1` would for `caller` (a batch's line:
+/// the same scope check, parse, admission chain and routing), without the
+/// HTTP request around it; the caller reads the answer's body.
+pub async fn answer(
+    caller: &Caller,
+    state: &AppState,
+    endpoint: Endpoint,
+    body: Bytes,
+) -> Result<Response, ProxyError> {
+    caller
+        .require("inference")
+        .or_else(|_| caller.require("federation:invoke"))?;
+    let request = ValidRequest::parse(endpoint, body)?;
+    forward(caller, state, &request).await
+}
+
 /// Admits, routes and carries one parsed request.
 async fn forward(
     caller: &Caller,

@@ -220,16 +220,28 @@ impl Store {
 
     /// Revokes a grant: new calls are refused at once on every replica
     /// (each charge reads the state). `false` when it was revoked already.
+    ///
+    /// Every replica hears of it at commit ([`super::CHANGES_CHANNEL`]) and
+    /// ends the grant's operations in flight.
     pub async fn revoke_grant(&self, id: &str) -> Result<bool, StoreError> {
-        let n = self
-            .conn()
-            .await?
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let n = tx
             .execute(
                 "UPDATE federation_grants SET state = 'revoked', revoked_at = now() \
                  WHERE id = $1 AND state <> 'revoked'",
                 &[&id],
             )
             .await?;
+        tx.execute(
+            "SELECT pg_notify($1, $2)",
+            &[
+                &super::CHANGES_CHANNEL,
+                &super::Change::Grant(id.to_string()).to_payload(),
+            ],
+        )
+        .await?;
+        tx.commit().await?;
         Ok(n == 1)
     }
 

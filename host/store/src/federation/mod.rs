@@ -1,26 +1,63 @@
 //! Federation's state: this cluster's identity (public half), peers,
 //! offers, requests for access, grants with the owner's counters and the
-//! slots calls hold, operation receipts and managed services.
+//! slots calls hold, operation receipts, managed services, model copies,
+//! and batch jobs across clusters (projections, owner eligibility).
 //!
 //! Every kind of record is bounded ([`switchyard_protocol::federation`]'s
 //! `MAX_*`): an insert counts under one advisory lock so that two replicas
 //! adding at once never pass a bound.
 
+mod copies;
 mod grants;
 mod identity;
+mod jobs;
 mod offers;
 mod operations;
 mod peers;
 mod requests;
 mod services;
 
+pub use copies::{CopyInsert, CopyRun, NewCopyRow};
 pub use grants::{Charged, Cost, Refused as ChargeRefused};
+pub use jobs::{MAX_PROJECTIONS, Projection};
 pub use operations::Begun;
 pub use peers::{DiallerLock, NewPeer};
 
 use switchyard_protocol::federation::{Bounds, MAX_GRANTS, MAX_OFFERS, MAX_OPERATIONS, MAX_PEERS};
 
 use crate::{Store, StoreError};
+
+/// The channel a replica announces, at commit, what every replica must act
+/// on at once: a grant revoked, a peer forgotten.
+pub const CHANGES_CHANNEL: &str = "federation_changes";
+
+/// One announcement on [`CHANGES_CHANNEL`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A grant was revoked or went with its peer: its operations end.
+    Grant(String),
+    /// A peer was forgotten: its links close.
+    Peer(String),
+}
+
+impl Change {
+    /// As the notification's payload.
+    pub fn to_payload(&self) -> String {
+        match self {
+            Change::Grant(id) => format!("grant:{id}"),
+            Change::Peer(id) => format!("peer:{id}"),
+        }
+    }
+
+    /// From a notification's payload.
+    pub fn from_payload(payload: &str) -> Option<Self> {
+        match payload.split_once(':')? {
+            ("grant", id) => Some(Change::Grant(id.to_string())),
+            ("peer", id) => Some(Change::Peer(id.to_string())),
+            _ => None,
+        }
+    }
+}
 
 /// The advisory lock every bounded insert takes.
 const BOUNDS_LOCK: i64 = 7377796465646572;
@@ -123,5 +160,19 @@ impl Store {
             grants: row.get(2),
             operations: row.get(3),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Change;
+
+    #[test]
+    fn changes_round_trip_through_their_payload() {
+        for change in [Change::Grant("g_1".into()), Change::Peer("p:x".into())] {
+            assert_eq!(Change::from_payload(&change.to_payload()), Some(change));
+        }
+        assert_eq!(Change::from_payload("grant"), None);
+        assert_eq!(Change::from_payload("other:x"), None);
     }
 }

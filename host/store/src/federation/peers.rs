@@ -212,12 +212,34 @@ impl Store {
 
     /// Forgets a peer: its requests, grants (and their slots), operation
     /// receipts go with it. Managed services it created stay.
+    ///
+    /// Every replica hears of it at commit ([`super::CHANGES_CHANNEL`]):
+    /// each closes its link to the peer and ends the operations in flight
+    /// under its grants.
     pub async fn delete_peer(&self, peer_id: &str) -> Result<bool, StoreError> {
-        let n = self
-            .conn()
-            .await?
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let grants = tx
+            .query(
+                "SELECT id FROM federation_grants WHERE peer_id = $1",
+                &[&peer_id],
+            )
+            .await?;
+        let n = tx
             .execute("DELETE FROM federation_peers WHERE id = $1", &[&peer_id])
             .await?;
+        let changes = grants
+            .iter()
+            .map(|row| super::Change::Grant(row.get(0)))
+            .chain([super::Change::Peer(peer_id.to_string())]);
+        for change in changes {
+            tx.execute(
+                "SELECT pg_notify($1, $2)",
+                &[&super::CHANGES_CHANNEL, &change.to_payload()],
+            )
+            .await?;
+        }
+        tx.commit().await?;
         Ok(n == 1)
     }
 }

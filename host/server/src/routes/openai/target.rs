@@ -18,6 +18,8 @@ use switchyard_carrier::{StreamError, StreamReader};
 use switchyard_protocol::limits::MAX_HEAD;
 use switchyard_protocol::stream::{AnswerHead, INFERENCE, InferenceHead};
 
+use switchyard_federation::inflight::Revocation;
+
 use super::error::ProxyError;
 use crate::routing::{Lease, Routing};
 use crate::state::AppState;
@@ -66,7 +68,7 @@ impl Target {
         body: Bytes,
         tokens: u64,
     ) -> Result<Response, ProxyError> {
-        let (mut reader, lease) = match self {
+        let (mut reader, lease, revocation) = match self {
             Target::Replica(lease) => {
                 let cluster = state.carriers.as_ref().ok_or(ProxyError::NoCarrier)?;
                 let message = request(&lease.replica, path, &body)?;
@@ -75,7 +77,7 @@ impl Target {
                     .active()
                     .call(&lease.node, Lane::Inference, INFERENCE, message)
                     .await?;
-                (reader, Some(lease))
+                (reader, Some(lease), None)
             }
             Target::Peer(remote) => {
                 let federation = state.federation.as_ref().ok_or_else(|| {
@@ -83,17 +85,29 @@ impl Target {
                         "this replica runs no federation",
                     ))
                 })?;
+                // Entered before it is sent: the grant's revocation (the
+                // owner tells this cluster) ends the call from here on.
+                let revocation = federation.inflight().enter(&remote.grant);
                 let reader = federation
                     .send_inference(&remote, path, tokens, &body)
                     .await
                     .map_err(ProxyError::Federation)?;
-                (reader, None)
+                (reader, None, Some((revocation, remote.grant)))
             }
         };
-        let (head, first) = reader
-            .read_line(MAX_HEAD)
-            .await
-            .map_err(|e| ProxyError::Broken(e.to_string()))?;
+        let head = async {
+            reader
+                .read_line(MAX_HEAD)
+                .await
+                .map_err(|e| ProxyError::Broken(e.to_string()))
+        };
+        let (head, first) = match revocation.clone() {
+            Some((mut revocation, grant)) => tokio::select! {
+                head = head => head?,
+                () = revocation.revoked() => return Err(revoked(&grant)),
+            },
+            None => head.await?,
+        };
         let head: AnswerHead = serde_json::from_slice(&head)
             .map_err(|e| ProxyError::Broken(format!("the worker's answer head: {e}")))?;
         let keepalive = head
@@ -103,9 +117,14 @@ impl Target {
         let replica = lease
             .as_ref()
             .and_then(|lease| HeaderValue::from_str(&lease.replica).ok());
-        let mut response = Response::new(Body::from_stream(answer_body(
-            reader, lease, first, keepalive,
-        )));
+        let events = keepalive.is_some();
+        let body = answer_body(reader, lease, first, keepalive);
+        let mut response = Response::new(match revocation {
+            Some((revocation, grant)) => {
+                Body::from_stream(until_revoked(body, revocation, grant, events))
+            }
+            None => Body::from_stream(body),
+        });
         *response.status_mut() = status(head.status);
         let headers = response.headers_mut();
         if let Some(replica) = replica {
@@ -185,6 +204,42 @@ fn answer_body(
         },
     );
     first.chain(rest)
+}
+
+/// A remote call's refusal when its grant was revoked before it answered.
+fn revoked(grant: &str) -> ProxyError {
+    ProxyError::Federation(switchyard_federation::FederationError::new(
+        403,
+        "grant_revoked",
+        format!("grant {grant} was revoked; the call was ended"),
+    ))
+}
+
+/// A remote answer's body until its grant is revoked: a streamed answer
+/// then ends with an error event, any other is cut.
+fn until_revoked(
+    body: impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+    revocation: Revocation,
+    grant: String,
+    events: bool,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+    let body = Box::pin(body);
+    futures::stream::unfold(Some((body, revocation)), move |running| {
+        let grant = grant.clone();
+        async move {
+            let (mut body, mut revocation) = running?;
+            tokio::select! {
+                chunk = body.next() => chunk.map(|chunk| (chunk, Some((body, revocation)))),
+                () = revocation.revoked() => {
+                    let last = match events {
+                        true => Ok(switchyard_federation::revoked_event(&grant)),
+                        false => Err(std::io::Error::other(format!("grant {grant} was revoked"))),
+                    };
+                    Some((last, None))
+                }
+            }
+        }
+    })
 }
 
 #[cfg(test)]

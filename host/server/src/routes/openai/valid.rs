@@ -32,6 +32,14 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
+    /// Every endpoint.
+    pub const ALL: [Endpoint; 3] = [Endpoint::Chat, Endpoint::Completions, Endpoint::Embeddings];
+
+    /// The endpoint served at `path`, if any.
+    pub fn from_path(path: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.path() == path)
+    }
+
     /// The path, as the engine serves it and the admission record names it.
     pub fn path(self) -> &'static str {
         match self {

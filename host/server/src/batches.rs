@@ -1,0 +1,59 @@
+//! OpenAI batches on this cluster: a batch's input is uploaded as a file,
+//! a batch created from it runs every line once through the `/v1` path,
+//! and its output and error files are read back, in OpenAI's shapes.
+//!
+//! The routes (`routes/batches.rs`) are a thin shell over the functions
+//! here, which federation calls as well: [`create_file`], [`file`],
+//! [`file_content`], [`create_batch`], [`batch`], [`list`], [`cancel`].
+//!
+//! A batch is a job whose lines are units on the cluster's work queue
+//! (kind `batch`). The database is the truth: a line is a row, dispatched
+//! by the batch's driver and claimed, run and recorded by whichever replica
+//! consumes its unit; whatever the queue loses or repeats, the rows bring
+//! back or ignore.
+//!
+//! # Layout
+//! - `valid`: an input file parsed once into lines, and the limits.
+//! - `files`: `/v1/files`: upload, record, content.
+//! - `create`: `/v1/batches`: create, read, list, cancel.
+//! - `driver`: one driver per batch at a time (a leased row) dispatches
+//!   the lines and ends the batch.
+//! - `consumer`: every replica runs the lines its units name.
+//! - `output`: the output and error files, written from the lines.
+
+mod consumer;
+mod create;
+mod driver;
+mod files;
+mod output;
+mod valid;
+
+use std::sync::Arc;
+
+use tokio::sync::{Notify, watch};
+
+pub use create::{DEFAULT_LIMIT, batch, cancel, create_batch, list};
+pub use files::{Content, create_file, file, file_content, too_large};
+pub use valid::MAX_FILE_BYTES;
+
+use crate::state::AppState;
+
+/// Starts this replica's driver and, with a carrier set, its consumer;
+/// they end on `stop` (the driver lets go of its batches then).
+pub fn start(state: Arc<AppState>, stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    let wake = Arc::new(Notify::new());
+    let consuming = state.carriers.clone().map(|carriers| {
+        tokio::spawn(consumer::run(
+            state.clone(),
+            carriers,
+            wake.clone(),
+            stop.clone(),
+        ))
+    });
+    tokio::spawn(async move {
+        driver::run(state, wake, stop).await;
+        if let Some(consuming) = consuming {
+            let _ = consuming.await;
+        }
+    })
+}

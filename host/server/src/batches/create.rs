@@ -1,0 +1,174 @@
+//! `/v1/batches`: a batch created from an uploaded file (its lines become
+//! rows the driver runs), read, listed and cancelled.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use switchyard_protocol::batch::{
+    BATCH_ENDPOINTS, BATCH_PURPOSE, Batch, BatchList, COMPLETION_WINDOW, CreateBatch,
+};
+use switchyard_store::StoreError;
+use switchyard_store::batches::NewBatch;
+
+use super::files::random_hex;
+use super::valid::{self, MAX_MODELS};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The completion window, `24h`.
+const WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// A page of `GET /v1/batches` when no `limit` is given, and the most.
+pub const DEFAULT_LIMIT: i64 = 20;
+/// The largest `limit`, as OpenAI allows.
+pub const MAX_LIMIT: i64 = 100;
+
+fn refuse(code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, code, message)
+}
+
+/// 404 `batch_not_found` for a missing row.
+fn stored(id: &str) -> impl Fn(StoreError) -> ApiError + '_ {
+    move |e| match e {
+        StoreError::NotFound(_) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "batch_not_found",
+            format!("no batch {id:.64}"),
+        ),
+        e => e.into(),
+    }
+}
+
+/// Creates a batch from an uploaded file, run as `caller` (its lines pass
+/// the `inference` chain as this caller's key). Every line must call
+/// `endpoint`.
+pub async fn create_batch(
+    state: &AppState,
+    request: CreateBatch,
+    caller: &Caller,
+) -> Result<Batch, ApiError> {
+    if !BATCH_ENDPOINTS.contains(&request.endpoint.as_str()) {
+        return Err(refuse(
+            "invalid_endpoint",
+            format!("endpoint must be one of {}", BATCH_ENDPOINTS.join(", ")),
+        ));
+    }
+    if request.completion_window != COMPLETION_WINDOW {
+        return Err(refuse(
+            "invalid_completion_window",
+            format!("completion_window must be `{COMPLETION_WINDOW}`"),
+        ));
+    }
+    valid::metadata(&request.metadata)?;
+    let id = &request.input_file_id;
+    let file_not_found = || {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "file_not_found",
+            format!("no file {id:.64}"),
+        )
+    };
+    let stored_file = state.store.batch_file(id).await.map_err(|e| match e {
+        StoreError::NotFound(_) => file_not_found(),
+        e => e.into(),
+    })?;
+    if stored_file.kind != "upload" || stored_file.file.purpose != BATCH_PURPOSE {
+        return Err(refuse(
+            "invalid_file",
+            format!("file {id:.64} was not uploaded with purpose `{BATCH_PURPOSE}`"),
+        ));
+    }
+    let content = state
+        .store
+        .batch_file_content(id)
+        .await?
+        .ok_or_else(file_not_found)?;
+    let lines = valid::parse(&content)?;
+    drop(content);
+    if let Some((n, line)) = lines
+        .iter()
+        .enumerate()
+        .find(|(_, l)| l.url != request.endpoint)
+    {
+        return Err(refuse(
+            "endpoint_mismatch",
+            format!(
+                "line {} calls {} but the batch's endpoint is {}",
+                n + 1,
+                line.url,
+                request.endpoint
+            ),
+        ));
+    }
+    let models: BTreeSet<&str> = lines.iter().map(|l| l.model.as_str()).collect();
+    if models.len() > MAX_MODELS {
+        return Err(refuse(
+            "too_many_models",
+            format!("a batch names at most {MAX_MODELS} models"),
+        ));
+    }
+    let new = NewBatch {
+        id: format!("batch_{}", random_hex()),
+        endpoint: request.endpoint,
+        input_file_id: request.input_file_id.clone(),
+        completion_window: request.completion_window,
+        window: WINDOW,
+        metadata: request.metadata,
+        key_id: caller.key_id.clone(),
+        scopes: caller.scopes.clone(),
+        models: models.into_iter().map(String::from).collect(),
+        lines: lines.into_iter().map(|l| (l.custom_id, l.body)).collect(),
+    };
+    let batch = state.store.insert_batch(&new).await?;
+    tracing::info!(batch = %batch.id, key = %caller.key_id, lines = new.lines.len(), "batch created");
+    Ok(batch)
+}
+
+/// A batch.
+pub async fn batch(state: &AppState, id: &str) -> Result<Batch, ApiError> {
+    state.store.batch(id).await.map_err(stored(id))
+}
+
+/// Batches, the newest first: at most `limit` (1 to [`MAX_LIMIT`],
+/// [`DEFAULT_LIMIT`] when absent) after the batch `after`.
+pub async fn list(
+    state: &AppState,
+    after: Option<&str>,
+    limit: Option<i64>,
+) -> Result<BatchList, ApiError> {
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::invalid_request(format!(
+            "limit must be 1 to {MAX_LIMIT}"
+        )));
+    }
+    // One more than asked tells whether more follow.
+    let mut data = state.store.list_batches(after, limit + 1).await?;
+    let has_more = data.len() as i64 > limit;
+    data.truncate(limit as usize);
+    Ok(BatchList {
+        object: "list".into(),
+        first_id: data.first().map(|b| b.id.clone()),
+        last_id: data.last().map(|b| b.id.clone()),
+        has_more,
+        data,
+    })
+}
+
+/// Cancels a batch: `cancelling` at once (lines not yet running never
+/// run), `cancelled` once the lines running finished. 409
+/// `batch_not_cancellable` for a batch that ended otherwise.
+pub async fn cancel(state: &AppState, id: &str) -> Result<Batch, ApiError> {
+    match state.store.cancel_batch(id).await.map_err(stored(id))? {
+        Some(batch) => {
+            tracing::info!(batch = %id, "batch cancelling");
+            Ok(batch)
+        }
+        None => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "batch_not_cancellable",
+            format!("batch {id:.64} has already ended"),
+        )),
+    }
+}

@@ -1,0 +1,185 @@
+//! The driver: every replica runs one; each batch is driven by one replica
+//! at a time, the one holding its lease in the `batches` row (renewed at
+//! every pass; another replica takes over once it lapses). A pass moves
+//! each held batch along from its rows, never from what the queue said:
+//!
+//! - `validating` → `in_progress`;
+//! - `in_progress`: lines that spent their attempts fail; lines pending
+//!   (or whose dispatch or run lease lapsed: a unit lost, a replica gone)
+//!   are dispatched as units on the work queue, as many as keep the
+//!   batch's window full (the ready replicas' slots of its models); once
+//!   no line is open the batch completes; past `expires_at` the lines not
+//!   running expire;
+//! - `cancelling`: lines not running are cancelled; once none runs, the
+//!   batch is `cancelled`.
+//!
+//! Ending a batch writes its output and error files' records (their bytes
+//! are the lines, [`super::output`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use switchyard_protocol::batch::{BATCH_UNIT_KIND, BatchStatus, LineUnit};
+use switchyard_store::batches::DrivenBatch;
+use tokio::sync::{Notify, watch};
+
+use super::files::random_hex;
+use super::output::{self, Part};
+use crate::state::AppState;
+
+/// Time between passes when nothing wakes the driver sooner.
+const PASS: Duration = Duration::from_millis(100);
+/// How long a driver holds a batch without renewing (a pass renews it).
+const DRIVER_LEASE: Duration = Duration::from_secs(5);
+/// How long a dispatched unit may wait for a consumer before its line is
+/// dispatched again (its consumer died, or the unit was lost).
+pub const DISPATCH_LEASE: Duration = Duration::from_secs(10);
+/// Dispatches of a line before it fails (a worker killed under it each time).
+pub const MAX_ATTEMPTS: i32 = 5;
+/// Batches one replica drives at once.
+const MAX_DRIVEN: i64 = 32;
+/// Lines in flight per batch when none of its models has a ready replica
+/// (they find out, and pause, without spending attempts).
+const MIN_WINDOW: i64 = 4;
+/// Lines in flight per batch at most, whatever the capacity.
+const MAX_WINDOW: i64 = 1024;
+
+/// Drives batches until `stop`; `wake` brings the next pass forward (a
+/// line finished here).
+pub async fn run(state: Arc<AppState>, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(PASS) => {}
+        }
+        if let Err(e) = pass(&state).await {
+            tracing::warn!(error = %e, "a batch driver pass failed");
+        }
+    }
+    // Let another replica take over at once.
+    if let Err(e) = state.store.release_batches(&state.instance_id).await {
+        tracing::warn!(error = %e, "batches not released");
+    }
+}
+
+async fn pass(state: &Arc<AppState>) -> anyhow::Result<()> {
+    let held = state
+        .store
+        .claim_batches(&state.instance_id, DRIVER_LEASE, MAX_DRIVEN)
+        .await?;
+    for batch in held {
+        if let Err(e) = drive(state, &batch).await {
+            tracing::warn!(batch = %batch.id, error = %e, "a batch was not moved along");
+        }
+    }
+    Ok(())
+}
+
+async fn drive(state: &Arc<AppState>, batch: &DrivenBatch) -> anyhow::Result<()> {
+    let store = &state.store;
+    match batch.status {
+        BatchStatus::Validating => {
+            store.start_batch(&batch.id).await?;
+            Ok(())
+        }
+        BatchStatus::InProgress if batch.expired => {
+            let expired = serde_json::json!({
+                "code": "batch_expired",
+                "message": "This request could not be executed before the completion window expired.",
+            });
+            store
+                .close_open_lines(&batch.id, "expired", Some(expired))
+                .await?;
+            finish_when_closed(state, batch, BatchStatus::Expired).await?;
+            Ok(())
+        }
+        BatchStatus::InProgress => {
+            store.fail_exhausted_lines(&batch.id, MAX_ATTEMPTS).await?;
+            if finish_when_closed(state, batch, BatchStatus::Completed).await? {
+                return Ok(());
+            }
+            let budget = window(state, &batch.models) - store.lines_in_flight(&batch.id).await?;
+            if budget > 0 {
+                let lines = store
+                    .dispatch_lines(&batch.id, budget, DISPATCH_LEASE)
+                    .await?;
+                for (line, attempt) in lines {
+                    submit(state, &batch.id, line, attempt);
+                }
+            }
+            Ok(())
+        }
+        BatchStatus::Cancelling => {
+            store.close_open_lines(&batch.id, "cancelled", None).await?;
+            finish_when_closed(state, batch, BatchStatus::Cancelled).await?;
+            Ok(())
+        }
+        // Ended, or finalizing inside another driver's transaction.
+        _ => Ok(()),
+    }
+}
+
+/// Ends the batch as `to` once no line is open, with its files; whether
+/// it ended.
+async fn finish_when_closed(
+    state: &AppState,
+    batch: &DrivenBatch,
+    to: BatchStatus,
+) -> anyhow::Result<bool> {
+    if state.store.lines_open(&batch.id).await? > 0 {
+        return Ok(false);
+    }
+    let (output_bytes, output_lines) =
+        output::measure(&state.store, &batch.id, Part::Output).await?;
+    let (error_bytes, error_lines) = output::measure(&state.store, &batch.id, Part::Errors).await?;
+    let output_id = format!("file-{}", random_hex());
+    let error_id = format!("file-{}", random_hex());
+    // OpenAI names an output file whenever some line ran; an error file only
+    // when some line failed.
+    let output =
+        (output_lines > 0 || error_lines == 0).then_some((output_id.as_str(), output_bytes));
+    let errors = (error_lines > 0).then_some((error_id.as_str(), error_bytes));
+    state
+        .store
+        .finish_batch(&batch.id, to, output, errors)
+        .await?;
+    tracing::info!(batch = %batch.id, status = %to, output_lines, error_lines, "batch ended");
+    Ok(true)
+}
+
+/// Lines a batch keeps in flight: the slots of its models' ready replicas.
+fn window(state: &AppState, models: &[String]) -> i64 {
+    let served = state.routing.models();
+    let slots: i64 = models
+        .iter()
+        .filter_map(|m| served.get(m))
+        .map(|s| s.ready.len() as i64 * i64::from(s.deployment.max_concurrency.max(1)))
+        .sum();
+    slots.clamp(MIN_WINDOW, MAX_WINDOW)
+}
+
+/// Puts a line's unit on the queue. The submit runs on its own task: on
+/// NATS it returns only once a consumer ran the line. A unit that never
+/// arrives is dispatched again when its lease lapses.
+fn submit(state: &Arc<AppState>, batch: &str, line: i32, attempt: i32) {
+    let Some(carriers) = state.carriers.clone() else {
+        return;
+    };
+    let unit = LineUnit {
+        batch: batch.to_string(),
+        line,
+        attempt,
+    };
+    tokio::spawn(async move {
+        let payload = Bytes::from(serde_json::to_vec(&unit).expect("a unit serializes"));
+        if let Err(e) = carriers
+            .queue
+            .submit(BATCH_UNIT_KIND, &unit.unit_id(), payload)
+            .await
+        {
+            tracing::debug!(unit = %unit.unit_id(), error = %e, "a batch unit was not submitted; its lease will lapse");
+        }
+    });
+}

@@ -1,0 +1,202 @@
+//! The OpenAI Batch API: `/v1/files` and `/v1/batches`, for keys with the
+//! `inference` scope (or `admin`). A thin shell over [`crate::batches`].
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::multipart::MultipartError;
+use axum::extract::{Multipart, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use switchyard_protocol::batch::{Batch, BatchList, CreateBatch, FileObject};
+
+use super::federation::FedResult;
+use crate::auth::{Authorized, Inference};
+use crate::batches::{self, MAX_FILE_BYTES};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::jobs;
+use crate::state::AppState;
+
+/// The largest multipart body: the file and the form around it.
+pub const MAX_UPLOAD_BODY: usize = MAX_FILE_BYTES + (64 << 10);
+/// Longest text field of the upload form (`purpose`).
+const MAX_FIELD: usize = 1024;
+
+fn multipart_error(e: MultipartError) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return batches::too_large();
+    }
+    ApiError::invalid_request(format!(
+        "the upload is not a multipart form: {}",
+        e.body_text()
+    ))
+}
+
+/// Uploads a batch's input: a multipart form with `purpose` (`batch`) and
+/// `file` (JSONL, one request a line).
+#[utoipa::path(post, path = "/v1/files", tag = "batches",
+    request_body(content_type = "multipart/form-data", description = "`purpose`: `batch`; `file`: the JSONL, each line `{custom_id, method: POST, url, body}` (at most 50,000 lines)"),
+    responses(
+        (status = 200, description = "The file", body = FileObject),
+        (status = 400, description = "`invalid_purpose`, `invalid_jsonl`, `missing_custom_id`, `invalid_custom_id`, `duplicate_custom_id`, `invalid_method`, `invalid_url`, `invalid_body`, `too_many_lines`, `empty_file` (the message names the line), or `invalid_request`"),
+        (status = 413, description = "`file_too_large`: over 64 MiB"),
+    ))]
+pub async fn upload(
+    caller: Authorized<Inference>,
+    State(state): State<Arc<AppState>>,
+    mut form: Multipart,
+) -> ApiResult<Json<FileObject>> {
+    let (mut purpose, mut file) = (None, None);
+    while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
+        match field.name() {
+            Some("purpose") => {
+                let mut text = Vec::new();
+                while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+                    text.extend_from_slice(&chunk);
+                    if text.len() > MAX_FIELD {
+                        return Err(ApiError::invalid_request("purpose is too long"));
+                    }
+                }
+                purpose = Some(String::from_utf8_lossy(&text).into_owned());
+            }
+            Some("file") => {
+                let name = field.file_name().unwrap_or("upload.jsonl").to_string();
+                let mut content = Vec::new();
+                while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+                    if content.len() + chunk.len() > MAX_FILE_BYTES {
+                        return Err(batches::too_large());
+                    }
+                    content.extend_from_slice(&chunk);
+                }
+                file = Some((name, content));
+            }
+            // OpenAI's clients send nothing else; anything else is skipped.
+            _ => {}
+        }
+    }
+    let purpose = purpose.ok_or_else(|| ApiError::invalid_request("the form has no `purpose`"))?;
+    let (name, content) =
+        file.ok_or_else(|| ApiError::invalid_request("the form has no `file`"))?;
+    let created = batches::create_file(&state, &purpose, &name, content).await?;
+    tracing::info!(file = %created.id, key = %caller.key_id, bytes = created.bytes, "batch file uploaded");
+    Ok(Json(created))
+}
+
+/// A file's record.
+#[utoipa::path(get, path = "/v1/files/{id}", tag = "batches",
+    params(("id" = String, Path, description = "`file-…`")),
+    responses(
+        (status = 200, description = "The file", body = FileObject),
+        (status = 404, description = "`file_not_found`"),
+        (status = 503, description = "`NODE_UNAVAILABLE`: the file's job is a peer's that cannot be reached"),
+    ))]
+pub async fn show_file(
+    _caller: Authorized<Inference>,
+    State(state): State<Arc<AppState>>,
+    ApiPath(id): ApiPath<String>,
+) -> FedResult<Json<FileObject>> {
+    Ok(Json(jobs::file(&state, &id).await?))
+}
+
+/// A file's content: an upload as sent, or a batch's output or error file
+/// (`{id, custom_id, response: {status_code, request_id, body}, error}` a line).
+#[utoipa::path(get, path = "/v1/files/{id}/content", tag = "batches",
+    params(("id" = String, Path, description = "`file-…`")),
+    responses(
+        (status = 200, description = "The JSONL", content_type = "application/jsonl"),
+        (status = 404, description = "`file_not_found`"),
+        (status = 503, description = "`NODE_UNAVAILABLE`: the file's job is a peer's that cannot be reached"),
+    ))]
+pub async fn file_content(
+    _caller: Authorized<Inference>,
+    State(state): State<Arc<AppState>>,
+    ApiPath(id): ApiPath<String>,
+) -> FedResult<Response> {
+    let content = jobs::file_content(&state, &id).await?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/jsonl")],
+        Body::from_stream(content),
+    )
+        .into_response())
+}
+
+/// Creates a batch from an uploaded file; its lines run as this caller, on
+/// its one owner cluster: this one, the peer `metadata.owner` names, or
+/// the peer whose service (`<peer>/<service>`) the first line names.
+#[utoipa::path(post, path = "/v1/batches", tag = "batches", request_body = CreateBatch,
+    responses(
+        (status = 200, description = "The batch, `validating`", body = Batch),
+        (status = 400, description = "`invalid_endpoint`, `invalid_completion_window` (only `24h`), `invalid_metadata` (at most 16 keys), `invalid_file`, `endpoint_mismatch` (a line calls another endpoint), `too_many_models`, or a line's code as at upload"),
+        (status = 403, description = "The owner refused the job under its grant (`no_grant`, `requests_exhausted`, a policy's code)"),
+        (status = 404, description = "`file_not_found`, or `owner_not_found`: `metadata.owner` names no paired cluster"),
+        (status = 409, description = "`owner_not_eligible`: the owner is in maintenance or draining"),
+        (status = 503, description = "`NODE_UNAVAILABLE`: the owner cannot be reached; nothing was queued"),
+    ))]
+pub async fn create(
+    caller: Authorized<Inference>,
+    State(state): State<Arc<AppState>>,
+    ApiJson(request): ApiJson<CreateBatch>,
+) -> FedResult<Json<Batch>> {
+    Ok(Json(jobs::create_batch(&state, request, &caller).await?))
+}
+
+/// A batch, with its progress (`request_counts`).
+#[utoipa::path(get, path = "/v1/batches/{id}", tag = "batches",
+    params(("id" = String, Path, description = "`batch_…`")),
+    responses(
+        (status = 200, description = "The batch", body = Batch),
+        (status = 404, description = "`batch_not_found`"),
+        (status = 503, description = "`NODE_UNAVAILABLE`: not a job of this cluster nor one it projects, while a peer cannot be asked"),
+    ))]
+pub async fn show(
+    _caller: Authorized<Inference>,
+    State(state): State<Arc<AppState>>,
+    ApiPath(id): ApiPath<String>,
+) -> FedResult<Json<Batch>> {
+    Ok(Json(jobs::batch(&state, &id).await?))
+}
+
+/// A page of `GET /v1/batches`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct ListQuery {
+    /// The last id of the previous page.
+    after: Option<String>,
+    /// Batches on this page, 1 to 100 [default: 20].
+    limit: Option<i64>,
+}
+
+/// Batches, the newest first.
+#[utoipa::path(get, path = "/v1/batches", tag = "batches", params(ListQuery),
+    responses(
+        (status = 200, description = "A page", body = BatchList),
+        (status = 400, description = "`invalid_request`: a limit outside 1 to 100"),
+    ))]
+pub async fn list(
+    _caller: Authorized<Inference>,
+    State(state): State<Arc<AppState>>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> FedResult<Json<BatchList>> {
+    Ok(Json(
+        jobs::list(&state, query.after.as_deref(), query.limit).await?,
+    ))
+}
+
+/// Cancels a batch: `cancelling` at once, `cancelled` once the lines running finished.
+#[utoipa::path(post, path = "/v1/batches/{id}/cancel", tag = "batches",
+    params(("id" = String, Path, description = "`batch_…`")),
+    responses(
+        (status = 200, description = "The batch, `cancelling` (or already `cancelled`)", body = Batch),
+        (status = 404, description = "`batch_not_found`"),
+        (status = 409, description = "`batch_not_cancellable`: it ended already"),
+        (status = 503, description = "`NODE_UNAVAILABLE`: the job's owner cannot be reached; nothing was queued"),
+    ))]
+pub async fn cancel(
+    _caller: Authorized<Inference>,
+    State(state): State<Arc<AppState>>,
+    ApiPath(id): ApiPath<String>,
+) -> FedResult<Json<Batch>> {
+    Ok(Json(jobs::cancel(&state, &id).await?))
+}

@@ -1,0 +1,512 @@
+//! OpenAI batches on one cluster, end to end: real `switchyard serve` and
+//! `worker` processes, the reference engine, PostgreSQL, the official
+//! `openai` Python client and the CLI. A batch runs each line once (the
+//! engine counts them), survives its engine killed and a frontend replica
+//! killed mid-run, stops running lines when cancelled, and a bad input
+//! file is refused with a code that names what is wrong.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use switchyard_protocol::batch::OutputLine;
+use switchyard_tests::ADMIN_TOKEN;
+use switchyard_tests::cluster::{Cluster, PATIENCE};
+use switchyard_tests::process::{ServeProcess, binary};
+use tokio::io::AsyncBufReadExt;
+
+/// A cluster with one worker (one declared GPU) serving `demo` on the
+/// reference engine with `fields`; the worker's folder, to find its engine.
+async fn serving(
+    fields: Value,
+) -> (
+    Cluster,
+    switchyard_tests::process::WorkerProcess,
+    tempfile::TempDir,
+) {
+    let cluster = Cluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let worker = cluster.worker("w", dir.path(), &["--gpu", "name=L4,memory=24GiB"]);
+    cluster.node_id("w").await;
+    cluster.deploy_ready(fields).await;
+    (cluster, worker, dir)
+}
+
+/// The reference engine's counters, at the address the worker reports.
+async fn engine_stats(cluster: &Cluster) -> Value {
+    let node = cluster.node_id("w").await;
+    let (status, engines) = cluster
+        .call(
+            Method::POST,
+            &format!("/api/cluster/nodes/{node}/control/engine.list"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{engines}");
+    let url = engines[0]["url"]
+        .as_str()
+        .expect("an engine url")
+        .to_string();
+    reqwest::get(format!("{url}/stats"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The pid of the engine the worker under `dir` runs.
+fn engine_pid(dir: &Path) -> Option<u32> {
+    let output = std::process::Command::new("pgrep")
+        .args(["-f", &format!("engine reference .*{}", dir.display())])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .next()
+        .and_then(|pid| pid.trim().parse().ok())
+}
+
+/// The Python client's batch run (`clients/openai_batch.py`), started.
+fn python_batch(url: &str, key: &str, lines: usize) -> tokio::process::Child {
+    let python = std::env::var("SWITCHYARD_PYTHON").expect(
+        "SWITCHYARD_PYTHON names a Python with the openai package: scripts/test.sh provides it",
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/openai_batch.py");
+    tokio::process::Command::new(python)
+        .arg(script)
+        .args([url, key, "demo", &lines.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for the Python run to end and checks it said "ok".
+async fn python_ok(child: tokio::process::Child) {
+    let output = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
+        .await
+        .expect("the Python client never finished")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.trim_end().ends_with("ok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A batch as `url` shows it to `key`.
+async fn batch(url: &str, key: &str, id: &str) -> Value {
+    reqwest::Client::new()
+        .get(format!("{url}/v1/batches/{id}"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Polls the batch until `done` holds; returns it then.
+async fn batch_until(
+    url: &str,
+    key: &str,
+    id: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let shown = batch(url, key, id).await;
+        if done(&shown) {
+            return shown;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "{what}: {shown}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn completed(batch: &Value) -> i64 {
+    batch["request_counts"]["completed"].as_i64().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_500_lines_from_the_openai_client_runs_each_line_once() {
+    let (cluster, _worker, _dir) = serving(json!({"max_concurrency": 32})).await;
+    let key = cluster.inference_key().await;
+    let before = engine_stats(&cluster).await["completed"].as_u64().unwrap();
+    python_ok(python_batch(&cluster.serve.url, &key, 500)).await;
+    let after = engine_stats(&cluster).await["completed"].as_u64().unwrap();
+    assert_eq!(after - before, 500, "the engine answered each line once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_survives_its_engine_and_a_frontend_replica_killed_mid_run() {
+    // 20 ms a token, 8 tokens, 8 at a time: 500 lines take about 15 s.
+    let (cluster, _worker, dir) =
+        serving(json!({"max_concurrency": 8, "token_delay_ms": 20})).await;
+    let key = cluster.inference_key().await;
+    // A second frontend replica on the same database runs lines too.
+    let data_b = tempfile::tempdir().unwrap();
+    let mut replica_b = ServeProcess::on_set(&cluster.database_url, data_b.path(), None, &[]);
+    let mut client = python_batch(&cluster.serve.url, &key, 500);
+    let mut stdout = tokio::io::BufReader::new(client.stdout.take().unwrap()).lines();
+    let id = tokio::time::timeout(PATIENCE, stdout.next_line())
+        .await
+        .expect("the client never created the batch")
+        .unwrap()
+        .expect("a batch id");
+    let url = cluster.serve.url.clone();
+    let t0 = Instant::now();
+
+    // The engine dies under the lines it runs; the worker restarts it.
+    batch_until(&url, &key, &id, "the batch never got going", |b| {
+        completed(b) >= 80
+    })
+    .await;
+    eprintln!("TIMING engine kill at {:?}", t0.elapsed());
+    let engine = engine_pid(dir.path()).expect("the worker's engine");
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &engine.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Replica B dies (SIGKILL) with the lines it ran and the units it held.
+    let shown = batch_until(
+        &url,
+        &key,
+        &id,
+        "the batch stalled after the engine died",
+        |b| completed(b) >= 250,
+    )
+    .await;
+    assert_eq!(shown["status"], "in_progress", "{shown}");
+    eprintln!("TIMING replica kill at {:?}", t0.elapsed());
+    replica_b.child.kill().unwrap();
+    let _ = replica_b.child.wait();
+
+    // The client sees the batch complete with one 200 a line (it checks).
+    let rest = tokio::spawn(async move {
+        let mut lines = Vec::new();
+        while let Ok(Some(line)) = stdout.next_line().await {
+            lines.push(line);
+        }
+        lines
+    });
+    let status = tokio::time::timeout(Duration::from_secs(300), client.wait())
+        .await
+        .expect("the Python client never finished")
+        .unwrap();
+    let mut stderr = String::new();
+    if let Some(mut err) = client.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        let _ = err.read_to_string(&mut stderr).await;
+    }
+    let lines = rest.await.unwrap();
+    eprintln!("TIMING done at {:?}", t0.elapsed());
+    assert!(
+        status.success() && lines.last().map(String::as_str) == Some("ok"),
+        "{lines:?}\n{stderr}"
+    );
+}
+
+/// Runs the CLI against the cluster with `key`.
+fn cli(cluster: &Cluster, key: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(binary())
+        .args(args)
+        .args(["--server", &cluster.serve.url, "--token", key])
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_cancelled_mid_run_ends_cancelled_with_the_lines_that_ran() {
+    // 50 ms a token, 8 tokens, 4 at a time: 200 lines would take 20 s.
+    let (cluster, _worker, _dir) =
+        serving(json!({"max_concurrency": 4, "token_delay_ms": 50})).await;
+    let key = cluster.inference_key().await;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), chat_lines(200)).unwrap();
+    let created = cli(
+        &cluster,
+        &key,
+        &[
+            "batch",
+            "create",
+            file.path().to_str().unwrap(),
+            "--owner",
+            "here",
+            "--json",
+        ],
+    );
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let created: Value = serde_json::from_slice(&created.stdout).unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    assert_eq!(created["metadata"]["owner"], "here", "{created}");
+    let url = cluster.serve.url.clone();
+    batch_until(&url, &key, &id, "no line ran", |b| completed(b) >= 8).await;
+
+    let cancelled = cli(&cluster, &key, &["batch", "cancel", &id, "--json"]);
+    assert!(
+        cancelled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cancelled.stderr)
+    );
+    let cancelled: Value = serde_json::from_slice(&cancelled.stdout).unwrap();
+    assert!(
+        ["cancelling", "cancelled"].contains(&cancelled["status"].as_str().unwrap()),
+        "{cancelled}"
+    );
+    let ended = batch_until(&url, &key, &id, "the batch never ended", |b| {
+        b["status"] == "cancelled"
+    })
+    .await;
+    let done = completed(&ended);
+    assert!(done >= 8 && done < 200, "{ended}");
+    assert!(ended["cancelled_at"].as_i64().is_some(), "{ended}");
+    // No line starts once the batch is cancelled.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(completed(&batch(&url, &key, &id).await), done);
+
+    // The output holds exactly the lines that ran, each a 200.
+    let output = cli(&cluster, &key, &["batch", "output", &id]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<OutputLine> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len() as i64, done);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.response.as_ref().unwrap().status_code == 200)
+    );
+
+    // Cancelling an ended batch is refused; listing shows it.
+    let (status, refused) = call(
+        &cluster,
+        &key,
+        Method::POST,
+        &format!("/v1/batches/{id}/cancel"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{refused}");
+    assert_eq!(refused["status"], "cancelled");
+    let listed = cli(&cluster, &key, &["batch", "list"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(&id));
+}
+
+/// `n` chat lines for `demo`, 8 tokens each.
+fn chat_lines(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            json!({"custom_id": format!("c{i}"), "method": "POST", "url": "/v1/chat/completions",
+                   "body": {"model": "demo", "max_tokens": 8,
+                            "messages": [{"role": "user", "content": "hi"}]}})
+            .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
+/// A multipart upload as OpenAI's clients send it.
+async fn upload(
+    cluster: &Cluster,
+    key: &str,
+    purpose: &str,
+    content: &[u8],
+) -> (StatusCode, Value) {
+    let boundary = "sy-test-boundary-7f3a";
+    let mut form = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\n{purpose}\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n\
+         Content-Type: application/jsonl\r\n\r\n"
+    )
+    .into_bytes();
+    form.extend_from_slice(content);
+    form.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/files", cluster.serve.url))
+        .bearer_auth(key)
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn call(
+    cluster: &Cluster,
+    key: &str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{}{path}", cluster.serve.url))
+        .bearer_auth(key);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_batch_file_is_refused_with_a_code_that_names_the_fault() {
+    let cluster = Cluster::start().await;
+    let key = cluster.inference_key().await;
+    let good = chat_lines(2);
+    let body = json!({"model": "demo", "messages": []});
+    let line = |fields: Value| fields.to_string() + "\n";
+    let cases: Vec<(String, &str)> = vec![
+        (
+            line(json!({"method": "POST", "url": "/v1/chat/completions", "body": body})),
+            "missing_custom_id",
+        ),
+        (
+            format!("{0}\n{0}\n", good.lines().next().unwrap()),
+            "duplicate_custom_id",
+        ),
+        (
+            line(json!({"custom_id": "a", "method": "POST", "url": "/v1/images", "body": body})),
+            "invalid_url",
+        ),
+        (
+            line(
+                json!({"custom_id": "a", "method": "GET", "url": "/v1/chat/completions", "body": body}),
+            ),
+            "invalid_method",
+        ),
+        (
+            "{\"custom_id\": \"x\", not json\n".to_string(),
+            "invalid_jsonl",
+        ),
+        (
+            line(
+                json!({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": []}}),
+            ),
+            "invalid_body",
+        ),
+        (chat_lines(50_001), "too_many_lines"),
+        (String::new(), "empty_file"),
+    ];
+    for (content, code) in cases {
+        let (status, body) = upload(&cluster, &key, "batch", content.as_bytes()).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(code)),
+            "{body}"
+        );
+    }
+    let (status, body) = upload(&cluster, &key, "fine-tune", good.as_bytes()).await;
+    assert_eq!(body["error"]["code"], "invalid_purpose", "{status} {body}");
+    let huge = vec![b' '; (64 << 20) + 1];
+    let (status, body) = upload(&cluster, &key, "batch", &huge).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(body["error"]["code"], "file_too_large");
+
+    // A good file; a batch whose endpoint its lines do not call is refused.
+    let (status, file) = upload(&cluster, &key, "batch", good.as_bytes()).await;
+    assert_eq!(status, StatusCode::OK, "{file}");
+    let file_id = file["id"].as_str().unwrap();
+    let create = |endpoint: &str, window: &str, file: &str| json!({"input_file_id": file, "endpoint": endpoint, "completion_window": window});
+    for (body, status, code) in [
+        (
+            create("/v1/embeddings", "24h", file_id),
+            StatusCode::BAD_REQUEST,
+            "endpoint_mismatch",
+        ),
+        (
+            create("/v1/chat/completions", "1h", file_id),
+            StatusCode::BAD_REQUEST,
+            "invalid_completion_window",
+        ),
+        (
+            create("/v1/models", "24h", file_id),
+            StatusCode::BAD_REQUEST,
+            "invalid_endpoint",
+        ),
+        (
+            create("/v1/chat/completions", "24h", "file-0"),
+            StatusCode::NOT_FOUND,
+            "file_not_found",
+        ),
+    ] {
+        let (got, answer) = call(&cluster, &key, Method::POST, "/v1/batches", Some(body)).await;
+        assert_eq!(
+            (got, answer["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{answer}"
+        );
+    }
+    // The file's content is served back as uploaded.
+    let content = reqwest::Client::new()
+        .get(format!("{}/v1/files/{file_id}/content", cluster.serve.url))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(content, good);
+    // Anonymous: 401; a key without `inference`: 403; an unknown batch: 404.
+    let (status, _) = call(&cluster, "", Method::GET, "/v1/batches", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, other) = cluster
+        .call(
+            Method::POST,
+            "/api/keys",
+            Some(json!({"name": "m", "scopes": ["models:manage"]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = call(
+        &cluster,
+        other["token"].as_str().unwrap(),
+        Method::GET,
+        "/v1/batches",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, body) = call(
+        &cluster,
+        ADMIN_TOKEN,
+        Method::GET,
+        "/v1/batches/batch_0",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("batch_not_found"))
+    );
+}
