@@ -4,7 +4,8 @@
 # Arguments select sections: latency, activation, swap, idle-memory, nats,
 # pgbus, tunnel, lanes, routing (both carrier sets), staging, switch (the
 # live carrier switch under chat load), federation (a remote chat completion
-# through the link between two clusters beside the owner directly).
+# through the link between two clusters beside the owner directly), copy
+# (a federated model copy between two clusters beside local staging).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh

@@ -1,7 +1,7 @@
 //! What crosses a federation link from a peer (`host/protocol`'s `link`
 //! and `federation` modules): the handshake's messages (read before the
 //! peer proved anything), the calls on the link's call stream, and the
-//! head of a remote inference stream.
+//! heads of a remote inference stream and of a job call.
 //!
 //! Input: the bytes of one message.
 //! Invariants: no panic; a handshake message over `MAX_LINK_MESSAGE` is
@@ -14,6 +14,7 @@ use libfuzzer_sys::fuzz_target;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchyard_protocol::federation::{InferenceCall, LinkAnswer, LinkCall};
+use switchyard_protocol::jobs::JobCall;
 use switchyard_protocol::link::{LinkMessage, MAX_LINK_MESSAGE};
 
 /// Parses `data` as `T`; what parses round-trips unchanged.
@@ -34,4 +35,5 @@ fuzz_target!(|data: &[u8]| {
     round_trip::<LinkAnswer>(data);
     let head = data.split(|&b| b == b'\n').next().unwrap_or_default();
     round_trip::<InferenceCall>(head);
+    round_trip::<JobCall>(head);
 });

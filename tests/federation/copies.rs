@@ -4,7 +4,8 @@
 //! resumes from its durable offset after each reconnect (waits of 1 and
 //! 2 s), is `interrupted` once the link stays down past its allowance,
 //! goes on when resumed, and only a file with its declared SHA-256 enters
-//! alpha's library.
+//! alpha's library. A pause keeps it, the `transfer` chain and a
+//! revocation stop it, and the CLI draws one to its end.
 
 use std::time::Duration;
 
@@ -247,7 +248,7 @@ async fn a_copy_resumes_over_cut_links_is_interrupted_past_its_allowance_and_lan
     assert_eq!(held(&complete), 200 * MIB);
 
     // The blob verifies and the revision is alpha's now.
-    let blob = library_blob(&alpha, &digest).expect("the blob is in alpha's library");
+    let blob = library_blob(&alpha, digest).expect("the blob is in alpha's library");
     assert_eq!(&hex::encode(Sha256::digest(&blob)), digest);
     let model = alpha
         .expect(StatusCode::OK, Method::GET, "/api/models/big/r1", None)
@@ -303,7 +304,7 @@ async fn a_corrupted_source_never_enters_the_library_and_a_paused_copy_resumes()
         .data
         .path()
         .join("library/blobs/sha256")
-        .join(&bad);
+        .join(bad);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[1234] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
@@ -327,7 +328,7 @@ async fn a_corrupted_source_never_enters_the_library_and_a_paused_copy_resumes()
         0,
         "the partial bytes were discarded: {stopped}"
     );
-    assert!(library_blob(&alpha, &bad).is_none());
+    assert!(library_blob(&alpha, bad).is_none());
     alpha
         .expect(
             StatusCode::NOT_FOUND,
@@ -399,7 +400,7 @@ async fn a_corrupted_source_never_enters_the_library_and_a_paused_copy_resumes()
     })
     .await;
     assert_eq!(complete["state"], "complete", "{complete}");
-    let blob = library_blob(&alpha, &slow).expect("in alpha's library");
+    let blob = library_blob(&alpha, slow).expect("in alpha's library");
     assert_eq!(&hex::encode(Sha256::digest(&blob)), slow);
 
     // Alpha's transfer chain allows copying no model at all: a deny stops
@@ -451,7 +452,7 @@ async fn a_corrupted_source_never_enters_the_library_and_a_paused_copy_resumes()
         .expect("the refused copy is kept");
     assert_eq!(copy["state"], "stopped", "{copy}");
     assert_eq!(copy["code"], "model_not_allowed", "{copy}");
-    assert!(library_blob(&alpha, &denied).is_none());
+    assert!(library_blob(&alpha, denied).is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -482,5 +483,100 @@ async fn a_revocation_stops_a_running_copy() {
     .await;
     assert_eq!(stopped["state"], "stopped", "{stopped}");
     assert_eq!(stopped["code"], "grant_revoked", "{stopped}");
-    assert!(library_blob(&alpha, &digest).is_none());
+    assert!(library_blob(&alpha, digest).is_none());
+}
+
+/// Exit code, stdout and stderr of `switchyard federation <args>` against
+/// `member`.
+fn cli(member: &Member, args: &[&str]) -> (i32, String, String) {
+    let output = tokio::task::block_in_place(|| {
+        std::process::Command::new(switchyard_tests::process::binary())
+            .arg("federation")
+            .args(args)
+            .args(["--server", member.url()])
+            .env("SWITCHYARD_TOKEN", ADMIN_TOKEN)
+            .env_remove("SWITCHYARD_DATA_DIR")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    });
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_inspects_a_revision_and_draws_its_copy_to_the_end() {
+    let (alpha, _beta, _proxy, _, digests) = paired(32 * MIB, &[("cli", 8 * MIB)]).await;
+    let (code, out, err) = cli(&alpha, &["model", "beta", "cli", "r1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&digests[0]), "{out}");
+    assert!(out.contains("licence apache-2.0"), "{out}");
+
+    let (code, out, err) = cli(&alpha, &["copy", "beta", "cli", "r1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("complete"), "{err}");
+    assert!(library_blob(&alpha, &digests[0]).is_some());
+
+    let (code, out, err) = cli(&alpha, &["copy", "list"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let row = out.lines().find(|l| l.contains("cli@r1")).expect(&out);
+    assert!(row.contains("complete"), "{out}");
+
+    // Again: the revision is in the library already.
+    let (code, out, err) = cli(&alpha, &["copy", "beta", "cli", "r1", "--detach"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("complete"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_controller_takes_its_copy_over_from_the_durable_offset() {
+    // 160 MiB at 32 MiB/s: three ranges, five seconds.
+    let (mut alpha, beta, _proxy, grant_id, digests) =
+        paired(32 * MIB, &[("kept", 160 * MIB)]).await;
+    let started = alpha
+        .expect(
+            StatusCode::ACCEPTED,
+            Method::POST,
+            "/api/federation/copies",
+            Some(json!({"peer": "beta", "model": "kept", "revision": "r1"})),
+        )
+        .await;
+    let id = started["id"].as_str().unwrap().to_string();
+    let before = until_copy(&alpha, &id, "the first range never became durable", |c| {
+        held(c) >= 64 * MIB
+    })
+    .await;
+
+    // The controller stops mid-copy and starts again on the same state.
+    assert!(alpha.cluster.serve.terminate(), "a clean stop");
+    alpha.cluster.serve = switchyard_tests::process::ServeProcess::on_set(
+        &alpha.cluster.database_url,
+        alpha.cluster.data.path(),
+        None,
+        &["--federation-label", "alpha"],
+    );
+    let after = copy_of(&alpha, &id).await;
+    assert!(held(&after) >= held(&before), "{after}");
+    let complete = until_copy(&alpha, &id, "the copy was never taken over", |c| {
+        !matches!(c["state"].as_str(), Some("running" | "waiting"))
+    })
+    .await;
+    assert_eq!(complete["state"], "complete", "{complete}");
+    let blob = library_blob(&alpha, &digests[0]).expect("in alpha's library");
+    assert_eq!(&hex::encode(Sha256::digest(&blob)), &digests[0]);
+    // At most the range in flight at the stop was asked again.
+    let charged = beta
+        .expect(
+            StatusCode::OK,
+            Method::GET,
+            &format!("/api/federation/grants/{grant_id}"),
+            None,
+        )
+        .await["usage"]["model_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(charged <= 160 * MIB + 64 * MIB, "{charged}");
 }

@@ -305,6 +305,47 @@ async fn a_draining_owner_takes_no_new_jobs_and_keeps_its_running_ones() {
     let (status, taken) = v1(Method::POST, alpha.url(), "/v1/batches", &key, Some(named)).await;
     assert_eq!(status, StatusCode::OK, "{taken}");
     assert_eq!(taken["owner"], "beta", "{taken}");
+    // A plain service name finds the peer serving it too.
+    let (status, uploaded) =
+        switchyard_tests::batch::upload(alpha.url(), &key, &chat_lines("chat", 2)).await;
+    assert_eq!(status, StatusCode::OK, "{uploaded}");
+    let plain = create(uploaded["id"].as_str().unwrap().to_string());
+    let (status, taken) = v1(Method::POST, alpha.url(), "/v1/batches", &key, Some(plain)).await;
+    assert_eq!(status, StatusCode::OK, "{taken}");
+    assert_eq!(taken["owner"], "beta", "{taken}");
+
+    // Revoking the grant cancels the jobs it made on beta.
+    let (status, long) = v1(
+        Method::POST,
+        alpha.url(),
+        "/v1/batches",
+        &key,
+        Some(create(upload(200).await)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{long}");
+    let long_id = long["id"].as_str().unwrap().to_string();
+    let grants = beta
+        .expect(StatusCode::OK, Method::GET, "/api/federation/grants", None)
+        .await;
+    let grant_id = grants["grants"][0]["id"].as_str().unwrap().to_string();
+    beta.expect(
+        StatusCode::OK,
+        Method::POST,
+        &format!("/api/federation/grants/{grant_id}/revoke"),
+        None,
+    )
+    .await;
+    let cancelled = batch_until(
+        beta.url(),
+        switchyard_tests::ADMIN_TOKEN,
+        &long_id,
+        "the job outlived its grant",
+        |b| b["status"] == "cancelled",
+    )
+    .await;
+    assert!(completed(&cancelled) < 200, "{cancelled}");
+
     // An owner that is no peer is refused.
     let mut unknown = create(upload(1).await);
     unknown["metadata"] = json!({"owner": "gamma"});

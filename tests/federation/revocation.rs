@@ -1,5 +1,6 @@
-//! Revocation ends what a grant has in flight: a streamed remote call ends
-//! within a second with `grant_revoked`, and the next call is refused with
+//! Revocation ends what a grant has in flight on every replica: a streamed
+//! remote call ends within a second with `grant_revoked` (revoked on
+//! another replica of the owner than the one serving it), and the next call is refused with
 //! that code. `stop_on_revoke` stops only the services that grant created,
 //! even after the grant expired; expiry alone stops nothing, and a grant
 //! without it leaves its services running.
@@ -10,6 +11,7 @@ use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use switchyard_tests::federation::{Member, eventually, grant};
+use switchyard_tests::process::ServeProcess;
 
 /// One manage call from alpha to beta; its answer, which must be `expected`.
 async fn manage(alpha: &Member, expected: StatusCode, call: Value) -> Value {
@@ -46,6 +48,14 @@ async fn revoking_a_grant_ends_its_stream_within_a_second_and_refuses_the_next_c
         Member::serving("beta", json!({"token_delay_ms": 50}))
     );
     alpha.join(&beta).await;
+    let key_file = beta.cluster.data.path().join("federation/cluster.key");
+    let second_data = tempfile::tempdir().unwrap();
+    let second = ServeProcess::on_set(
+        &beta.cluster.database_url,
+        second_data.path(),
+        None,
+        &["--federation-key", key_file.to_str().unwrap()],
+    );
     beta.offer_service("chat").await;
     let spec = json!({"services": ["chat"], "operations": ["inference"], "lifetime_s": 3600,
                       "max_concurrent": 4, "max_requests": 100});
@@ -65,15 +75,18 @@ async fn revoking_a_grant_ends_its_stream_within_a_second_and_refuses_the_next_c
     let first = body.next().await.unwrap().unwrap();
     assert!(first.starts_with(b"data: "), "{first:?}");
 
+    // Revoked on beta's other replica: the one serving the stream hears of
+    // it from the database.
     let revoked_at = Instant::now();
-    let revoked = beta
-        .expect(
-            StatusCode::OK,
-            Method::POST,
-            &format!("/api/federation/grants/{id}/revoke"),
-            None,
-        )
-        .await;
+    let revoked: Value = reqwest::Client::new()
+        .post(format!("{}/api/federation/grants/{id}/revoke", second.url))
+        .bearer_auth(switchyard_tests::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(revoked["peer_notified"], true, "{revoked}");
     let rest = tokio::time::timeout(Duration::from_secs(10), async {
         let mut rest = Vec::new();

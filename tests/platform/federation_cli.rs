@@ -676,3 +676,39 @@ async fn identity_adopt_makes_a_replaced_key_file_the_clusters_key() {
     assert_eq!(json(&out), identity);
     assert!(err.starts_with("warning: every peer"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_drain_and_undrain_change_whether_peers_may_choose_the_cluster() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Replica::with(&db, dir.path(), |config| {
+        config.federation_label = Some("west".into());
+    })
+    .await;
+    let url = Some(replica.url.as_str());
+    let (code, out, err) = federation(url, &["maintenance", "--reason", "host maintenance"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        out,
+        "maintenance (host maintenance): peers may not choose this cluster as the owner of new \
+         jobs; 0 jobs of this cluster running\n"
+    );
+    // Nothing runs here: a drain that waits is done at once.
+    let (code, out, err) = federation(url, &["drain", "--reason", "move racks", "--wait"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("draining (move racks): "), "{out}");
+    assert!(
+        out.ends_with("drained: no job of this cluster is running\n"),
+        "{out}"
+    );
+    let (code, out, err) = federation(url, &["undrain", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let shown: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["state"], "eligible", "{shown}");
+    assert_eq!(shown["active_jobs"], 0, "{shown}");
+    // A reason longer than 256 characters is refused with its code.
+    let long = "x".repeat(300);
+    let (code, _, err) = federation(url, &["maintenance", "--reason", &long]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("invalid_request"), "{err}");
+}

@@ -17,9 +17,12 @@
 //!     and commit → settled per direction, failures, losses and repeats;
 //! 11. (`federation`) a remote chat completion through the link between two
 //!     clusters beside the same request on the owner directly;
-//! 12. (`copy`) a federated model copy between two clusters beside local staging.
+//! 12. (`copy`) a federated model copy between two clusters beside local staging;
+//! 13. (`batch`) an OpenAI batch's lines per second through the work queue
+//!     beside the same requests one by one at the same concurrency.
 
 mod activation;
+mod batch;
 mod copy;
 mod federation;
 mod fixtures;
@@ -37,7 +40,7 @@ mod switch;
 mod tunnel;
 
 /// Every section, by the name `switchyard-bench <name>...` selects it with.
-const SECTIONS: [(&str, fn()); 13] = [
+const SECTIONS: [(&str, fn()); 14] = [
     ("latency", latency::run),
     ("activation", activation::run),
     ("swap", swap::run),
@@ -51,6 +54,7 @@ const SECTIONS: [(&str, fn()); 13] = [
     ("switch", switch::run),
     ("federation", federation::run),
     ("copy", copy::run),
+    ("batch", batch::run),
 ];
 
 fn main() {

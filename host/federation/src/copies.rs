@@ -36,7 +36,6 @@ use switchyard_runtime::admission::{Caller, TransferRequest};
 use switchyard_store::federation::{CopyInsert, NewCopyRow};
 use tokio::sync::watch;
 
-use crate::join::valid_name;
 use crate::{FedResult, Federation, FederationError};
 
 /// Free space the library's disk keeps beside a copy's bytes still to
@@ -133,8 +132,8 @@ impl Federation {
         model: &str,
         revision: &str,
     ) -> FedResult<ModelManifest> {
-        valid_name("model", model)?;
-        valid_name("revision", revision)?;
+        model_name("model", model)?;
+        model_name("revision", revision)?;
         let peer = self.peer(peer).await?;
         let grant = self.transfer_grant(&peer.label, model, revision).await?;
         self.manifest_from(&peer.id, &grant.id, model, revision)
@@ -166,8 +165,8 @@ impl Federation {
     /// not yet complete is resumed, a revision the library holds already
     /// answers as complete.
     pub async fn start_copy(self: &Arc<Self>, new: NewCopy, key: &str) -> FedResult<Started> {
-        valid_name("model", &new.model)?;
-        valid_name("revision", &new.revision)?;
+        model_name("model", &new.model)?;
+        model_name("revision", &new.revision)?;
         let peer = self.peer(&new.peer).await?;
         let newest = self
             .store
@@ -494,6 +493,26 @@ pub(crate) async fn keep(federation: Arc<Federation>, mut stop: watch::Receiver<
     }
 }
 
+/// The longest model id or revision, as the library takes them.
+const MAX_MODEL_NAME: usize = 256;
+
+/// A model id or revision as the library names them: 1 to 256 letters,
+/// digits, `-`, `_`, `.` or `:`, not starting with `.`.
+fn model_name(field: &str, value: &str) -> FedResult<()> {
+    let ok = !value.is_empty()
+        && value.len() <= MAX_MODEL_NAME
+        && !value.starts_with('.')
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    if ok {
+        return Ok(());
+    }
+    Err(FederationError::invalid(format!(
+        "{field} must be 1 to {MAX_MODEL_NAME} letters, digits, '-', '_', '.' or ':', not starting with '.'"
+    )))
+}
+
 /// A lowercase hex SHA-256.
 fn valid_digest(s: &str) -> bool {
     s.len() == 64
@@ -508,4 +527,36 @@ fn available_bytes(path: &Path) -> Result<u64, String> {
     std::fs::create_dir_all(path).map_err(|e| e.to_string())?;
     let stat = nix::sys::statvfs::statvfs(path).map_err(|e| e.to_string())?;
     Ok(stat.blocks_available() as u64 * stat.fragment_size() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_names_are_the_librarys() {
+        assert!(model_name("model", "llama-3:8b_q4.gguf").is_ok());
+        assert!(model_name("model", &"m".repeat(256)).is_ok());
+        for bad in ["", ".hidden", "a/b", "a b", &"m".repeat(257)] {
+            assert_eq!(
+                model_name("model", bad).unwrap_err().code,
+                "invalid_request"
+            );
+        }
+    }
+
+    #[test]
+    fn a_run_registers_once_and_a_stop_ends_it() {
+        let runners = Runners::default();
+        let (token, mut ended) = runners.begin("copy_1").expect("first");
+        assert!(runners.begin("copy_1").is_none(), "one run per copy here");
+        runners.stop("copy_1");
+        assert!(*ended.borrow_and_update());
+        // An old run's end does not forget a newer run.
+        let (newer, _) = runners.begin("copy_1").expect("again after the stop");
+        runners.end("copy_1", token);
+        assert!(runners.begin("copy_1").is_none());
+        runners.end("copy_1", newer);
+        assert!(runners.begin("copy_1").is_some());
+    }
 }

@@ -227,8 +227,8 @@ pub struct LineError {
     pub message: String,
 }
 
-/// A work unit: run line `line` of `batch`, attempt `attempt` (the unit
-/// id is `<batch>:<line>:<attempt>`).
+/// A work unit: run line `line` of `batch`, as its dispatch `dispatch`
+/// (the unit id is `<batch>:<line>:<dispatch>`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LineUnit {
     /// The batch's id.
@@ -236,14 +236,15 @@ pub struct LineUnit {
     /// The line's index in the input file, from 0.
     pub line: i32,
     /// Which dispatch of the line this is, from 1.
-    pub attempt: i32,
+    pub dispatch: i32,
 }
 
 impl LineUnit {
-    /// The unit id the queue deduplicates by: a retry is a new unit (a
-    /// consumer that handled attempt 1 would drop attempt 2 as a redelivery).
+    /// The unit id the queue deduplicates by: each dispatch is a new unit
+    /// (a consumer that handled dispatch 1 would drop a second unit of the
+    /// same id as a redelivery, and the line would wait for its lease).
     pub fn unit_id(&self) -> String {
-        format!("{}:{}:{}", self.batch, self.line, self.attempt)
+        format!("{}:{}:{}", self.batch, self.line, self.dispatch)
     }
 }
 
@@ -317,7 +318,7 @@ mod tests {
         let unit = LineUnit {
             batch: "batch_1".into(),
             line: 4,
-            attempt: 2,
+            dispatch: 2,
         };
         round_trip(&unit);
         assert_eq!(unit.unit_id(), "batch_1:4:2");

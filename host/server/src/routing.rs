@@ -37,6 +37,8 @@ pub struct Routing {
     load: Arc<Mutex<HashMap<String, usize>>>,
     /// Rotates the start of the search, so equal loads take turns.
     turn: std::sync::atomic::AtomicUsize,
+    /// Woken whenever a lease frees its slot (a batch line waits on it).
+    freed: Arc<tokio::sync::Notify>,
 }
 
 /// A request's hold on a replica; dropping it frees the slot.
@@ -47,6 +49,7 @@ pub struct Lease {
     /// Its node.
     pub node: String,
     load: Arc<Mutex<HashMap<String, usize>>>,
+    freed: Arc<tokio::sync::Notify>,
 }
 
 impl Drop for Lease {
@@ -55,6 +58,7 @@ impl Drop for Lease {
         if let Some(n) = load.get_mut(&self.replica) {
             *n = n.saturating_sub(1);
         }
+        self.freed.notify_waiters();
     }
 }
 
@@ -83,6 +87,12 @@ impl Routing {
             );
         }
         self.table.store(Arc::new(table));
+    }
+
+    /// Notified whenever a request's lease frees a slot: what waits for a
+    /// busy model's slot waits on it instead of polling.
+    pub fn freed(&self) -> &tokio::sync::Notify {
+        &self.freed
     }
 
     /// Requests in flight on this frontend, by replica.
@@ -122,6 +132,7 @@ impl Routing {
             replica: replica.clone(),
             node: node.clone(),
             load: self.load.clone(),
+            freed: self.freed.clone(),
         })
     }
 }

@@ -63,7 +63,10 @@ CREATE TABLE batch_lines (
     -- completed (2xx) and failed: done; cancelled and expired: never ran.
     state        text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dispatched',
                      'running', 'completed', 'failed', 'cancelled', 'expired')),
+    -- Runs that count towards the limit (a run that found no free replica
+    -- gives its attempt back); and dispatches, each a unit of its own id.
     attempts     integer NOT NULL DEFAULT 0,
+    dispatches   integer NOT NULL DEFAULT 0,
     lease_until  timestamptz,
     status_code  integer,
     request_id   text,
@@ -77,3 +80,6 @@ CREATE TABLE batch_lines (
 );
 CREATE INDEX batch_lines_open ON batch_lines (batch_id, line)
     WHERE state IN ('pending', 'dispatched', 'running');
+-- The lines in flight, counted at every pass of the driver: at most a window.
+CREATE INDEX batch_lines_in_flight ON batch_lines (batch_id)
+    WHERE state IN ('dispatched', 'running');

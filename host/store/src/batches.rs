@@ -70,6 +70,9 @@ pub struct DrivenBatch {
     pub models: Vec<String>,
     /// Whether its completion window passed.
     pub expired: bool,
+    /// Lines without an outcome yet, from the counters (exact while the
+    /// batch is in progress: only a cancel ends lines without counting them).
+    pub unfinished: i64,
 }
 
 /// The columns [`batch`] reads, in order.
@@ -316,7 +319,7 @@ impl Store {
                       WHERE status IN ('validating', 'in_progress', 'cancelling', 'finalizing')
                         AND (driver IS NULL OR driver = $1 OR driver_until < now())
                       ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-                 RETURNING id, status, models, expires_at < now()",
+                 RETURNING id, status, models, expires_at < now(), total - completed - failed",
                 &[&instance, &lease.as_secs_f64(), &limit],
             )
             .await?;
@@ -327,6 +330,7 @@ impl Store {
                 status: crate::state_column(row, 1),
                 models: row.get(2),
                 expired: row.get(3),
+                unfinished: i64::from(row.get::<_, i32>(4)),
             })
             .collect())
     }

@@ -19,6 +19,7 @@ use switchyard_protocol::federation::{
     FederationStatus, Identity, JoinPeer, JoinToken, MAX_GRANTS, MAX_OFFERS, MAX_OPERATIONS,
     MAX_PEERS, NewOffer, Offer, Peer, PeerStatus, Resource,
 };
+use switchyard_protocol::jobs::Eligibility;
 
 use super::carrier::{list_or_dash, row, table};
 use super::{
@@ -29,7 +30,6 @@ use crate::cli::federation::{
     FederationCommand, KeyFileCommand, OffersAction, Output, PeersAction, PublishArgs,
 };
 use crate::client::{Client, api_error};
-use switchyard_protocol::jobs::Eligibility;
 
 /// Runs a `federation` command.
 pub async fn federation(command: FederationCommand) -> anyhow::Result<ExitCode> {
@@ -473,6 +473,18 @@ fn render_peer_status(peer: &PeerStatus) -> String {
         peer.id,
         link(&peer.link)
     );
+    let jobs = &peer.jobs;
+    if jobs.jobs > 0 {
+        out.push_str(&format!(
+            "    jobs it owns for this cluster: {} ({} running{})\n",
+            jobs.jobs,
+            jobs.active,
+            jobs.oldest_sync
+                .as_ref()
+                .map(|at| format!(", oldest sync {at}"))
+                .unwrap_or_default()
+        ));
+    }
     if peer.grants.is_empty() {
         out.push_str("    no grants\n");
         return out;
@@ -537,6 +549,8 @@ mod tests {
     use switchyard_protocol::federation::{
         Bounds, Direction, GrantStatus, LinkState, LinkStatus, OfferKind,
     };
+
+    use switchyard_protocol::jobs::JobProjections;
 
     use super::*;
     use crate::cli::{Cli, Command};
@@ -668,6 +682,11 @@ mod tests {
                     exhausted: vec!["requests".into()],
                     last_verified_at: None,
                 }],
+                jobs: JobProjections {
+                    jobs: 3,
+                    active: 1,
+                    oldest_sync: Some("2026-12-01T10:00:00Z".into()),
+                },
             }],
             bounds: Bounds {
                 peers: 1,
@@ -685,6 +704,12 @@ mod tests {
         );
         assert!(
             text.contains("east (p1): link down: connection refused; identity not verified"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    jobs it owns for this cluster: 3 (1 running, oldest sync 2026-12-01T10:00:00Z)\n"
+            ),
             "{text}"
         );
         let grant = text.lines().find(|l| l.contains("g1")).unwrap();

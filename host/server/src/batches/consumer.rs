@@ -24,6 +24,7 @@ use super::output::json_body;
 use crate::auth::Caller;
 use crate::carriers::Carriers;
 use crate::routes::openai::{Endpoint, ProxyError, answer};
+use crate::routing::NoRoute;
 use crate::state::AppState;
 
 /// How long a run holds its line without renewing.
@@ -41,6 +42,9 @@ const LOST_PAUSE: Duration = Duration::from_millis(200);
 /// How long a line waits here for a slot of a busy replica before it goes
 /// back to the driver.
 const BUSY_PATIENCE: Duration = Duration::from_secs(2);
+/// How often a line waiting for a busy replica's slot looks again when no
+/// slot freed here (another replica's requests fill the engine too).
+const BUSY_POLL: Duration = Duration::from_millis(50);
 /// Attempts to record an outcome when the database blinks.
 const RECORD_TRIES: u32 = 5;
 
@@ -88,7 +92,7 @@ async fn handle(state: &AppState, unit: Unit) {
     };
     let claimed = state
         .store
-        .claim_line(&work.batch, work.line, work.attempt, RUN_LEASE)
+        .claim_line(&work.batch, work.line, work.dispatch, RUN_LEASE)
         .await;
     let claimed = match claimed {
         Ok(Some(claimed)) => claimed,
@@ -104,7 +108,7 @@ async fn handle(state: &AppState, unit: Unit) {
     for attempt in 1..=RECORD_TRIES {
         match state
             .store
-            .record_line(&work.batch, work.line, work.attempt, &outcome)
+            .record_line(&work.batch, work.line, work.dispatch, &outcome)
             .await
         {
             Ok(_) => break,
@@ -138,7 +142,7 @@ async fn run_renewing(state: &AppState, work: &LineUnit, claimed: ClaimedLine) -
             _ = renew.tick() => {
                 let renewed = state
                     .store
-                    .renew_line(&work.batch, work.line, work.attempt, RUN_LEASE)
+                    .renew_line(&work.batch, work.line, work.dispatch, RUN_LEASE)
                     .await;
                 if let Err(e) = renewed {
                     tracing::debug!(batch = %work.batch, line = work.line, error = %e, "a line's lease was not renewed");
@@ -164,8 +168,21 @@ async fn run_line(state: &AppState, claimed: ClaimedLine) -> Outcome {
     let started = tokio::time::Instant::now();
     let answer = loop {
         match answer(&caller, state, endpoint, body.clone()).await {
-            Err(e) if e.code() == "replicas_busy" && started.elapsed() < BUSY_PATIENCE => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
+            Err(ProxyError::NoRoute {
+                why: NoRoute::Busy,
+                model,
+            }) if started.elapsed() < BUSY_PATIENCE => {
+                // Wait for a slot to free (the body is parsed again only
+                // once the routing table has one).
+                while started.elapsed() < BUSY_PATIENCE {
+                    let freed = state.routing.freed().notified();
+                    tokio::pin!(freed);
+                    freed.as_mut().enable();
+                    if state.routing.route(&model).is_ok() {
+                        break;
+                    }
+                    let _ = tokio::time::timeout(BUSY_POLL, freed).await;
+                }
             }
             other => break other,
         }

@@ -30,6 +30,9 @@ use crate::state::AppState;
 
 /// Time between passes when nothing wakes the driver sooner.
 const PASS: Duration = Duration::from_millis(100);
+/// The shortest time between passes: lines finishing wake the driver, and
+/// one pass serves all that finished meanwhile.
+const MIN_GAP: Duration = Duration::from_millis(10);
 /// How long a driver holds a batch without renewing (a pass renews it).
 const DRIVER_LEASE: Duration = Duration::from_secs(5);
 /// How long a dispatched unit may wait for a consumer before its line is
@@ -37,24 +40,40 @@ const DRIVER_LEASE: Duration = Duration::from_secs(5);
 pub const DISPATCH_LEASE: Duration = Duration::from_secs(10);
 /// Dispatches of a line before it fails (a worker killed under it each time).
 pub const MAX_ATTEMPTS: i32 = 5;
+/// How often lines that spent their attempts are looked for.
+const EXHAUSTED_EVERY: Duration = Duration::from_secs(1);
 /// Batches one replica drives at once.
 const MAX_DRIVEN: i64 = 32;
 /// Lines in flight per batch when none of its models has a ready replica
 /// (they find out, and pause, without spending attempts).
 const MIN_WINDOW: i64 = 4;
+/// Lines in flight per slot of a ready replica: one running, the others
+/// waiting on the replica that consumed them for the slot to free.
+const WINDOW_PER_SLOT: i64 = 4;
 /// Lines in flight per batch at most, whatever the capacity.
 const MAX_WINDOW: i64 = 1024;
 
 /// Drives batches until `stop`; `wake` brings the next pass forward (a
 /// line finished here).
 pub async fn run(state: Arc<AppState>, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+    let mut last_check = tokio::time::Instant::now();
+    let mut last_pass = last_check;
     loop {
         tokio::select! {
             _ = stop.changed() => break,
-            _ = wake.notified() => {}
+            _ = wake.notified() => {
+                tokio::time::sleep_until(last_pass + MIN_GAP).await;
+            }
             _ = tokio::time::sleep(PASS) => {}
         }
-        if let Err(e) = pass(&state).await {
+        last_pass = tokio::time::Instant::now();
+        // Exhausted lines are looked for about once a second: the query
+        // reads every open line, and a line's lease lapses in seconds.
+        let check_exhausted = last_check.elapsed() >= EXHAUSTED_EVERY;
+        if check_exhausted {
+            last_check = tokio::time::Instant::now();
+        }
+        if let Err(e) = pass(&state, check_exhausted).await {
             tracing::warn!(error = %e, "a batch driver pass failed");
         }
     }
@@ -64,20 +83,24 @@ pub async fn run(state: Arc<AppState>, wake: Arc<Notify>, mut stop: watch::Recei
     }
 }
 
-async fn pass(state: &Arc<AppState>) -> anyhow::Result<()> {
+async fn pass(state: &Arc<AppState>, check_exhausted: bool) -> anyhow::Result<()> {
     let held = state
         .store
         .claim_batches(&state.instance_id, DRIVER_LEASE, MAX_DRIVEN)
         .await?;
     for batch in held {
-        if let Err(e) = drive(state, &batch).await {
+        if let Err(e) = drive(state, &batch, check_exhausted).await {
             tracing::warn!(batch = %batch.id, error = %e, "a batch was not moved along");
         }
     }
     Ok(())
 }
 
-async fn drive(state: &Arc<AppState>, batch: &DrivenBatch) -> anyhow::Result<()> {
+async fn drive(
+    state: &Arc<AppState>,
+    batch: &DrivenBatch,
+    check_exhausted: bool,
+) -> anyhow::Result<()> {
     let store = &state.store;
     match batch.status {
         BatchStatus::Validating => {
@@ -92,45 +115,50 @@ async fn drive(state: &Arc<AppState>, batch: &DrivenBatch) -> anyhow::Result<()>
             store
                 .close_open_lines(&batch.id, "expired", Some(expired))
                 .await?;
-            finish_when_closed(state, batch, BatchStatus::Expired).await?;
-            Ok(())
+            finish_when_closed(state, batch, BatchStatus::Expired).await
         }
         BatchStatus::InProgress => {
-            store.fail_exhausted_lines(&batch.id, MAX_ATTEMPTS).await?;
-            if finish_when_closed(state, batch, BatchStatus::Completed).await? {
+            if check_exhausted {
+                store.fail_exhausted_lines(&batch.id, MAX_ATTEMPTS).await?;
+            }
+            if batch.unfinished == 0 {
+                finish(state, batch, BatchStatus::Completed).await?;
                 return Ok(());
             }
             let budget = window(state, &batch.models) - store.lines_in_flight(&batch.id).await?;
             if budget > 0 {
                 let lines = store
-                    .dispatch_lines(&batch.id, budget, DISPATCH_LEASE)
+                    .dispatch_lines(&batch.id, budget, DISPATCH_LEASE, MAX_ATTEMPTS)
                     .await?;
-                for (line, attempt) in lines {
-                    submit(state, &batch.id, line, attempt);
+                for (line, dispatch) in lines {
+                    submit(state, &batch.id, line, dispatch);
                 }
             }
             Ok(())
         }
         BatchStatus::Cancelling => {
             store.close_open_lines(&batch.id, "cancelled", None).await?;
-            finish_when_closed(state, batch, BatchStatus::Cancelled).await?;
-            Ok(())
+            finish_when_closed(state, batch, BatchStatus::Cancelled).await
         }
         // Ended, or finalizing inside another driver's transaction.
         _ => Ok(()),
     }
 }
 
-/// Ends the batch as `to` once no line is open, with its files; whether
-/// it ended.
+/// Ends the batch as `to` once no line is open, with its files.
 async fn finish_when_closed(
     state: &AppState,
     batch: &DrivenBatch,
     to: BatchStatus,
-) -> anyhow::Result<bool> {
-    if state.store.lines_open(&batch.id).await? > 0 {
-        return Ok(false);
+) -> anyhow::Result<()> {
+    if state.store.line_counts(&batch.id).await?.0 > 0 {
+        return Ok(());
     }
+    finish(state, batch, to).await
+}
+
+/// Ends the batch as `to`, with its output and error files.
+async fn finish(state: &AppState, batch: &DrivenBatch, to: BatchStatus) -> anyhow::Result<()> {
     let (output_bytes, output_lines) =
         output::measure(&state.store, &batch.id, Part::Output).await?;
     let (error_bytes, error_lines) = output::measure(&state.store, &batch.id, Part::Errors).await?;
@@ -146,10 +174,13 @@ async fn finish_when_closed(
         .finish_batch(&batch.id, to, output, errors)
         .await?;
     tracing::info!(batch = %batch.id, status = %to, output_lines, error_lines, "batch ended");
-    Ok(true)
+    Ok(())
 }
 
-/// Lines a batch keeps in flight: the slots of its models' ready replicas.
+/// Lines a batch keeps in flight: [`WINDOW_PER_SLOT`] times the slots of its models' ready
+/// replicas, so that a slot that frees finds the next line already here
+/// (it waits for the slot on the replica that consumed it, see
+/// `consumer`), not a driver's pass and a trip through the queue away.
 fn window(state: &AppState, models: &[String]) -> i64 {
     let served = state.routing.models();
     let slots: i64 = models
@@ -157,20 +188,20 @@ fn window(state: &AppState, models: &[String]) -> i64 {
         .filter_map(|m| served.get(m))
         .map(|s| s.ready.len() as i64 * i64::from(s.deployment.max_concurrency.max(1)))
         .sum();
-    slots.clamp(MIN_WINDOW, MAX_WINDOW)
+    (WINDOW_PER_SLOT * slots).clamp(MIN_WINDOW, MAX_WINDOW)
 }
 
 /// Puts a line's unit on the queue. The submit runs on its own task: on
 /// NATS it returns only once a consumer ran the line. A unit that never
 /// arrives is dispatched again when its lease lapses.
-fn submit(state: &Arc<AppState>, batch: &str, line: i32, attempt: i32) {
+fn submit(state: &Arc<AppState>, batch: &str, line: i32, dispatch: i32) {
     let Some(carriers) = state.carriers.clone() else {
         return;
     };
     let unit = LineUnit {
         batch: batch.to_string(),
         line,
-        attempt,
+        dispatch,
     };
     tokio::spawn(async move {
         let payload = Bytes::from(serde_json::to_vec(&unit).expect("a unit serializes"));

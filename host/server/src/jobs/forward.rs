@@ -28,11 +28,11 @@ enum Owner {
     /// This cluster.
     Here,
     /// A peer, under the grant its service is called by.
-    Peer { peer: Peer, grant: String },
+    Peer { peer: Box<Peer>, grant: String },
 }
 
-/// Creates a job on its owner: this cluster, or the peer its metadata or
-/// its lines' model names.
+/// Creates a job on its one owner: this cluster, or the peer its metadata
+/// names, or the first cluster serving its lines' model that takes it.
 pub async fn create_batch(
     state: &AppState,
     request: CreateBatch,
@@ -51,81 +51,123 @@ pub async fn create_batch(
         // No such upload: the local path says so in its words.
         return Ok(batches::create_batch(state, request, caller).await?);
     };
-    match choose_owner(state, federation, &request, &input).await? {
-        Owner::Here => Ok(batches::create_batch(state, request, caller).await?),
-        Owner::Peer { peer, grant } => {
-            let filename = state
-                .store
-                .batch_file(&request.input_file_id)
-                .await
-                .map(|f| f.file.filename)
-                .unwrap_or_else(|_| "input.jsonl".into());
-            let input = as_services(&input, &peer.label)?;
-            let action = JobAction::Create {
-                grant,
-                request,
-                filename,
-            };
-            let answer = federation.job_call(&peer.id, action, input).await?;
-            let batch: Batch = read_json(answer).await?;
-            state
-                .store
-                .put_projection(&peer.id, &batch)
-                .await
-                .map_err(ApiError::from)?;
-            tracing::info!(batch = %batch.id, owner = %peer.label, key = %caller.key_id, "job created on its owner");
-            Ok(projected(batch, &peer.label, now(), true))
+    let candidates = choose_owners(state, federation, &request, &input).await?;
+    let last = candidates.len() - 1;
+    for (n, owner) in candidates.into_iter().enumerate() {
+        let (peer, grant) = match owner {
+            Owner::Here => return Ok(batches::create_batch(state, request, caller).await?),
+            Owner::Peer { peer, grant } => (peer, grant),
+        };
+        match create_on(state, federation, &peer, grant, request.clone(), &input).await {
+            Ok(batch) => {
+                tracing::info!(batch = %batch.id, owner = %peer.label, key = %caller.key_id, "job created on its owner");
+                return Ok(batch);
+            }
+            // The selector's choice could not take it: the next one may.
+            Err(FedError::Fed(e))
+                if n < last && (e.status == 503 || e.code == "owner_not_eligible") =>
+            {
+                tracing::info!(owner = %peer.label, code = %e.code, "a candidate owner did not take the job");
+            }
+            Err(e) => return Err(e),
         }
     }
+    unreachable!("the last candidate answers")
 }
 
-/// The owner: `metadata.owner` when given (this cluster's label or a
-/// peer's), else the cluster serving the first line's model.
-async fn choose_owner(
+/// Creates the job on `peer`, its lines naming the peer's service ids;
+/// keeps the projection.
+async fn create_on(
+    state: &AppState,
+    federation: &Federation,
+    peer: &Peer,
+    grant: String,
+    request: CreateBatch,
+    input: &[u8],
+) -> FedResult<Batch> {
+    let filename = state
+        .store
+        .batch_file(&request.input_file_id)
+        .await
+        .map(|f| f.file.filename)
+        .unwrap_or_else(|_| "input.jsonl".into());
+    let input = as_services(input, &peer.label)?;
+    let action = JobAction::Create {
+        grant,
+        request,
+        filename,
+    };
+    let answer = federation.job_call(&peer.id, action, input).await?;
+    let batch: Batch = read_json(answer).await?;
+    state
+        .store
+        .put_projection(&peer.id, &batch)
+        .await
+        .map_err(ApiError::from)?;
+    Ok(projected(batch, &peer.label, now(), true))
+}
+
+/// The owner, or the candidates in the order they are tried:
+/// `metadata.owner` when given (this cluster's label or a peer's); else
+/// this cluster when it serves the first line's model, else the peers
+/// serving it (`<peer>/<service>`, or a service of that name), skipping
+/// one that cannot take it.
+async fn choose_owners(
     state: &AppState,
     federation: &Federation,
     request: &CreateBatch,
     input: &[u8],
-) -> FedResult<Owner> {
+) -> FedResult<Vec<Owner>> {
     let model = first_model(input).unwrap_or_default();
     let named = request
         .metadata
         .as_ref()
         .and_then(|m| m.get(OWNER_KEY))
         .filter(|owner| !owner.is_empty());
-    let peer = match named {
-        Some(owner) if *owner == federation.identity().label => return Ok(Owner::Here),
-        Some(owner) => federation.peer(owner).await.map_err(|_| {
+    let peers = match named {
+        Some(owner) if *owner == federation.identity().label => return Ok(vec![Owner::Here]),
+        Some(owner) => vec![federation.peer(owner).await.map_err(|_| {
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 "owner_not_found",
                 format!("no cluster labelled '{owner:.64}' is paired with this one"),
             )
-        })?,
+        })?],
+        None if state.routing.models().contains_key(&model) => return Ok(vec![Owner::Here]),
         None => {
-            if state.routing.models().contains_key(&model) {
-                return Ok(Owner::Here);
+            let mut serving = Vec::new();
+            for remote in federation.remote_services().await? {
+                if (remote.model == model || remote.service == model)
+                    && !serving.iter().any(|p: &Peer| p.label == remote.peer)
+                {
+                    serving.push(federation.peer(&remote.peer).await?);
+                }
             }
-            match federation.resolve(&model).await? {
-                Some(target) => federation.peer(&target.peer_id).await?,
-                None => return Ok(Owner::Here),
-            }
+            serving
         }
     };
-    // The grant the lines' service is called under; the owner judges it.
-    let service = model
-        .strip_prefix(&format!("{}/", peer.label))
-        .unwrap_or(&model);
-    let target = federation
-        .resolve(&format!("{}/{service}", peer.label))
-        .await?
-        .ok_or_else(|| {
-            FederationError::new(403, "no_grant", "the owner granted this cluster nothing")
-        })?;
-    Ok(Owner::Peer {
-        peer,
-        grant: target.grant,
-    })
+    if peers.is_empty() {
+        // Nobody serves it: the job is this cluster's (its lines say why they fail).
+        return Ok(vec![Owner::Here]);
+    }
+    let mut owners = Vec::new();
+    for peer in peers {
+        // The grant the lines' service is called under; the owner judges it.
+        let service = model
+            .strip_prefix(&format!("{}/", peer.label))
+            .unwrap_or(&model);
+        let target = federation
+            .resolve(&format!("{}/{service}", peer.label))
+            .await?
+            .ok_or_else(|| {
+                FederationError::new(403, "no_grant", "the owner granted this cluster nothing")
+            })?;
+        owners.push(Owner::Peer {
+            peer: Box::new(peer),
+            grant: target.grant,
+        });
+    }
+    Ok(owners)
 }
 
 /// The first line's `body.model`.
@@ -160,21 +202,56 @@ fn as_services(input: &[u8], owner: &str) -> Result<Bytes, ApiError> {
     Ok(Bytes::from(out))
 }
 
+/// Where a job (or a job's file) is.
+enum Found<T> {
+    /// Here: the local answer.
+    Here(T),
+    /// On a peer: this cluster's projection of it.
+    Owner(Box<Projection>),
+}
+
+/// Finds what `local` did not: a projection of the job `id` (or of the job
+/// whose output or error file is `id`, with `file`). Neither: 503 while a
+/// peer cannot be asked, else the local answer.
+async fn locate<T>(
+    state: &AppState,
+    local: Result<T, ApiError>,
+    id: &str,
+    file: bool,
+) -> FedResult<Found<T>> {
+    let (federation, missing) = match (&state.federation, local) {
+        (_, Ok(found)) => return Ok(Found::Here(found)),
+        (Some(federation), Err(e)) if e.status == StatusCode::NOT_FOUND => (federation, e),
+        (_, Err(e)) => return Err(e.into()),
+    };
+    let projection = match file {
+        true => state.store.projection_by_file(id).await,
+        false => state.store.projection(id).await,
+    }
+    .map_err(ApiError::from)?;
+    match projection {
+        Some(projection) => Ok(Found::Owner(Box::new(projection))),
+        None => Err(unknown(federation, missing).await),
+    }
+}
+
+/// This replica's federation (a projection exists only with one).
+fn federation(state: &AppState) -> FedResult<&Federation> {
+    state
+        .federation
+        .as_deref()
+        .ok_or_else(|| FederationError::unavailable("this replica runs no federation").into())
+}
+
 /// A job: this cluster's own, or the owner's answer (its projection,
 /// marked stale, when the owner cannot be asked).
 pub async fn batch(state: &AppState, id: &str) -> FedResult<Batch> {
-    let local = batches::batch(state, id).await;
-    let (Some(federation), Err(e)) = (&state.federation, &local) else {
-        return Ok(local?);
-    };
-    if e.status != StatusCode::NOT_FOUND {
-        return Ok(local?);
-    }
-    let Some(projection) = state.store.projection(id).await.map_err(ApiError::from)? else {
-        return Err(unknown(federation, local.unwrap_err()).await);
+    let projection = match locate(state, batches::batch(state, id).await, id, false).await? {
+        Found::Here(batch) => return Ok(batch),
+        Found::Owner(projection) => projection,
     };
     let action = JobAction::Get { id: id.to_string() };
-    match federation
+    match federation(state)?
         .job_call(&projection.peer_id, action, Bytes::new())
         .await
     {
@@ -187,7 +264,7 @@ pub async fn batch(state: &AppState, id: &str) -> FedResult<Batch> {
                 .map_err(ApiError::from)?;
             Ok(projected(batch, &projection.peer, now(), true))
         }
-        Err(e) if e.status == 503 => Ok(stale(projection)),
+        Err(e) if e.status == 503 => Ok(stale(*projection)),
         Err(e) => Err(e.into()),
     }
 }
@@ -195,18 +272,12 @@ pub async fn batch(state: &AppState, id: &str) -> FedResult<Batch> {
 /// Cancels a job on its owner; 503 `NODE_UNAVAILABLE` while the owner
 /// cannot be asked (nothing is queued).
 pub async fn cancel(state: &AppState, id: &str) -> FedResult<Batch> {
-    let local = batches::cancel(state, id).await;
-    let (Some(federation), Err(e)) = (&state.federation, &local) else {
-        return Ok(local?);
-    };
-    if e.status != StatusCode::NOT_FOUND {
-        return Ok(local?);
-    }
-    let Some(projection) = state.store.projection(id).await.map_err(ApiError::from)? else {
-        return Err(unknown(federation, local.unwrap_err()).await);
+    let projection = match locate(state, batches::cancel(state, id).await, id, false).await? {
+        Found::Here(batch) => return Ok(batch),
+        Found::Owner(projection) => projection,
     };
     let action = JobAction::Cancel { id: id.to_string() };
-    let answer = federation
+    let answer = federation(state)?
         .job_call(&projection.peer_id, action, Bytes::new())
         .await?;
     let batch: Batch = read_json(answer).await?;
@@ -221,25 +292,14 @@ pub async fn cancel(state: &AppState, id: &str) -> FedResult<Batch> {
 /// A file's record: this cluster's, or a peer's job's output as the
 /// owner has it.
 pub async fn file(state: &AppState, id: &str) -> FedResult<FileObject> {
-    let local = batches::file(state, id).await;
-    let (Some(federation), Err(e)) = (&state.federation, &local) else {
-        return Ok(local?);
-    };
-    if e.status != StatusCode::NOT_FOUND {
-        return Ok(local?);
-    }
-    let projection = state
-        .store
-        .projection_by_file(id)
-        .await
-        .map_err(ApiError::from)?;
-    let Some(projection) = projection else {
-        return Err(unknown(federation, local.err().expect("an error")).await);
+    let projection = match locate(state, batches::file(state, id).await, id, true).await? {
+        Found::Here(file) => return Ok(file),
+        Found::Owner(projection) => projection,
     };
     let action = JobAction::File {
         file: id.to_string(),
     };
-    let answer = federation
+    let answer = federation(state)?
         .job_call(&projection.peer_id, action, Bytes::new())
         .await?;
     read_json(answer).await
@@ -249,24 +309,14 @@ pub async fn file(state: &AppState, id: &str) -> FedResult<FileObject> {
 /// the owner as it streams.
 pub async fn file_content(state: &AppState, id: &str) -> FedResult<Content> {
     let local = batches::file_content(state, id).await;
-    let (Some(federation), Err(e)) = (&state.federation, &local) else {
-        return Ok(local?);
-    };
-    if e.status != StatusCode::NOT_FOUND {
-        return Ok(local?);
-    }
-    let projection = state
-        .store
-        .projection_by_file(id)
-        .await
-        .map_err(ApiError::from)?;
-    let Some(projection) = projection else {
-        return Err(unknown(federation, local.err().expect("an error")).await);
+    let projection = match locate(state, local, id, true).await? {
+        Found::Here(content) => return Ok(content),
+        Found::Owner(projection) => projection,
     };
     let action = JobAction::Content {
         file: id.to_string(),
     };
-    let answer = federation
+    let answer = federation(state)?
         .job_call(&projection.peer_id, action, Bytes::new())
         .await?;
     if !(200..300).contains(&answer.status) {

@@ -2,8 +2,8 @@
 //! replica that runs them, read back as the output.
 //!
 //! Every move of a line is a conditional UPDATE on its state (and, for a
-//! claim, its attempt), so two replicas never both move it: a unit of an
-//! older attempt finds its attempt superseded, an outcome recorded twice
+//! claim, its dispatch), so two replicas never both move it: a unit of an
+//! older dispatch finds it superseded, an outcome recorded twice
 //! finds the line done (the first writer wins), and the batch's counters
 //! move in the same statement as the line.
 
@@ -100,17 +100,22 @@ impl Store {
         Ok(row.get(0))
     }
 
-    /// Lines of `batch` not done yet (any state but a final one).
-    pub async fn lines_open(&self, batch: &str) -> Result<i64, StoreError> {
+    /// Lines of `batch` not done yet, and of those the ones dispatched or
+    /// running under a lease not lapsed (one pass over the open lines).
+    pub async fn line_counts(&self, batch: &str) -> Result<(i64, i64), StoreError> {
         let row = self
             .conn()
             .await?
             .query_one(
-                &format!("SELECT count(*) FROM batch_lines WHERE batch_id = $1 AND {OPEN}"),
+                &format!(
+                    "SELECT count(*), count(*) FILTER (
+                         WHERE state IN ('dispatched', 'running') AND lease_until >= now())
+                       FROM batch_lines WHERE batch_id = $1 AND {OPEN}"
+                ),
                 &[&batch],
             )
             .await?;
-        Ok(row.get(0))
+        Ok((row.get(0), row.get(1)))
     }
 
     /// Fails the open lines of `batch` whose lease lapsed after
@@ -149,13 +154,15 @@ impl Store {
     }
 
     /// Dispatches up to `limit` lines of `batch` that are pending (their
-    /// pause over) or whose lease lapsed: each gets an attempt more and a
-    /// lease of `lease`. Returns `(line, attempt)` of each.
+    /// pause over) or whose lease lapsed, and have attempts left: each gets
+    /// a dispatch more and a lease of `lease`. Returns `(line, dispatch)`
+    /// of each.
     pub async fn dispatch_lines(
         &self,
         batch: &str,
         limit: i64,
         lease: Duration,
+        max_attempts: i32,
     ) -> Result<Vec<(i32, i32)>, StoreError> {
         let rows = self
             .conn()
@@ -163,16 +170,16 @@ impl Store {
             .query(
                 &format!(
                     "UPDATE batch_lines l
-                        SET state = 'dispatched', attempts = l.attempts + 1,
+                        SET state = 'dispatched', dispatches = l.dispatches + 1,
                             lease_until = now() + make_interval(secs => $3)
                        FROM (SELECT line FROM batch_lines
-                              WHERE batch_id = $1 AND {OPEN}
+                              WHERE batch_id = $1 AND {OPEN} AND attempts < $4
                                 AND (lease_until IS NULL OR lease_until < now())
                               ORDER BY line LIMIT $2 FOR UPDATE SKIP LOCKED) picked
                       WHERE l.batch_id = $1 AND l.line = picked.line
-                      RETURNING l.line, l.attempts"
+                      RETURNING l.line, l.dispatches"
                 ),
-                &[&batch, &limit, &lease.as_secs_f64()],
+                &[&batch, &limit, &lease.as_secs_f64(), &max_attempts],
             )
             .await?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
@@ -211,30 +218,31 @@ impl Store {
         Ok(lines.len() as u64)
     }
 
-    /// Claims line `line` of `batch` to run it as attempt `attempt`, for
-    /// `lease`: only while the batch is in progress, the line dispatched
-    /// as that attempt (or its run's lease lapsed). `None`: another
-    /// replica runs it, a later attempt superseded this one, or it is done.
+    /// Claims line `line` of `batch` to run it for dispatch `dispatch`, for
+    /// `lease`, spending an attempt: only while the batch is in progress and
+    /// the line dispatched as that dispatch (or its run's lease lapsed).
+    /// `None`: another replica runs it, a later dispatch superseded this
+    /// one, or it is done.
     pub async fn claim_line(
         &self,
         batch: &str,
         line: i32,
-        attempt: i32,
+        dispatch: i32,
         lease: Duration,
     ) -> Result<Option<ClaimedLine>, StoreError> {
         let row = self
             .conn()
             .await?
             .query_opt(
-                "UPDATE batch_lines l SET state = 'running',
+                "UPDATE batch_lines l SET state = 'running', attempts = l.attempts + 1,
                         lease_until = now() + make_interval(secs => $4)
                    FROM batches b
-                  WHERE l.batch_id = $1 AND l.line = $2 AND l.attempts = $3
+                  WHERE l.batch_id = $1 AND l.line = $2 AND l.dispatches = $3
                     AND (l.state = 'dispatched'
                          OR (l.state = 'running' AND l.lease_until < now()))
                     AND b.id = l.batch_id AND b.status = 'in_progress'
                   RETURNING b.endpoint, l.body, b.key_id, b.scopes",
-                &[&batch, &line, &attempt, &lease.as_secs_f64()],
+                &[&batch, &line, &dispatch, &lease.as_secs_f64()],
             )
             .await?;
         Ok(row.map(|row| ClaimedLine {
@@ -251,7 +259,7 @@ impl Store {
         &self,
         batch: &str,
         line: i32,
-        attempt: i32,
+        dispatch: i32,
         lease: Duration,
     ) -> Result<bool, StoreError> {
         let renewed = self
@@ -259,21 +267,22 @@ impl Store {
             .await?
             .execute(
                 "UPDATE batch_lines SET lease_until = now() + make_interval(secs => $4)
-                  WHERE batch_id = $1 AND line = $2 AND attempts = $3 AND state = 'running'",
-                &[&batch, &line, &attempt, &lease.as_secs_f64()],
+                  WHERE batch_id = $1 AND line = $2 AND dispatches = $3 AND state = 'running'",
+                &[&batch, &line, &dispatch, &lease.as_secs_f64()],
             )
             .await?;
         Ok(renewed == 1)
     }
 
-    /// Records how attempt `attempt` of a line ended. An answer is kept if
-    /// the line is not done yet (the first writer wins); a retry only if
-    /// this attempt still holds the line. Returns whether it was kept.
+    /// Records how the run of dispatch `dispatch` of a line ended. An
+    /// answer is kept if the line is not done yet (the first writer wins);
+    /// a retry only if this run still holds the line. Returns whether it
+    /// was kept.
     pub async fn record_line(
         &self,
         batch: &str,
         line: i32,
-        attempt: i32,
+        dispatch: i32,
         outcome: &Outcome,
     ) -> Result<bool, StoreError> {
         let conn = self.conn().await?;
@@ -308,11 +317,11 @@ impl Store {
                     "UPDATE batch_lines SET state = 'pending', error = $4,
                             attempts = attempts - $5,
                             lease_until = now() + make_interval(secs => $6)
-                      WHERE batch_id = $1 AND line = $2 AND attempts = $3 AND state = 'running'",
+                      WHERE batch_id = $1 AND line = $2 AND dispatches = $3 AND state = 'running'",
                     &[
                         &batch,
                         &line,
-                        &attempt,
+                        &dispatch,
                         error,
                         &refund,
                         &pause.as_secs_f64(),
