@@ -1,7 +1,8 @@
 //! What crosses a federation link from a peer (`host/protocol`'s `link`
 //! and `federation` modules): the handshake's messages (read before the
 //! peer proved anything), the calls on the link's call stream, and the
-//! heads of a remote inference stream and of a job call.
+//! heads of a remote inference stream, of a job call and of a model
+//! range (both ways).
 //!
 //! Input: the bytes of one message.
 //! Invariants: no panic; a handshake message over `MAX_LINK_MESSAGE` is
@@ -14,6 +15,7 @@ use libfuzzer_sys::fuzz_target;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use switchyard_protocol::federation::{InferenceCall, LinkAnswer, LinkCall};
+use switchyard_protocol::copies::{RangeHead, RangeRequest};
 use switchyard_protocol::jobs::JobCall;
 use switchyard_protocol::link::{LinkMessage, MAX_LINK_MESSAGE};
 
@@ -36,4 +38,6 @@ fuzz_target!(|data: &[u8]| {
     let head = data.split(|&b| b == b'\n').next().unwrap_or_default();
     round_trip::<InferenceCall>(head);
     round_trip::<JobCall>(head);
+    round_trip::<RangeRequest>(head);
+    round_trip::<RangeHead>(head);
 });

@@ -1,7 +1,7 @@
 //! Batch jobs with one owner cluster. A batch the official `openai` client
 //! submits to alpha with `metadata.owner = "beta"` is stored and run by
 //! beta alone; alpha forwards every request for it and keeps a summary
-//! projection. Beta's engine and one of its frontend replicas die mid-run
+//! projection. Beta's worker and one of its frontend replicas die mid-run
 //! (SIGKILL) and the link is cut: beta keeps running the job, alpha answers
 //! its reads from the projection marked stale and its cancel with 503
 //! `NODE_UNAVAILABLE`, and refreshes once the link returns. The output has
@@ -10,9 +10,7 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use switchyard_tests::batch::{
-    batch, batch_until, chat_lines, completed, engine_pid, kill, python_batch, upload,
-};
+use switchyard_tests::batch::{batch, batch_until, chat_lines, completed, python_batch, upload};
 use switchyard_tests::cluster::PATIENCE;
 use switchyard_tests::federation::{Member, eventually, grant};
 use switchyard_tests::process::ServeProcess;
@@ -55,7 +53,7 @@ async fn paired(alpha: &Member, beta: &Member, proxy: Option<&TcpProxy>) -> Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_sent_to_alpha_runs_once_on_beta_through_kills_and_a_cut_link() {
     // 20 ms a token, 8 tokens, 8 at a time: 500 lines take about 15 s.
-    let (alpha, beta) = tokio::join!(
+    let (alpha, mut beta) = tokio::join!(
         Member::bare("alpha"),
         Member::serving("beta", json!({"max_concurrency": 8, "token_delay_ms": 20}))
     );
@@ -100,13 +98,14 @@ async fn a_batch_sent_to_alpha_runs_once_on_beta_through_kills_and_a_cut_link() 
     assert_eq!(shown["projection_stale"], false, "{shown}");
     assert!(shown["last_synced_at"].as_i64().is_some(), "{shown}");
 
-    // Beta's engine dies under the lines it runs (the worker restarts it),
-    // then beta's second replica, with the lines it ran and the units it held.
+    // Beta's worker dies (SIGKILL; its engine with it) under the lines it
+    // runs and comes back, then beta's second replica, with the lines it
+    // ran and the units it held.
     batch_until(alpha.url(), &key, &id, "the job never got going", |b| {
         completed(b) >= 60
     })
     .await;
-    kill(engine_pid(beta.worker_dir().unwrap()).expect("beta's engine"));
+    beta.kill_and_restart_worker();
     batch_until(
         alpha.url(),
         &key,
@@ -232,7 +231,13 @@ async fn a_draining_owner_takes_no_new_jobs_and_keeps_its_running_ones() {
     let upload = |lines: usize| {
         let (url, key) = (alpha.url().to_string(), key.clone());
         async move {
-            let (status, uploaded) = upload(&url, &key, &chat_lines("beta/chat", lines)).await;
+            let (status, uploaded) = upload(
+                &url,
+                &key,
+                "batch",
+                chat_lines("beta/chat", lines).as_bytes(),
+            )
+            .await;
             assert_eq!(status, StatusCode::OK, "{uploaded}");
             uploaded["id"].as_str().unwrap().to_string()
         }
@@ -306,8 +311,13 @@ async fn a_draining_owner_takes_no_new_jobs_and_keeps_its_running_ones() {
     assert_eq!(status, StatusCode::OK, "{taken}");
     assert_eq!(taken["owner"], "beta", "{taken}");
     // A plain service name finds the peer serving it too.
-    let (status, uploaded) =
-        switchyard_tests::batch::upload(alpha.url(), &key, &chat_lines("chat", 2)).await;
+    let (status, uploaded) = switchyard_tests::batch::upload(
+        alpha.url(),
+        &key,
+        "batch",
+        chat_lines("chat", 2).as_bytes(),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{uploaded}");
     let plain = create(uploaded["id"].as_str().unwrap().to_string());
     let (status, taken) = v1(Method::POST, alpha.url(), "/v1/batches", &key, Some(plain)).await;

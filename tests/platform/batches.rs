@@ -5,14 +5,15 @@
 //! killed mid-run, stops running lines when cancelled, and a bad input
 //! file is refused with a code that names what is wrong.
 
-use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use switchyard_protocol::batch::OutputLine;
 use switchyard_tests::ADMIN_TOKEN;
+use switchyard_tests::batch::{
+    batch, batch_until, chat_lines, completed, engine_pid, kill, python_batch, python_ok, upload,
+};
 use switchyard_tests::cluster::{Cluster, PATIENCE};
 use switchyard_tests::process::{ServeProcess, binary};
 use tokio::io::AsyncBufReadExt;
@@ -57,93 +58,12 @@ async fn engine_stats(cluster: &Cluster) -> Value {
         .unwrap()
 }
 
-/// The pid of the engine the worker under `dir` runs.
-fn engine_pid(dir: &Path) -> Option<u32> {
-    let output = std::process::Command::new("pgrep")
-        .args(["-f", &format!("engine reference .*{}", dir.display())])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .next()
-        .and_then(|pid| pid.trim().parse().ok())
-}
-
-/// The Python client's batch run (`clients/openai_batch.py`), started.
-fn python_batch(url: &str, key: &str, lines: usize) -> tokio::process::Child {
-    let python = std::env::var("SWITCHYARD_PYTHON").expect(
-        "SWITCHYARD_PYTHON names a Python with the openai package: scripts/test.sh provides it",
-    );
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/openai_batch.py");
-    tokio::process::Command::new(python)
-        .arg(script)
-        .args([url, key, "demo", &lines.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
-}
-
-/// Waits for the Python run to end and checks it said "ok".
-async fn python_ok(child: tokio::process::Child) {
-    let output = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
-        .await
-        .expect("the Python client never finished")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success() && stdout.trim_end().ends_with("ok"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// A batch as `url` shows it to `key`.
-async fn batch(url: &str, key: &str, id: &str) -> Value {
-    reqwest::Client::new()
-        .get(format!("{url}/v1/batches/{id}"))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
-/// Polls the batch until `done` holds; returns it then.
-async fn batch_until(
-    url: &str,
-    key: &str,
-    id: &str,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let started = Instant::now();
-    loop {
-        let shown = batch(url, key, id).await;
-        if done(&shown) {
-            return shown;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "{what}: {shown}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn completed(batch: &Value) -> i64 {
-    batch["request_counts"]["completed"].as_i64().unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_500_lines_from_the_openai_client_runs_each_line_once() {
     let (cluster, _worker, _dir) = serving(json!({"max_concurrency": 32})).await;
     let key = cluster.inference_key().await;
     let before = engine_stats(&cluster).await["completed"].as_u64().unwrap();
-    python_ok(python_batch(&cluster.serve.url, &key, 500)).await;
+    python_ok(python_batch(&cluster.serve.url, &key, "demo", 500, None)).await;
     let after = engine_stats(&cluster).await["completed"].as_u64().unwrap();
     assert_eq!(after - before, 500, "the engine answered each line once");
 }
@@ -157,7 +77,7 @@ async fn a_batch_survives_its_engine_and_a_frontend_replica_killed_mid_run() {
     // A second frontend replica on the same database runs lines too.
     let data_b = tempfile::tempdir().unwrap();
     let mut replica_b = ServeProcess::on_set(&cluster.database_url, data_b.path(), None, &[]);
-    let mut client = python_batch(&cluster.serve.url, &key, 500);
+    let mut client = python_batch(&cluster.serve.url, &key, "demo", 500, None);
     let mut stdout = tokio::io::BufReader::new(client.stdout.take().unwrap()).lines();
     let id = tokio::time::timeout(PATIENCE, stdout.next_line())
         .await
@@ -171,14 +91,7 @@ async fn a_batch_survives_its_engine_and_a_frontend_replica_killed_mid_run() {
         completed(b) >= 80
     })
     .await;
-    let engine = engine_pid(dir.path()).expect("the worker's engine");
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-KILL", &engine.to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    kill(engine_pid(dir.path()).expect("the worker's engine"));
     // Replica B dies (SIGKILL) with the lines it ran and the units it held.
     let shown = batch_until(
         &url,
@@ -232,7 +145,7 @@ async fn a_batch_cancelled_mid_run_ends_cancelled_with_the_lines_that_ran() {
         serving(json!({"max_concurrency": 4, "token_delay_ms": 50})).await;
     let key = cluster.inference_key().await;
     let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), chat_lines(200)).unwrap();
+    std::fs::write(file.path(), chat_lines("demo", 200)).unwrap();
     let created = cli(
         &cluster,
         &key,
@@ -276,7 +189,7 @@ async fn a_batch_cancelled_mid_run_ends_cancelled_with_the_lines_that_ran() {
     assert!(ended["cancelled_at"].as_i64().is_some(), "{ended}");
     // No line starts once the batch is cancelled.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(completed(&batch(&url, &key, &id).await), done);
+    assert_eq!(completed(&batch(&url, &key, &id).await.1), done);
 
     // The output holds exactly the lines that ran, each a 200.
     let output = cli(&cluster, &key, &["batch", "output", &id]);
@@ -312,50 +225,6 @@ async fn a_batch_cancelled_mid_run_ends_cancelled_with_the_lines_that_ran() {
     assert!(String::from_utf8_lossy(&listed.stdout).contains(&id));
 }
 
-/// `n` chat lines for `demo`, 8 tokens each.
-fn chat_lines(n: usize) -> String {
-    (0..n)
-        .map(|i| {
-            json!({"custom_id": format!("c{i}"), "method": "POST", "url": "/v1/chat/completions",
-                   "body": {"model": "demo", "max_tokens": 8,
-                            "messages": [{"role": "user", "content": "hi"}]}})
-            .to_string()
-                + "\n"
-        })
-        .collect()
-}
-
-/// A multipart upload as OpenAI's clients send it.
-async fn upload(
-    cluster: &Cluster,
-    key: &str,
-    purpose: &str,
-    content: &[u8],
-) -> (StatusCode, Value) {
-    let boundary = "sy-test-boundary-7f3a";
-    let mut form = format!(
-        "--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\n{purpose}\r\n\
-         --{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n\
-         Content-Type: application/jsonl\r\n\r\n"
-    )
-    .into_bytes();
-    form.extend_from_slice(content);
-    form.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/files", cluster.serve.url))
-        .bearer_auth(key)
-        .header(
-            "content-type",
-            format!("multipart/form-data; boundary={boundary}"),
-        )
-        .body(form)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
 async fn call(
     cluster: &Cluster,
     key: &str,
@@ -378,7 +247,7 @@ async fn call(
 async fn a_bad_batch_file_is_refused_with_a_code_that_names_the_fault() {
     let cluster = Cluster::start().await;
     let key = cluster.inference_key().await;
-    let good = chat_lines(2);
+    let good = chat_lines("demo", 2);
     let body = json!({"model": "demo", "messages": []});
     let line = |fields: Value| fields.to_string() + "\n";
     let cases: Vec<(String, &str)> = vec![
@@ -410,26 +279,26 @@ async fn a_bad_batch_file_is_refused_with_a_code_that_names_the_fault() {
             ),
             "invalid_body",
         ),
-        (chat_lines(50_001), "too_many_lines"),
+        (chat_lines("demo", 50_001), "too_many_lines"),
         (String::new(), "empty_file"),
     ];
     for (content, code) in cases {
-        let (status, body) = upload(&cluster, &key, "batch", content.as_bytes()).await;
+        let (status, body) = upload(&cluster.serve.url, &key, "batch", content.as_bytes()).await;
         assert_eq!(
             (status, body["error"]["code"].as_str()),
             (StatusCode::BAD_REQUEST, Some(code)),
             "{body}"
         );
     }
-    let (status, body) = upload(&cluster, &key, "fine-tune", good.as_bytes()).await;
+    let (status, body) = upload(&cluster.serve.url, &key, "fine-tune", good.as_bytes()).await;
     assert_eq!(body["error"]["code"], "invalid_purpose", "{status} {body}");
     let huge = vec![b' '; (64 << 20) + 1];
-    let (status, body) = upload(&cluster, &key, "batch", &huge).await;
+    let (status, body) = upload(&cluster.serve.url, &key, "batch", &huge).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
     assert_eq!(body["error"]["code"], "file_too_large");
 
     // A good file; a batch whose endpoint its lines do not call is refused.
-    let (status, file) = upload(&cluster, &key, "batch", good.as_bytes()).await;
+    let (status, file) = upload(&cluster.serve.url, &key, "batch", good.as_bytes()).await;
     assert_eq!(status, StatusCode::OK, "{file}");
     let file_id = file["id"].as_str().unwrap();
     let create = |endpoint: &str, window: &str, file: &str| json!({"input_file_id": file, "endpoint": endpoint, "completion_window": window});

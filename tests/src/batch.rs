@@ -97,12 +97,17 @@ pub fn completed(batch: &Value) -> i64 {
     batch["request_counts"]["completed"].as_i64().unwrap_or(0)
 }
 
-/// Uploads `content` as a batch input file (`POST /v1/files`, a multipart
-/// form written here); the status and the answer.
-pub async fn upload(url: &str, key: &str, content: &[u8]) -> (reqwest::StatusCode, Value) {
+/// Uploads `content` with `purpose` (`POST /v1/files`, a multipart form
+/// as OpenAI's clients send it); the status and the answer.
+pub async fn upload(
+    url: &str,
+    key: &str,
+    purpose: &str,
+    content: &[u8],
+) -> (reqwest::StatusCode, Value) {
     const BOUNDARY: &str = "switchyard-test-boundary";
     let mut body = format!(
-        "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n\
+        "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\n{purpose}\r\n\
          --{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n\
          Content-Type: application/jsonl\r\n\r\n"
     )
@@ -124,18 +129,30 @@ pub async fn upload(url: &str, key: &str, content: &[u8]) -> (reqwest::StatusCod
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-/// `lines` chat requests to `model`, as a batch input file.
-pub fn chat_lines(model: &str, lines: usize) -> Vec<u8> {
+/// `lines` chat requests to `model` (8 tokens each), as a batch input file.
+pub fn chat_lines(model: &str, lines: usize) -> String {
     (0..lines)
         .map(|i| {
-            format!(
-                "{}\n",
-                serde_json::json!({"custom_id": format!("line-{i}"), "method": "POST",
-                    "url": "/v1/chat/completions",
-                    "body": {"model": model, "max_tokens": 8,
-                             "messages": [{"role": "user", "content": "hi"}]}})
-            )
+            serde_json::json!({"custom_id": format!("line-{i}"), "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": {"model": model, "max_tokens": 8,
+                         "messages": [{"role": "user", "content": "hi"}]}})
+            .to_string()
+                + "\n"
         })
-        .collect::<String>()
-        .into_bytes()
+        .collect()
+}
+
+/// Waits for a Python run to end and checks it said "ok".
+pub async fn python_ok(child: tokio::process::Child) {
+    let output = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
+        .await
+        .expect("the Python client never finished")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.trim_end().ends_with("ok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -65,9 +65,16 @@ impl Member {
         member
     }
 
-    /// Its worker's folder, when it has a worker.
-    pub fn worker_dir(&self) -> Option<&std::path::Path> {
-        self._worker.as_ref().map(|(_, dir)| dir.path())
+    /// Kills its worker with SIGKILL (its engine dies with it) and starts
+    /// it again on the same folder: the same node comes back.
+    pub fn kill_and_restart_worker(&mut self) {
+        let (worker, dir) = self._worker.take().expect("a serving member");
+        crate::batch::kill(worker.child.id());
+        drop(worker);
+        let restarted = self
+            .cluster
+            .worker("w", dir.path(), &["--gpu", "name=L4,memory=24GiB"]);
+        self._worker = Some((restarted, dir));
     }
 
     /// The frontend's URL.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::multipart::MultipartError;
+use axum::extract::multipart::{MultipartError, MultipartRejection};
 use axum::extract::{Multipart, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -35,6 +35,23 @@ fn multipart_error(e: MultipartError) -> ApiError {
     ))
 }
 
+/// A body that is no multipart form: 415 when it says it is something
+/// else, 400 when its form is broken (axum's own answer is text).
+fn not_a_form(rejection: MultipartRejection) -> ApiError {
+    let message = format!(
+        "the upload must be a multipart form: {}",
+        rejection.body_text()
+    );
+    match rejection.status() {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            message,
+        ),
+        _ => ApiError::invalid_request(message),
+    }
+}
+
 /// Uploads a batch's input: a multipart form with `purpose` (`batch`) and
 /// `file` (JSONL, one request a line).
 #[utoipa::path(post, path = "/v1/files", tag = "batches",
@@ -47,8 +64,9 @@ fn multipart_error(e: MultipartError) -> ApiError {
 pub async fn upload(
     caller: Authorized<Inference>,
     State(state): State<Arc<AppState>>,
-    mut form: Multipart,
+    form: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<Json<FileObject>> {
+    let mut form = form.map_err(not_a_form)?;
     let (mut purpose, mut file) = (None, None);
     while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
         match field.name() {
