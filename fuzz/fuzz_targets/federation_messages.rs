@@ -14,8 +14,8 @@
 use libfuzzer_sys::fuzz_target;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use switchyard_protocol::federation::{InferenceCall, LinkAnswer, LinkCall};
 use switchyard_protocol::copies::{RangeHead, RangeRequest};
+use switchyard_protocol::federation::{InferenceCall, LinkAnswer, LinkCall};
 use switchyard_protocol::jobs::JobCall;
 use switchyard_protocol::link::{LinkMessage, MAX_LINK_MESSAGE};
 
