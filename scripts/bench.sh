@@ -5,7 +5,9 @@
 # pgbus, tunnel, lanes, routing (both carrier sets), staging, switch (the
 # live carrier switch under chat load), federation (a remote chat completion
 # through the link between two clusters beside the owner directly), copy
-# (a federated model copy between two clusters beside local staging).
+# (a federated model copy between two clusters beside local staging), batch
+# (an OpenAI batch's lines through the work queue beside the same requests
+# one by one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
