@@ -372,7 +372,8 @@ async fn a_corrupted_source_never_enters_the_library_and_a_paused_copy_resumes()
         )
         .await;
     assert_eq!(refused["error"]["code"], "copy_running", "{refused}");
-    until_copy(&alpha, id, "the copy never got going", |c| held(c) > 0).await;
+    // Paused while its one range is in flight (the durable offset moves
+    // only when a range is whole).
     let paused = alpha
         .expect(
             StatusCode::OK,
@@ -470,7 +471,19 @@ async fn a_revocation_stops_a_running_copy() {
         )
         .await;
     let id = started["id"].as_str().unwrap();
-    until_copy(&alpha, id, "the copy never got going", |c| held(c) > 0).await;
+    // A range is in flight once beta charged it.
+    switchyard_tests::federation::eventually("no range was ever asked for", || async {
+        let grant = beta
+            .expect(
+                StatusCode::OK,
+                Method::GET,
+                &format!("/api/federation/grants/{grant_id}"),
+                None,
+            )
+            .await;
+        (grant["usage"]["model_bytes"].as_u64() > Some(0)).then_some(())
+    })
+    .await;
     let revoked_at = std::time::Instant::now();
     beta.expect(
         StatusCode::OK,

@@ -151,7 +151,6 @@ async fn stop_on_revoke_stops_only_the_grant_s_own_services_even_once_expired() 
     let stopping = grant(&beta, &alpha, &["inference:manage"], spec(3600, true)).await;
     let keeping = grant(&beta, &alpha, &["inference:manage"], spec(3600, false)).await;
     let expiring = grant(&beta, &alpha, &["inference:manage"], spec(8, true)).await;
-    let expires = Instant::now() + Duration::from_secs(8);
     for (grant, service) in [
         (&stopping, "s-stop"),
         (&keeping, "s-keep"),
@@ -191,7 +190,6 @@ async fn stop_on_revoke_stops_only_the_grant_s_own_services_even_once_expired() 
         (shown["status"] == "expired").then_some(())
     })
     .await;
-    assert!(Instant::now() >= expires);
     assert_eq!(replicas(&beta, "federation.s-exp").await, 1);
 
     // Revoked: each stop_on_revoke grant stops its own service, the

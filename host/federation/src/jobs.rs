@@ -23,6 +23,7 @@ use switchyard_protocol::stream::AnswerHead;
 use switchyard_runtime::grant::FederatedCall;
 use switchyard_store::federation::Cost;
 
+use crate::incoming::{Unread, read_call};
 use crate::links::LinkPeer;
 use crate::remote::write_denied;
 use crate::{Denied, FedResult, Federation, FederationError, LocalAnswer};
@@ -265,39 +266,12 @@ fn internal(e: switchyard_store::StoreError) -> Denied {
 /// The owner answers one job call a peer opened a stream for.
 pub(crate) async fn answer(federation: Arc<Federation>, peer: LinkPeer, stream: Stream) {
     let Stream { mut reader, writer } = stream;
-    let (head, first) = match reader.read_line(MAX_HEAD).await {
-        Ok(line) => line,
-        Err(_) => return,
-    };
-    let call: JobCall = match serde_json::from_slice(&head) {
+    let (call, input) = match read_call::<JobCall>(&mut reader, MAX_JOB_INPUT, "job call").await {
         Ok(call) => call,
-        Err(e) => {
-            let denied = Denied {
-                status: 400,
-                code: "invalid_request".into(),
-                message: format!("the job call's head: {e}"),
-            };
-            return write_denied(writer, denied).await;
-        }
+        Err(Unread::Refused(denied)) => return write_denied(writer, denied).await,
+        Err(Unread::Broken) => return,
     };
-    let mut input = BytesMut::from(&first[..]);
-    while let Some(chunk) = reader.read().await {
-        match chunk {
-            Ok(chunk) if input.len() + chunk.len() <= MAX_JOB_INPUT => {
-                input.extend_from_slice(&chunk)
-            }
-            Ok(_) => {
-                let denied = Denied {
-                    status: 413,
-                    code: "payload_too_large".into(),
-                    message: format!("a job's input file is at most {MAX_JOB_INPUT} bytes"),
-                };
-                return write_denied(writer, denied).await;
-            }
-            Err(_) => return,
-        }
-    }
-    match federation.serve_job(&peer, call, input.freeze()).await {
+    match federation.serve_job(&peer, call, input).await {
         Ok(answer) => pump(writer, answer).await,
         Err(denied) => {
             tracing::info!(code = %denied.code, "a job call was refused");

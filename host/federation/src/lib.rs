@@ -17,6 +17,7 @@
 //! - `pairing`: requests, approvals, shares, completion and revocation.
 //! - `calls`: the calls a peer makes over the link, answered here.
 //! - `changes`: revocations and removals other replicas made, acted on here.
+//! - `incoming`: a call's head line and bounded body, as a peer sends them.
 //! - `remote`: remote inference, both sides.
 //! - [`copies`]: verified model copies, both sides.
 //! - `manage`: managed services on the owner, with operation receipts.
@@ -35,6 +36,7 @@ pub mod copies;
 pub mod error;
 pub mod handshake;
 pub mod identity;
+mod incoming;
 pub mod inflight;
 mod jobs;
 mod join;

@@ -17,12 +17,12 @@ use switchyard_carrier::{Stream, StreamReader, StreamWriter};
 use switchyard_protocol::federation::{
     Direction, GrantRecord, INFERENCE_SERVICE, InferenceCall, Operation, RemoteService, Resource,
 };
-use switchyard_protocol::limits::MAX_HEAD;
 use switchyard_protocol::stream::AnswerHead;
 use switchyard_runtime::grant::{FederatedCall, Grant, Usage};
 use switchyard_store::Store;
 use switchyard_store::federation::Cost;
 
+use crate::incoming::{Unread, read_call};
 use crate::inflight::Revocation;
 use crate::links::LinkPeer;
 use crate::{Denied, FedResult, Federation, FederationError, LocalCall};
@@ -406,41 +406,17 @@ pub(crate) async fn write_denied(writer: StreamWriter, denied: Denied) {
 /// The owner answers one remote inference call from `peer`.
 pub(crate) async fn answer(federation: Arc<Federation>, peer: LinkPeer, stream: Stream) {
     let Stream { mut reader, writer } = stream;
-    let (head, first) = match reader.read_line(MAX_HEAD).await {
-        Ok(line) => line,
-        Err(_) => return,
-    };
-    let call: InferenceCall = match serde_json::from_slice(&head) {
+    let (call, body) = match read_call::<InferenceCall>(&mut reader, MAX_BODY, "remote call").await
+    {
         Ok(call) => call,
-        Err(e) => {
-            let denied = Denied {
-                status: 400,
-                code: "invalid_request".into(),
-                message: format!("the call's head: {e}"),
-            };
-            return write_denied(writer, denied).await;
-        }
+        Err(Unread::Refused(denied)) => return write_denied(writer, denied).await,
+        Err(Unread::Broken) => return,
     };
-    let mut body = BytesMut::from(&first[..]);
-    while let Some(chunk) = reader.read().await {
-        match chunk {
-            Ok(chunk) if body.len() + chunk.len() <= MAX_BODY => body.extend_from_slice(&chunk),
-            Ok(_) => {
-                let denied = Denied {
-                    status: 413,
-                    code: "payload_too_large".into(),
-                    message: format!("a remote call's body is at most {MAX_BODY} bytes"),
-                };
-                return write_denied(writer, denied).await;
-            }
-            Err(_) => return,
-        }
-    }
     // Entered before it is judged: a revocation from here on ends it.
     let mut revocation = federation.inflight.enter(&call.grant);
     let grant = call.grant.clone();
     let served = tokio::select! {
-        served = serve(&federation, &peer, call, body.freeze()) => served,
+        served = serve(&federation, &peer, call, body) => served,
         () = revocation.revoked() => Err(revoked(&grant)),
     };
     match served {
