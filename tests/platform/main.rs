@@ -19,6 +19,7 @@ mod grants;
 mod llama_cpp;
 mod models;
 mod nodes;
+mod openai_errors;
 mod openapi;
 mod registry;
 mod replicas;

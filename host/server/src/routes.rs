@@ -245,6 +245,10 @@ pub fn app(state: Arc<AppState>) -> Router {
         // is JSON (405 keeps its `Allow` header).
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
+        // OpenAI's `type` and `param` on every `/v1` error.
+        .layer(axum::middleware::from_fn(
+            openai::error_shape::openai_errors,
+        ))
         .with_state(state)
 }
 

@@ -18,6 +18,7 @@
 //! - `target`: where a request goes, the stream's heads, the answer's body.
 
 mod error;
+pub mod error_shape;
 mod fields;
 mod target;
 mod valid;

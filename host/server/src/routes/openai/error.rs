@@ -1,10 +1,9 @@
 //! Every way a `/v1` request fails before the engine's answer, mapped once
 //! to a status, a stable code and a body.
 //!
-//! Three body shapes, kept as clients and tests know them: the API's
-//! `{"error":{"code","message"}}`; a retryable answer (`Retry-After`)
-//! that adds OpenAI's `type`, equal to the code; and a denial whose `type`
-//! is `admission_denied` and whose code is the policy's own.
+//! The body is the API's `{"error":{"code","message"}}` (a denial's code
+//! is the policy's own; a retryable answer has `Retry-After`); every `/v1`
+//! error then gains OpenAI's `type` and `param` (`error_shape`).
 
 use axum::Json;
 use axum::http::{StatusCode, header};
@@ -170,13 +169,9 @@ impl IntoResponse for ProxyError {
         let (status, retry_after) = self.status();
         let message = self.message();
         let code = self.code();
-        let body = match (&self, retry_after) {
-            (Self::Denied { .. }, _) => {
-                json!({"error": {"code": code, "type": "admission_denied", "message": message}})
-            }
-            (_, Some(_)) => json!({"error": {"code": code, "type": code, "message": message}}),
-            (_, None) => json!({"error": {"code": code, "message": message}}),
-        };
+        // OpenAI's `type` and `param` are added to every `/v1` error in one
+        // place (`error_shape`).
+        let body = json!({"error": {"code": code, "message": message}});
         let mut response = (status, Json(body)).into_response();
         if let Some(seconds) = retry_after {
             response
@@ -233,7 +228,7 @@ mod tests {
                 },
                 StatusCode::SERVICE_UNAVAILABLE,
                 Some("5"),
-                json!({"error": {"code": "model_loading", "type": "model_loading",
+                json!({"error": {"code": "model_loading",
                     "message": "the model is deployed but no replica is ready yet"}}),
             ),
             (
@@ -243,7 +238,7 @@ mod tests {
                 },
                 StatusCode::TOO_MANY_REQUESTS,
                 Some("1"),
-                json!({"error": {"code": "replicas_busy", "type": "replicas_busy",
+                json!({"error": {"code": "replicas_busy",
                     "message": "every replica of this model is at its concurrency limit"}}),
             ),
             (
@@ -265,7 +260,7 @@ mod tests {
                 },
                 StatusCode::FORBIDDEN,
                 None,
-                json!({"error": {"code": "max_tokens", "type": "admission_denied", "message": "too many"}}),
+                json!({"error": {"code": "max_tokens", "message": "too many"}}),
             ),
             (
                 ProxyError::Internal("a secret detail".into()),
