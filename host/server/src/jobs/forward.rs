@@ -17,7 +17,7 @@ use switchyard_store::federation::Projection;
 use crate::auth::Caller;
 use crate::batches::{self, Content};
 use crate::error::ApiError;
-use crate::routes::federation::{FedError, FedResult};
+use crate::routes::federation::{FedError, FedResult, federation};
 use crate::state::AppState;
 
 /// The largest JSON answer read from an owner.
@@ -99,12 +99,7 @@ async fn create_on(
     };
     let answer = federation.job_call(&peer.id, action, input).await?;
     let batch: Batch = read_json(answer).await?;
-    state
-        .store
-        .put_projection(&peer.id, &batch)
-        .await
-        .map_err(ApiError::from)?;
-    Ok(projected(batch, &peer.label, now(), true))
+    synced(state, &peer.id, &peer.label, batch).await
 }
 
 /// The owner, or the candidates in the order they are tried:
@@ -235,12 +230,14 @@ async fn locate<T>(
     }
 }
 
-/// This replica's federation (a projection exists only with one).
-fn federation(state: &AppState) -> FedResult<&Federation> {
+/// Keeps what the owner answered about a job and shows it as fresh.
+async fn synced(state: &AppState, peer_id: &str, owner: &str, batch: Batch) -> FedResult<Batch> {
     state
-        .federation
-        .as_deref()
-        .ok_or_else(|| FederationError::unavailable("this replica runs no federation").into())
+        .store
+        .put_projection(peer_id, &batch)
+        .await
+        .map_err(ApiError::from)?;
+    Ok(projected(batch, owner, now(), true))
 }
 
 /// A job: this cluster's own, or the owner's answer (its projection,
@@ -257,12 +254,7 @@ pub async fn batch(state: &AppState, id: &str) -> FedResult<Batch> {
     {
         Ok(answer) => {
             let batch: Batch = read_json(answer).await?;
-            state
-                .store
-                .put_projection(&projection.peer_id, &batch)
-                .await
-                .map_err(ApiError::from)?;
-            Ok(projected(batch, &projection.peer, now(), true))
+            synced(state, &projection.peer_id, &projection.peer, batch).await
         }
         Err(e) if e.status == 503 => Ok(stale(*projection)),
         Err(e) => Err(e.into()),
@@ -281,12 +273,7 @@ pub async fn cancel(state: &AppState, id: &str) -> FedResult<Batch> {
         .job_call(&projection.peer_id, action, Bytes::new())
         .await?;
     let batch: Batch = read_json(answer).await?;
-    state
-        .store
-        .put_projection(&projection.peer_id, &batch)
-        .await
-        .map_err(ApiError::from)?;
-    Ok(projected(batch, &projection.peer, now(), true))
+    synced(state, &projection.peer_id, &projection.peer, batch).await
 }
 
 /// A file's record: this cluster's, or a peer's job's output as the
@@ -439,7 +426,7 @@ fn now() -> i64 {
 }
 
 /// The owner's JSON answer, or its error as this side's.
-async fn read_json<T: serde::de::DeserializeOwned>(answer: LocalAnswer) -> FedResult<T> {
+pub(super) async fn read_json<T: serde::de::DeserializeOwned>(answer: LocalAnswer) -> FedResult<T> {
     if !(200..300).contains(&answer.status) {
         return Err(owner_error(answer).await);
     }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::StreamExt;
 use switchyard_carrier::stream_seam::Lane;
 use switchyard_protocol::batch::BatchList;
 use switchyard_protocol::jobs::{JobAction, MAX_REFRESH};
@@ -16,8 +15,6 @@ use crate::state::AppState;
 
 /// How often projections of jobs not ended are refreshed.
 const EVERY: Duration = Duration::from_secs(2);
-/// The largest refresh answer read.
-const MAX_ANSWER: usize = 8 * 1024 * 1024;
 
 /// Refreshes projections until `stop`.
 pub async fn run(state: Arc<AppState>, mut stop: watch::Receiver<bool>) {
@@ -66,18 +63,9 @@ async fn refresh(
         .job_call(peer_id, JobAction::Refresh { ids }, Bytes::new())
         .await
         .map_err(|e| e.to_string())?;
-    if answer.status != 200 {
-        return Err(format!("the owner answered {}", answer.status));
-    }
-    let mut body = Vec::new();
-    let mut chunks = answer.body;
-    while let Some(chunk) = chunks.next().await {
-        body.extend_from_slice(&chunk?);
-        if body.len() > MAX_ANSWER {
-            return Err("the owner's answer is too large".into());
-        }
-    }
-    let list: BatchList = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+    let list: BatchList = super::forward::read_json(answer)
+        .await
+        .map_err(|e| format!("{e:?}"))?;
     for batch in &list.data {
         state
             .store
