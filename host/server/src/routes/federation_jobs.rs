@@ -40,7 +40,7 @@ pub async fn show(
     request_body = SetEligibility,
     responses(
         (status = 200, body = OwnerEligibility),
-        (status = 400, description = "`invalid_request`: an unknown state or a reason over 256 characters"),
+        (status = 400, description = "`invalid_request`: an unknown state, or a reason over 256 characters or with control characters"),
     ))]
 pub async fn set(
     caller: Authorized<FederationManage>,
@@ -48,9 +48,9 @@ pub async fn set(
     ApiJson(body): ApiJson<SetEligibility>,
 ) -> FedResult<Json<OwnerEligibility>> {
     federation(&state)?;
-    if body.reason.chars().count() > MAX_REASON || body.reason.contains('\0') {
+    if body.reason.chars().count() > MAX_REASON || body.reason.chars().any(char::is_control) {
         return Err(ApiError::invalid_request(format!(
-            "a reason is at most {MAX_REASON} characters"
+            "a reason is at most {MAX_REASON} characters, none of them control characters"
         ))
         .into());
     }
