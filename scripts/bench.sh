@@ -7,7 +7,8 @@
 # through the link between two clusters beside the owner directly), copy
 # (a federated model copy between two clusters beside local staging), batch
 # (an OpenAI batch's lines through the work queue beside the same requests
-# one by one).
+# one by one), languages (the model allowlist from Rust, Python and
+# JavaScript: size, load, call).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -16,6 +17,7 @@ ensure_nats_server
 ensure_wasm_target
 use_target_dir
 build_guests
+build_policy_examples
 say "building switchyard and switchyard-bench (release)"
 cargo build --release -q -p switchyard -p switchyard-bench
 "$CARGO_TARGET_DIR/release/switchyard-bench" "$@"

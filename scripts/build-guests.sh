@@ -100,6 +100,11 @@ for variant in "${MISBEHAVING[@]}"; do
     copy fixture_misbehaving "$name"
 done
 
+# The other-world fixture's second build: the policy interface's name with a
+# wrong signature (the default build above is the unserved world).
+build -p fixture-other-world --features wrong-signature
+copy fixture_other_world wrong-signature
+
 # A component starts with the wasm magic and the component layer
 # (0d 00 01 00); a core module would have 01 00 00 00.
 say "checking the outputs are components:"

@@ -143,6 +143,44 @@ ensure_llama_server() {
     export SWITCHYARD_LLAMA_SERVER="$bin"
 }
 
+# The tools that build policies written in Python and JavaScript, pinned and
+# installed once beside the build (only from PyPI and npm): componentize-py
+# in a venv of its own, jco (with its QuickJS backend) in a node_modules
+# folder. Exports COMPONENTIZE_PY and JCO, the commands the examples' and
+# `switchyard policy new`'s build scripts run. Needs use_target_dir first.
+COMPONENTIZE_PY_VERSION=0.25.1
+JCO_VERSION=1.35.0
+ensure_policy_toolchains() {
+    local venv="$CARGO_TARGET_DIR/componentize-py"
+    if ! "$venv/bin/componentize-py" --version 2>/dev/null | grep -qx "componentize-py $COMPONENTIZE_PY_VERSION"; then
+        if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+            apt_install python3 python3-venv
+        fi
+        say "installing componentize-py $COMPONENTIZE_PY_VERSION from PyPI into $venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q "componentize-py==$COMPONENTIZE_PY_VERSION"
+    fi
+    export COMPONENTIZE_PY="$venv/bin/componentize-py"
+    local tools="$CARGO_TARGET_DIR/js-tools"
+    if ! grep -qs "\"version\": \"$JCO_VERSION\"" "$tools/node_modules/@bytecodealliance/jco/package.json"; then
+        command -v npm >/dev/null || apt_install nodejs npm
+        say "installing jco $JCO_VERSION from npm into $tools"
+        mkdir -p "$tools"
+        (cd "$tools" && npm install --no-audit --no-fund --silent "@bytecodealliance/jco@$JCO_VERSION")
+    fi
+    export JCO="$tools/node_modules/.bin/jco"
+}
+
+# Builds the Python and JavaScript model-allowlist examples into
+# $SWITCHYARD_PLUGINS_DIR (model-allowlist-python.wasm, model-allowlist-js.wasm).
+# Exports COMPONENTIZE_PY and JCO for the suites that build `policy new`'s
+# scaffolds.
+build_policy_examples() {
+    ensure_policy_toolchains
+    say "building the Python and JavaScript policy examples"
+    scripts/build-policy-examples.sh >/dev/null
+}
+
 # Where builds go, and the guest components built into it.
 use_target_dir() {
     export CARGO_TARGET_DIR

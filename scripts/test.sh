@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test. Installs what is missing (PostgreSQL, nats-server, the
 # wasm32-wasip2 target, a Python venv with the openai, gguf and schemathesis
-# packages, cargo-fuzz, llama.cpp's llama-server built once from source),
-# builds the guest components and the binary, starts a private PostgreSQL
+# packages, cargo-fuzz, llama.cpp's llama-server built once from source,
+# componentize-py and jco for the Python and JavaScript policies),
+# builds the guest components, the policy examples and the binary, starts a private PostgreSQL
 # for the suites (stopped on exit), then: rustfmt, clippy, every test of the workspace (unit,
 # SDK and policy cases, end-to-end suites, Schemathesis against the API), and
 # every fuzz target for a few seconds.
@@ -17,6 +18,7 @@ use_target_dir
 ensure_python_clients
 ensure_llama_server
 build_guests
+build_policy_examples
 
 say "checking formatting"
 cargo fmt --all --check

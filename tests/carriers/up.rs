@@ -2,9 +2,9 @@
 //! worker and the reference engine serving the demo model; the printed key
 //! answers a chat completion; SIGINT stops all of it, PostgreSQL included.
 //! On each carrier set (`up --nats-url` for `nats`): `tunnel` from the
-//! components built into the binary (no `--carrier-plugins`, whose shipped
-//! policies then bind by name), `nats` from a folder given with
-//! `--carrier-plugins`.
+//! components built into the binary (no `--carrier-plugins`), `nats` from a
+//! folder given with `--carrier-plugins`. Either way `up` binds the shipped
+//! policies and its closing text reports a clamp and a denial that happened.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -12,6 +12,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use switchyard_tests::federation::eventually;
 use switchyard_tests::nats::NatsServer;
 use switchyard_tests::plugins;
 use switchyard_tests::process::binary;
@@ -70,10 +71,12 @@ async fn up_answers_and_stops(nats: Option<&NatsServer>) {
     });
     let mut key = None;
     let mut admin = String::new();
+    let mut printed = Vec::new();
     loop {
         let line = rx
             .recv_timeout(Duration::from_secs(120))
             .expect("switchyard up printed its examples");
+        printed.push(line.clone());
         if let Some(found) = line.strip_prefix("Inference key: ") {
             key = Some(found.to_string());
         }
@@ -108,9 +111,7 @@ async fn up_answers_and_stops(nats: Option<&NatsServer>) {
         .unwrap();
     let expected = if nats.is_some() { "nats" } else { "tunnel" };
     assert_eq!(carrier["running"], expected, "{carrier}");
-    if nats.is_none() {
-        shipped_policies_bind_by_name(port, &admin).await;
-    }
+    shipped_policies_are_bound_and_at_work(port, &admin, &printed.join("\n")).await;
 
     let interrupted = Command::new("kill")
         .args(["-INT", &up.id().to_string()])
@@ -130,52 +131,69 @@ async fn up_answers_and_stops(nats: Option<&NatsServer>) {
     assert!(!engines.success(), "no engine left running");
 }
 
-/// The binary put its policies in the registry, not bound: one binds by
-/// name and version with its shipped settings and judges the next request.
-async fn shipped_policies_bind_by_name(port: u16, admin: &str) {
-    let admin_call = |method: reqwest::Method, path: &str| {
+/// `up` bound the shipped chains (the binary seeded their components), and
+/// its closing text reports what the chain did to two real requests: the
+/// decision log holds the same two decisions.
+async fn shipped_policies_are_bound_and_at_work(port: u16, admin: &str, printed: &str) {
+    let admin_get = |path: String| async move {
         reqwest::Client::new()
-            .request(
-                method,
-                format!("http://127.0.0.1:{port}/api/admission/{path}"),
-            )
+            .get(format!("http://127.0.0.1:{port}{path}"))
             .bearer_auth(admin)
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
     };
-    let shown: Value = admin_call(reqwest::Method::GET, "inference")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(shown["generation"], 0, "nothing is bound: {shown}");
-
-    let chain = json!({"policies": [{"plugin": "max-tokens", "version": "0.1.0",
-                                     "settings": plugins::shipped_settings("max-tokens")}]});
-    let bound = admin_call(reqwest::Method::PUT, "inference")
-        .json(&chain)
-        .send()
-        .await
-        .unwrap();
-    let status = bound.status();
-    assert!(
-        status.is_success(),
-        "{status}: {}",
-        bound.text().await.unwrap()
+    let plugins = |chain: &Value| -> Vec<String> {
+        chain["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["plugin"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let inference = admin_get("/api/admission/inference".into()).await;
+    assert_eq!(
+        plugins(&inference),
+        ["model-allowlist", "max-tokens"],
+        "{inference}"
     );
-    let request = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../policies/max-tokens/test_data/inference-8192.json"
-    ))
-    .unwrap();
-    let verdict: Value = admin_call(reqwest::Method::POST, "inference/evaluate")
-        .header("content-type", "application/json")
-        .body(request)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(verdict["decision"], "deny", "{verdict}");
+    let deploy = admin_get("/api/admission/deploy".into()).await;
+    assert_eq!(plugins(&deploy), ["gpu-memory-guard"], "{deploy}");
+
+    assert!(
+        printed.contains("model-allowlist@") && printed.contains("gpu-memory-guard@"),
+        "the chains are printed:\n{printed}"
+    );
+    assert!(
+        printed.contains("clamped: asked demo-tiny for max_tokens 1000, got 200 OK with 128 tokens"),
+        "a clamp that happened is reported:\n{printed}"
+    );
+    assert!(
+        printed.contains("denied:  asked for gpt-4o, got 403 Forbidden model_not_allowed"),
+        "a denial that happened is reported:\n{printed}"
+    );
+    assert!(
+        printed.contains("switchyard admission set inference"),
+        "the commands to change them are printed:\n{printed}"
+    );
+
+    // The log is written in batches a moment after the decisions.
+    let logged = |decisions: &Value, plugin: &str, decision: &str| {
+        decisions["decisions"].as_array().unwrap().iter().any(|d| {
+            d["plugin"].as_str().unwrap_or("").starts_with(plugin) && d["decision"] == decision
+        })
+    };
+    eventually(
+        "the clamp and the denial are in the decision log",
+        || async {
+            let decisions = admin_get("/api/admission/inference/decisions?limit=100".into()).await;
+            (logged(&decisions, "max-tokens", "patch")
+                && logged(&decisions, "model-allowlist", "deny"))
+            .then_some(())
+        },
+    )
+    .await;
 }

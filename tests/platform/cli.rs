@@ -130,3 +130,140 @@ fn exit_codes_follow_the_decision() {
         "several components without --chain are refused: {out}"
     );
 }
+
+/// A cases file for the shipped `max-tokens`: each kind of expectation, and
+/// one case that fails on purpose when `failing` is set.
+fn max_tokens_cases(dir: &Path, failing: bool) -> String {
+    let mut cases = vec![
+        json!({"name": "a small request passes", "point": "inference",
+               "request": inference("research", "llama-3-8b", Some(10)),
+               "expect": {"decision": "allow"}}),
+        json!({"name": "a big one is refused", "point": "inference",
+               "request": inference("research", "llama-3-8b", Some(5000)),
+               "expect": {"decision": "deny", "code": "max_tokens_exceeded"}}),
+        json!({"name": "or clamped", "point": "inference",
+               "request": inference("research", "llama-3-8b", Some(5000)),
+               "settings": {"max_tokens": 1000, "mode": "clamp"},
+               "expect": {"decision": "patch", "patch": {"max_tokens": 1000}}}),
+        json!({"name": "a zero cap is refused", "settings": {"max_tokens": 0},
+               "expect": {"decision": "invalid_settings"}}),
+    ];
+    if failing {
+        cases.push(json!({"name": "this one expects the wrong thing", "point": "inference",
+                          "request": inference("research", "llama-3-8b", Some(10)),
+                          "expect": {"decision": "deny", "code": "nope"}}));
+    }
+    write(
+        dir,
+        "cases.json",
+        json!({"settings": {"max_tokens": 1000, "mode": "deny"}, "cases": cases}),
+    )
+}
+
+/// `policy test --cases`, with the compile cache in its own folder.
+fn cases_run(cache: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(binary())
+        .args(["policy", "test"])
+        .args(args)
+        .env("XDG_CACHE_HOME", cache)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cases_pass_or_fail_by_name_and_compile_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let component = plugins::dir().join("max-tokens.wasm");
+    let component = component.to_str().unwrap();
+    let cases = max_tokens_cases(dir.path(), false);
+
+    let (code, out, err) = cases_run(&cache, &[component, "--cases", &cases]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("4 cases: 4 passed, 0 failed"), "{out}");
+    assert!(err.contains(": compiled in"), "the first run compiles: {err}");
+    let cached = std::fs::read_dir(cache.join("switchyard/components"))
+        .unwrap()
+        .flat_map(|engine| std::fs::read_dir(engine.unwrap().path()).unwrap())
+        .filter(|f| {
+            f.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|e| e == "cwasm")
+        })
+        .count();
+    assert_eq!(cached, 1, "the compiled component is kept on disk");
+
+    let (code, out, err) = cases_run(&cache, &[component, "--cases", &cases]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        err.contains("from the compile cache"),
+        "the second run reads the cache: {err}"
+    );
+    let (_, _, err) = cases_run(&cache, &[component, "--cases", &cases, "--no-cache"]);
+    assert!(err.contains(": compiled in"), "--no-cache compiles: {err}");
+
+    let failing = max_tokens_cases(dir.path(), true);
+    let (code, out, _) = cases_run(&cache, &[component, "--cases", &failing, "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((report["passed"].as_u64(), report["failed"].as_u64()), (Some(4), Some(1)));
+    let failed = &report["cases"][4];
+    assert_eq!(failed["name"], "this one expects the wrong thing");
+    assert_eq!(failed["passed"], false);
+    assert_eq!(failed["got"], "allow");
+}
+
+#[test]
+fn watch_runs_the_cases_again_when_the_component_changes() {
+    use std::io::{BufRead, BufReader};
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let component = dir.path().join("policy.wasm");
+    std::fs::copy(plugins::dir().join("max-tokens.wasm"), &component).unwrap();
+    let cases = max_tokens_cases(dir.path(), false);
+    let mut child = Command::new(binary())
+        .args(["policy", "test"])
+        .arg(&component)
+        .args(["--cases", &cases, "--watch"])
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let summary = || loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a run's summary");
+        if line.contains(" cases: ") {
+            return line;
+        }
+    };
+    assert_eq!(summary(), "4 cases: 4 passed, 0 failed");
+
+    // Another policy in its place (as a rebuild would write it): the cases
+    // run again on their own and now fail.
+    let rebuilt = dir.path().join("rebuilt.wasm");
+    std::fs::copy(plugins::dir().join("well-behaved.wasm"), &rebuilt).unwrap();
+    std::fs::rename(&rebuilt, &component).unwrap();
+    let again = summary();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(again.starts_with("4 cases: ") && !again.ends_with(" 0 failed"), "{again}");
+}

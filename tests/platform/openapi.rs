@@ -19,6 +19,7 @@ fn committed_openapi_document_is_current() {
         "/api/plugins",
         "/api/admission/{point}",
         "/api/admission/{point}/evaluate",
+        "/api/admission/{point}/decisions",
         "/readyz",
     ] {
         assert!(

@@ -62,6 +62,21 @@ async fn upload_digest_world_and_version_rules() {
         "{message}"
     );
 
+    // The policy interface's name with another signature: refused at upload
+    // (not stored to fail when bound), naming the function and the types.
+    let (status, body) = replica
+        .push("wrong", "1", &component("wrong-signature"))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "unsupported_world");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("switchyard:policy/admission@0.1.0"),
+        "{message}"
+    );
+    assert!(message.contains("`points`"), "{message}");
+    assert!(message.contains("list<string>"), "{message}");
+
     // Listing and showing.
     let (status, list) = replica
         .call(replica.admin(Method::GET, "/api/plugins"))

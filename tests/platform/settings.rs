@@ -86,7 +86,8 @@ async fn settings_are_checked_saved_and_shown_with_passwords_masked() {
     assert_eq!(
         shown,
         json!({"nats_url": null, "worker_nats_url": null, "prepare_timeout_ms": 60000,
-            "window_ms": 30000, "max_drain_ms": 120000, "attach_jitter_ms": 10000})
+            "window_ms": 30000, "max_drain_ms": 120000, "attach_jitter_ms": 10000,
+            "require_signed": {"policy": false, "grant": false, "carrier": false}})
     );
 
     let (status, saved) = put(&replica, json!({"window_ms": 10000, "attach_jitter_ms": 0})).await;
@@ -270,6 +271,7 @@ prepare_timeout_ms  60000
 window_ms           12000
 max_drain_ms        120000
 attach_jitter_ms    10000
+require_signed      -
 "
     );
     let (code, out, err) = tokio::task::block_in_place(|| cli(&["set", "window_ms=10"]));

@@ -72,6 +72,7 @@ pub fn chain(runtime: &Arc<Runtime>, generation: i64) -> Chain {
                 policy: load(runtime, name, settings),
                 mode: Default::default(),
                 fail: Default::default(),
+                log: Default::default(),
             })
             .collect(),
     }

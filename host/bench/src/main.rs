@@ -20,6 +20,8 @@
 //! 12. (`copy`) a federated model copy between two clusters beside local staging;
 //! 13. (`batch`) an OpenAI batch's lines per second through the work queue
 //!     beside the same requests one by one at the same concurrency.
+//! 14. (`languages`) the model allowlist from Rust, Python and JavaScript:
+//!     size, cold and warm load, and a call's time.
 
 mod activation;
 mod batch;
@@ -27,6 +29,7 @@ mod copy;
 mod federation;
 mod fixtures;
 mod idle_memory;
+mod languages;
 mod lanes;
 mod latency;
 mod nats;
@@ -40,7 +43,7 @@ mod switch;
 mod tunnel;
 
 /// Every section, by the name `switchyard-bench <name>...` selects it with.
-const SECTIONS: [(&str, fn()); 14] = [
+const SECTIONS: [(&str, fn()); 15] = [
     ("latency", latency::run),
     ("activation", activation::run),
     ("swap", swap::run),
@@ -55,6 +58,7 @@ const SECTIONS: [(&str, fn()); 14] = [
     ("federation", federation::run),
     ("copy", copy::run),
     ("batch", batch::run),
+    ("languages", languages::run),
 ];
 
 fn main() {

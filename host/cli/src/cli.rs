@@ -50,6 +50,10 @@ pub enum Command {
     /// The plugin registry.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// The keys this cluster trusts to sign plugins (admin only), and
+    /// making a signing key.
+    #[command(subcommand)]
+    Trust(TrustCommand),
     /// Admission chains.
     #[command(subcommand)]
     Admission(AdmissionCommand),
@@ -146,6 +150,15 @@ pub struct ServeArgs {
     /// The largest model file the library takes, uploaded or fetched, in bytes [default: 256 GiB].
     #[arg(long)]
     pub max_blob_bytes: Option<u64>,
+    /// Admission decision records kept, the newest, across all points [default: 100000].
+    #[arg(long)]
+    pub decisions_keep: Option<u64>,
+    /// Admission decision records older than this are deleted, in hours [default: 168].
+    #[arg(long)]
+    pub decisions_max_age_hours: Option<u64>,
+    /// How often the decision log is pruned, in ms [default: 60000].
+    #[arg(long)]
+    pub decisions_prune_interval_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -603,15 +616,21 @@ pub enum SettingsCommand {
     },
 }
 
-/// `key=value`: the value is JSON when it reads as a number, `null` or a
-/// quoted string, else the text itself (a URL).
+/// `key=value`: the value is JSON when it reads as a number, `null`, a
+/// boolean, an object (`require_signed={"policy":true}`) or a quoted
+/// string, else the text itself (a URL).
 pub fn setting(pair: &str) -> Result<(String, serde_json::Value), String> {
     let (key, value) = pair
         .split_once('=')
         .filter(|(key, _)| !key.is_empty())
         .ok_or_else(|| format!("'{pair}' is not KEY=VALUE"))?;
     let value = match serde_json::from_str::<serde_json::Value>(value) {
-        Ok(json @ (serde_json::Value::Number(_) | serde_json::Value::Null)) => json,
+        Ok(
+            json @ (serde_json::Value::Number(_)
+            | serde_json::Value::Null
+            | serde_json::Value::Bool(_)
+            | serde_json::Value::Object(_)),
+        ) => json,
         Ok(serde_json::Value::String(text)) => serde_json::Value::String(text),
         _ => serde_json::Value::String(value.to_string()),
     };
@@ -620,9 +639,51 @@ pub fn setting(pair: &str) -> Result<(String, serde_json::Value), String> {
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
-    /// Evaluate one component, or a chain of several, on a request file: no server, no database.
-    /// Exit 0 allow (or patch), 1 deny, 2 error.
+    /// Evaluate one component, or a chain of several, on a request file, or one component on a
+    /// cases file: no server, no database. Exit 0 allow (or patch) or every case passed, 1 deny or
+    /// a case failed, 2 error.
     Test(PolicyTestArgs),
+    /// Create a policy project (Rust, Python or JavaScript) that builds and passes its own tests:
+    /// settings with validation, one evaluate, fixtures, a cases file, build.sh and a README.
+    New(PolicyNewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyNewArgs {
+    /// The policy's name (lowercase letters, digits, dashes): the crate, file and plugin name.
+    pub name: String,
+    /// The language to write it in.
+    #[arg(long, value_enum)]
+    pub lang: PolicyLang,
+    /// Where to create it (must not exist, or be empty) [default: ./NAME].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// The Rust SDK (`switchyard-sdk`) the project depends on by path [default: the sdk folder
+    /// of the checkout this binary was built from].
+    #[arg(long)]
+    pub sdk: Option<PathBuf>,
+}
+
+/// The languages `policy new` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PolicyLang {
+    /// Rust, with the switchyard-sdk crate; built by cargo for wasm32-wasip2.
+    Rust,
+    /// Python, with sdk/python's helper; built by componentize-py.
+    Python,
+    /// JavaScript, with sdk/js's helper; built by jco.
+    Js,
+}
+
+impl PolicyLang {
+    /// The name as `--lang` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyLang::Rust => "rust",
+            PolicyLang::Python => "python",
+            PolicyLang::Js => "js",
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -634,14 +695,25 @@ pub struct PolicyTestArgs {
     #[arg(long)]
     pub chain: bool,
     /// The admission point: inference, deploy, transfer or federation.
-    #[arg(long)]
-    pub point: String,
+    #[arg(long, required_unless_present = "cases", conflicts_with = "cases")]
+    pub point: Option<String>,
     /// Settings JSON file, one per component in order (one file applies to all) [default: {}].
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cases")]
     pub settings: Vec<PathBuf>,
     /// The request record (JSON).
+    #[arg(long, required_unless_present = "cases", conflicts_with = "cases")]
+    pub request: Option<PathBuf>,
+    /// A cases file: named requests with the decision each expects (see docs/policies.md).
+    /// Exit 0 when every case passes, 1 when one fails.
+    #[arg(long, conflicts_with = "chain")]
+    pub cases: Option<PathBuf>,
+    /// Run again whenever a component (or the cases file) changes; stop with Ctrl-C.
     #[arg(long)]
-    pub request: PathBuf,
+    pub watch: bool,
+    /// Compile every time instead of using the on-disk compile cache
+    /// (`$XDG_CACHE_HOME/switchyard/components`, else `~/.cache/switchyard/components`).
+    #[arg(long)]
+    pub no_cache: bool,
     /// Deadline of one call, in ms.
     #[arg(long, default_value_t = 100)]
     pub deadline_ms: u64,
@@ -653,6 +725,7 @@ pub struct PolicyTestArgs {
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
     /// Upload a component (its SHA-256 is computed and pinned).
+    #[command(visible_alias = "upload")]
     Push {
         /// The component.
         file: PathBuf,
@@ -662,13 +735,78 @@ pub enum PluginCommand {
         /// Version.
         #[arg(long)]
         version: String,
+        /// A detached signature for it (`switchyard plugin sign` writes one).
+        #[arg(long)]
+        signature: Option<PathBuf>,
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Sign a component for upload under a name and version: writes a
+    /// detached signature (JSON) over its kind, name, version and SHA-256.
+    /// Offline; the private key never leaves this machine.
+    Sign(PluginSignArgs),
     /// List plugins, or one plugin's versions.
     List {
         /// Only this plugin.
         name: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct PluginSignArgs {
+    /// The component.
+    pub component: PathBuf,
+    /// The private signing key (`switchyard trust keygen` makes one).
+    #[arg(long)]
+    pub key: PathBuf,
+    /// The plugin name it will be uploaded as.
+    #[arg(long)]
+    pub name: String,
+    /// The version it will be uploaded as.
+    #[arg(long)]
+    pub version: String,
+    /// Where to write the signature [default: COMPONENT.sig].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TrustCommand {
+    /// Make a signing key pair: FILE (the private key, mode 0600, never
+    /// printed) and FILE.pub (the public key, for `trust add`). Offline.
+    Keygen {
+        /// The private key file to write (refused if it exists).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Trust a public key to sign plugins.
+    Add {
+        /// The public key file (FILE.pub from `trust keygen`).
+        public_key: PathBuf,
+        /// What the key is called in listings [default: its id].
+        #[arg(long)]
+        name: Option<String>,
+        /// A note for other admins.
+        #[arg(long)]
+        comment: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// The trusted keys.
+    List {
+        /// Print the API's JSON as it is.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Stop trusting a key. Running components it signed keep running and
+    /// show as signed by a key no longer trusted.
+    Remove {
+        /// The key's id (16 hex, from `trust list`).
+        id: String,
         #[command(flatten)]
         api: ApiArgs,
     },
@@ -692,6 +830,14 @@ pub enum AdmissionCommand {
         /// closed or open (one per policy, or one for all).
         #[arg(long)]
         fail: Vec<String>,
+        /// true: the decision log keeps the request record itself, not only
+        /// its SHA-256 (one per policy, or one for all) [default: false].
+        #[arg(long)]
+        log_requests: Vec<bool>,
+        /// The decision log records one allow in N; 0 none, 1 all (one per
+        /// policy, or one for all) [default: 100].
+        #[arg(long)]
+        allow_sample: Vec<u32>,
         #[command(flatten)]
         api: ApiArgs,
     },
@@ -709,6 +855,9 @@ pub enum AdmissionCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// The decision log: what the point's policies denied, patched, failed
+    /// on or would have denied in monitor mode, and a sample of allows.
+    Decisions(crate::commands::DecisionsArgs),
     /// Dry-run a request file through the server's chain.
     Evaluate {
         /// The point.

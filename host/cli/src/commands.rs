@@ -1,6 +1,7 @@
 //! One module per command.
 
 mod admin;
+mod admission_decisions;
 mod batch;
 mod carrier;
 mod cluster_settings;
@@ -14,9 +15,17 @@ mod federation_jobs;
 mod federation_services;
 mod model;
 mod model_fetch;
+mod plugin_sign;
+mod policy_cases;
+mod policy_new;
 mod policy_test;
+mod policy_watch;
 mod progress;
+mod trust;
 mod up;
+mod up_policies;
+
+pub use admission_decisions::DecisionsArgs;
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -30,6 +39,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // guest writing to stderr) must not run on an async worker: the
         // offline tester needs no tokio runtime at all.
         Command::Policy(PolicyCommand::Test(args)) => policy_test::run(args),
+        Command::Policy(PolicyCommand::New(args)) => policy_new::run(args),
         Command::Serve(args) => block_on(async {
             let config = crate::config::serve_config(args)?;
             switchyard_server::run(config, switchyard_server::server::shutdown_signal()).await?;
@@ -95,6 +105,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Carrier(CarrierCommand::Abort { api }) => block_on(carrier::abort(api)),
         Command::Cluster(ClusterCommand::Settings(c)) => block_on(cluster_settings::settings(c)),
         Command::Plugin(c) => block_on(admin::plugin(c)),
+        Command::Trust(c) => block_on(trust::trust(c)),
         Command::Admission(c) => block_on(admin::admission(c)),
         Command::Key(c) => block_on(admin::key(c)),
         Command::Federation(c) => block_on(federation::federation(c)),

@@ -84,6 +84,15 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     if let Some(bytes) = args.max_blob_bytes {
         config.max_blob_bytes = bytes;
     }
+    if let Some(n) = args.decisions_keep {
+        config.decision_log.keep = n;
+    }
+    if let Some(hours) = args.decisions_max_age_hours {
+        config.decision_log.max_age = Duration::from_secs(hours.saturating_mul(3600));
+    }
+    if let Some(ms) = args.decisions_prune_interval_ms {
+        config.decision_log.prune_every = Duration::from_millis(ms.max(1));
+    }
     config.admin_token = std::env::var("SWITCHYARD_ADMIN_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());

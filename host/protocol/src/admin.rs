@@ -100,6 +100,10 @@ pub struct PolicyBinding {
     /// `closed` (default) or `open`.
     #[serde(default)]
     pub fail: FailMode,
+    /// What the decision log keeps: `log_requests` (default false) and
+    /// `allow_sample` (one allow in N; default 100).
+    #[serde(flatten, default)]
+    pub log: crate::decisions::DecisionLogging,
 }
 
 fn empty_object() -> serde_json::Value {
@@ -239,6 +243,7 @@ mod tests {
                 settings: serde_json::json!({"max_tokens": 10}),
                 mode: Mode::Monitor,
                 fail: FailMode::Open,
+                log: Default::default(),
             }],
         });
         let bare: PolicyBinding =

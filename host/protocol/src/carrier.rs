@@ -265,6 +265,11 @@ pub struct CarrierStatus {
     pub plugin: Option<PluginHealth>,
     /// The worker sessions this replica holds.
     pub sessions: Vec<SessionRef>,
+    /// A line for each active component signed by a key no longer (or
+    /// never) trusted: it keeps running, but a change that pins it is
+    /// refused while carriers require signatures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trust_warnings: Vec<String>,
 }
 
 /// Work in flight, as the status counts it.
@@ -373,6 +378,9 @@ pub struct ClusterSettings {
     /// A worker waits a random time up to this before it attaches to a
     /// target, so that a fleet does not connect at once.
     pub attach_jitter_ms: u64,
+    /// Which kinds of plugin must be signed by a trusted key to be
+    /// uploaded or bound (see [`crate::signing`]).
+    pub require_signed: crate::signing::RequireSigned,
 }
 
 impl Default for ClusterSettings {
@@ -384,6 +392,7 @@ impl Default for ClusterSettings {
             window_ms: 30_000,
             max_drain_ms: 120_000,
             attach_jitter_ms: 10_000,
+            require_signed: crate::signing::RequireSigned::default(),
         }
     }
 }
@@ -392,13 +401,14 @@ impl ClusterSettings {
     /// The settings that are URLs.
     pub const URLS: [&'static str; 2] = ["nats_url", "worker_nats_url"];
     /// Every setting's name.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "nats_url",
         "worker_nats_url",
         "prepare_timeout_ms",
         "window_ms",
         "max_drain_ms",
         "attach_jitter_ms",
+        "require_signed",
     ];
 }
 

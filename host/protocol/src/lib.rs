@@ -20,10 +20,12 @@
 //! - [`federation`]: the federation API's bodies, a grant's signed terms,
 //!   and the calls that cross the link between two clusters.
 //! - [`copies`]: verified model copies between clusters: manifests, ranges, copy records.
+//! - [`decisions`]: the admission decision log: a binding's logging, a record, a query's answer.
 //! - [`models`]: a model revision's manifest.
 //! - [`limits`]: limits both sides hold to, each with its reason.
 //! - [`link`]: the federation link's handshake messages.
 //! - [`plugin`]: plugin kinds, and the modes an admission chain binds a policy with.
+//! - [`signing`]: signed plugins: the detached signature, trusted keys, `require_signed`.
 //! - [`state`]: node, replica and carrier-row states, stored as text.
 
 #![deny(missing_docs)]
@@ -98,6 +100,7 @@ pub mod batch;
 pub mod carrier;
 pub mod control;
 pub mod copies;
+pub mod decisions;
 pub mod engines;
 pub mod federation;
 pub mod jobs;
@@ -106,6 +109,7 @@ pub mod link;
 pub mod models;
 pub mod node;
 pub mod plugin;
+pub mod signing;
 pub mod state;
 pub mod stream;
 

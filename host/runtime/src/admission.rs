@@ -236,6 +236,8 @@ pub struct ChainEntry {
     pub mode: Mode,
     /// Fail closed or open.
     pub fail: FailMode,
+    /// What the decision log keeps of its answers (the host's recorder reads it).
+    pub log: switchyard_protocol::decisions::DecisionLogging,
 }
 
 /// The ordered chain of one admission point at one generation.

@@ -17,6 +17,15 @@ pub enum LoadError {
         /// What this host serves.
         served: String,
     },
+    /// The component exports a served interface with other types than the
+    /// world's (a function missing, a parameter or field of another type).
+    #[error("unsupported world: {export} does not match the world this host serves: {detail}")]
+    WorldMismatch {
+        /// The interface, e.g. `switchyard:policy/admission@0.1.0`.
+        export: String,
+        /// The first difference found.
+        detail: String,
+    },
     /// The bytes do not have the SHA-256 the caller pinned.
     #[error("digest mismatch: expected sha256 {expected}, got {actual}")]
     DigestMismatch {

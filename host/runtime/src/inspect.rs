@@ -1,5 +1,6 @@
-//! What a component is, read from its top-level exports without compiling it:
-//! upload checks stay cheap even for an 18 MB component built from Python.
+//! What a component is, read from its top-level exports and their types
+//! without compiling it: upload checks stay cheap even for an 18 MB component
+//! built from Python.
 
 use serde::Serialize;
 
@@ -69,13 +70,15 @@ pub fn served_worlds() -> String {
         .join(", ")
 }
 
-/// Validates the bytes as a component and finds the world it targets.
+/// Validates the bytes as a component, finds the world it targets and checks
+/// the types of what it exports against that world.
 pub fn inspect(bytes: &[u8]) -> Result<ComponentInfo, LoadError> {
     let exports = top_level_exports(bytes)?;
     if let Some(served) = SERVED
         .iter()
         .find(|w| exports.iter().any(|e| e == w.export))
     {
+        crate::world_types::check_export(bytes, served.export)?;
         return Ok(ComponentInfo {
             kind: served.kind,
             world: served.world.to_string(),

@@ -34,6 +34,7 @@ pub mod policy;
 mod pool;
 pub mod sandbox;
 pub mod tunnel;
+mod world_types;
 
 pub use engine::{Runtime, RuntimeConfig};
 pub use error::{CallError, LoadError};

@@ -2,6 +2,7 @@
 //! A new generation is built beside the old one (compile, validate settings,
 //! smoke call) and swapped in; calls in flight finish on the old instances.
 
+pub mod decisions;
 mod follower;
 
 use std::collections::HashMap;
@@ -9,7 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use switchyard_runtime::admission::{AdmissionPoint, Chain, ChainEntry, FailMode, Mode};
+use switchyard_protocol::decisions::DecisionLogging;
+use switchyard_runtime::admission::{
+    AdmissionPoint, AdmissionRequest, Chain, ChainEntry, FailMode, Mode, Verdict,
+};
 use switchyard_runtime::loader::ComponentSource;
 use switchyard_runtime::policy::{PolicyPlugin, PolicySource};
 use switchyard_runtime::{LoadError, PluginKind, Runtime};
@@ -85,6 +89,10 @@ pub enum AdmissionError {
         /// The generation asked for.
         generation: i64,
     },
+    /// A policy its kind's `require_signed` refuses: unsigned, or signed
+    /// by a key not (or no longer) trusted.
+    #[error(transparent)]
+    Signature(#[from] crate::signing::SignatureRefusal),
     /// The database.
     #[error("the database: {0}")]
     Store(#[from] StoreError),
@@ -119,6 +127,8 @@ pub struct Binding {
     pub mode: Mode,
     /// What its error means.
     pub fail: FailMode,
+    /// What the decision log keeps of its answers.
+    pub log: DecisionLogging,
 }
 
 /// The chains of every point, and where they came from.
@@ -131,6 +141,8 @@ pub struct Admission {
     store: Store,
     runtime: Arc<Runtime>,
     instance_id: String,
+    /// Where judged requests leave their records ([`Admission::judge`]).
+    recorder: Arc<decisions::Recorder>,
 }
 
 impl std::fmt::Debug for Admission {
@@ -158,7 +170,32 @@ impl Admission {
             store,
             runtime,
             instance_id,
+            recorder: Default::default(),
         }
+    }
+
+    /// The decision log's recorder (its writer and metrics read it).
+    pub fn recorder(&self) -> &Arc<decisions::Recorder> {
+        &self.recorder
+    }
+
+    /// Judges a real request with the chain serving its point and records
+    /// the answers that matter in the decision log. (The dry run of
+    /// `POST /api/admission/{point}/evaluate` calls the chain itself and
+    /// records nothing.) The chain runs on the blocking pool: a
+    /// misbehaving policy may hold a call until its deadline.
+    pub async fn judge(
+        &self,
+        request: AdmissionRequest,
+    ) -> Result<Verdict, tokio::task::JoinError> {
+        let chain = self.chain(request.point());
+        let recorder = self.recorder.clone();
+        tokio::task::spawn_blocking(move || {
+            let verdict = chain.evaluate(request.clone());
+            recorder.observe(&chain, &request, &verdict);
+            verdict
+        })
+        .await
     }
 
     /// The chain serving a point now (one atomic load, no lock).
@@ -176,11 +213,13 @@ impl Admission {
     }
 
     /// Pins each binding to its registered component: the plugin must
-    /// exist and be an admission policy.
+    /// exist, be an admission policy, and be signed by a trusted key where
+    /// the cluster requires signed policies.
     pub async fn resolve(
         &self,
         bindings: Vec<Binding>,
     ) -> Result<Vec<StoredPolicy>, AdmissionError> {
+        let required = self.store.cluster_settings().await?.require_signed;
         let mut policies = Vec::with_capacity(bindings.len());
         for binding in bindings {
             let record = self
@@ -198,6 +237,7 @@ impl Admission {
                     kind: record.kind,
                 });
             }
+            crate::signing::check_binding(&required, &record)?;
             policies.push(StoredPolicy {
                 plugin: record.name,
                 version: record.version,
@@ -205,6 +245,7 @@ impl Admission {
                 settings: binding.settings,
                 mode: binding.mode,
                 fail: binding.fail,
+                log: binding.log,
             });
         }
         Ok(policies)
@@ -253,6 +294,7 @@ impl Admission {
                 policy,
                 mode: stored.mode,
                 fail: stored.fail,
+                log: stored.log,
             });
         }
         Ok(Chain {
@@ -318,6 +360,8 @@ impl Admission {
                 generation: target,
             },
         )?;
+        // A rollback binds anew: its policies meet today's requirement.
+        crate::signing::check_stored::<AdmissionError>(&self.store, &previous.policies).await?;
         let note = rollback_note(previous.generation);
         let generation = self.commit(point, &previous.policies, &note, by).await?;
         Ok((generation, previous.generation))

@@ -65,6 +65,9 @@ pub struct ServeConfig {
     /// The label peers see, set at the first start (`--federation-label`)
     /// [default: the host name].
     pub federation_label: Option<String>,
+    /// Retention of the admission decision log (`--decisions-keep`,
+    /// `--decisions-max-age-hours`).
+    pub decision_log: crate::admission::decisions::DecisionLogConfig,
 }
 
 impl Default for ServeConfig {
@@ -90,6 +93,7 @@ impl Default for ServeConfig {
             metrics_auth: false,
             federation_key: None,
             federation_label: None,
+            decision_log: Default::default(),
         }
     }
 }
@@ -123,6 +127,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("metrics_auth", &self.metrics_auth)
             .field("federation_key", &self.federation_key)
             .field("federation_label", &self.federation_label)
+            .field("decision_log", &self.decision_log)
             .finish()
     }
 }

@@ -160,7 +160,7 @@ impl From<LoadError> for ApiError {
             LoadError::InvalidComponent(_) => {
                 Self::new(StatusCode::BAD_REQUEST, "invalid_component", message)
             }
-            LoadError::UnsupportedWorld { .. } => {
+            LoadError::UnsupportedWorld { .. } | LoadError::WorldMismatch { .. } => {
                 Self::new(StatusCode::BAD_REQUEST, "unsupported_world", message)
             }
             LoadError::DigestMismatch { .. } => {
@@ -286,6 +286,7 @@ impl From<crate::admission::AdmissionError> for ApiError {
                     ..source.into()
                 };
             }
+            AdmissionError::Signature(e) => return e.into(),
             AdmissionError::Store(e) => return e.into(),
             AdmissionError::Task(_) => return Self::internal(message),
         };

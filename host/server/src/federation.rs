@@ -210,14 +210,11 @@ async fn transfer_chain(
         return Ok(());
     }
     let record = AdmissionRequest::Transfer(request);
-    // A misbehaving policy may hold a call until its deadline: off the async workers.
-    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(record))
-        .await
-        .map_err(|e| Denied {
-            status: 500,
-            code: "internal".into(),
-            message: format!("the transfer chain did not run: {e}"),
-        })?;
+    let verdict = state.admission.judge(record).await.map_err(|e| Denied {
+        status: 500,
+        code: "internal".into(),
+        message: format!("the transfer chain did not run: {e}"),
+    })?;
     match verdict.decision {
         Decision::Deny(denial) => Err(Denied {
             status: 403,

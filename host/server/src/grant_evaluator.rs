@@ -120,6 +120,10 @@ pub enum EvaluatorError {
     /// A rollback to a generation never stored.
     #[error("generation {0} of the grant evaluator not found")]
     UnknownGeneration(i64),
+    /// An evaluator `require_signed` refuses: unsigned, or signed by a key
+    /// not (or no longer) trusted.
+    #[error(transparent)]
+    Signature(#[from] crate::signing::SignatureRefusal),
     /// The database.
     #[error("the database: {0}")]
     Store(#[from] StoreError),
@@ -153,6 +157,7 @@ impl From<EvaluatorError> for crate::error::ApiError {
             EvaluatorError::NothingToRollback(_) => (StatusCode::CONFLICT, "nothing_to_rollback"),
             EvaluatorError::NotOlder { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
             EvaluatorError::UnknownGeneration(_) => (StatusCode::NOT_FOUND, "not_found"),
+            EvaluatorError::Signature(e) => return e.into(),
             EvaluatorError::Store(e) => return e.into(),
             EvaluatorError::Task(_) => return Self::internal(message),
         };
@@ -289,6 +294,8 @@ impl GrantEvaluator {
                 kind: record.kind,
             });
         }
+        let required = self.store.cluster_settings().await?.require_signed;
+        crate::signing::check_binding(&required, &record)?;
         Ok(StoredPolicy {
             plugin: record.name,
             version: record.version,
@@ -298,6 +305,7 @@ impl GrantEvaluator {
             // chain entry's modes, fixed.
             mode: Mode::Enforce,
             fail: FailMode::Closed,
+            log: Default::default(),
         })
     }
 
@@ -321,6 +329,7 @@ impl GrantEvaluator {
             settings: serde_json::json!({}),
             mode: Mode::Enforce,
             fail: FailMode::Closed,
+            log: Default::default(),
         })
     }
 
@@ -409,6 +418,8 @@ impl GrantEvaluator {
             .generation(POINT, target)
             .await?
             .ok_or(EvaluatorError::UnknownGeneration(target))?;
+        // A rollback binds anew: its component meets today's requirement.
+        crate::signing::check_stored::<EvaluatorError>(&self.store, &previous.policies).await?;
         let generation = self
             .commit(
                 previous.policies.first().cloned(),

@@ -18,6 +18,8 @@
 //! - [`labels`]: node labels and deployments' node selectors.
 //! - [`error`]: `ApiError`, and the one mapping from each domain's error to an HTTP status
 //!   and a stable code (the domain modules know nothing of HTTP).
+//! - [`signing`]: signed plugins: an upload's signature checked, `require_signed` at upload and
+//!   at binding.
 //! - [`valid`]: one validator for names, labels and path parameters.
 //! - [`extract`]: the caller (with its scope), JSON body, query and path extractors whose
 //!   rejections are `ApiError`s.
@@ -49,6 +51,7 @@ pub mod routes;
 pub mod routing;
 pub mod scheduler;
 pub mod server;
+pub mod signing;
 pub mod state;
 pub mod valid;
 

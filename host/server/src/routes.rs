@@ -1,6 +1,7 @@
 //! The HTTP API, one file per area.
 
 pub mod admission;
+pub mod admission_decisions;
 pub mod batches;
 pub mod cluster;
 pub mod deployments;
@@ -24,6 +25,7 @@ pub mod relay;
 pub mod settings;
 #[cfg(test)]
 mod tests;
+pub mod trust;
 
 use std::sync::Arc;
 
@@ -59,6 +61,10 @@ pub fn app(state: Arc<AppState>) -> Router {
         )
         .route("/api/admission/{point}/rollback", post(admission::rollback))
         .route("/api/admission/{point}/evaluate", post(admission::evaluate))
+        .route(
+            "/api/admission/{point}/decisions",
+            get(admission_decisions::decisions),
+        )
         .route(
             "/api/federation/evaluator",
             put(federation_evaluator::set).get(federation_evaluator::show),
@@ -159,6 +165,8 @@ pub fn app(state: Arc<AppState>) -> Router {
         )
         .route("/api/keys", post(keys::create).get(keys::list))
         .route("/api/keys/{id}", axum::routing::delete(keys::revoke))
+        .route("/api/trust/keys", post(trust::add).get(trust::list))
+        .route("/api/trust/keys/{id}", axum::routing::delete(trust::remove))
         .route(
             "/api/library/blobs/{sha256}",
             put(models::put_blob)

@@ -195,6 +195,13 @@ async fn serve(
         )
     });
     let batches = crate::batches::start(state.clone(), stop_rx.clone());
+    let decisions = tokio::spawn(crate::admission::decisions::write(
+        state.admission.recorder().clone(),
+        store.clone(),
+        instance_id.clone(),
+        config.decision_log,
+        stop_rx.clone(),
+    ));
     let projections = tokio::spawn(crate::jobs::sync_projections(
         state.clone(),
         stop_rx.clone(),
@@ -235,7 +242,8 @@ async fn serve(
         reconciler,
         sweeper,
         batches,
-        projections
+        projections,
+        decisions
     );
     if let Some((following, leading)) = switch {
         let _ = tokio::join!(following, leading);

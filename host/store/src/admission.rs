@@ -2,6 +2,7 @@
 //! newest wins, and each replica records which one it serves.
 
 use serde::{Deserialize, Serialize};
+use switchyard_protocol::decisions::DecisionLogging;
 use switchyard_protocol::plugin::{FailMode, Mode};
 
 use crate::{ADMISSION_CHANNEL, Store, StoreError};
@@ -21,6 +22,10 @@ pub struct StoredPolicy {
     pub mode: Mode,
     /// What its error means (stored as `closed` or `open`).
     pub fail: FailMode,
+    /// What the decision log keeps of its answers (absent in chains stored
+    /// before the log: the defaults).
+    #[serde(flatten, default)]
+    pub log: DecisionLogging,
 }
 
 /// A point's chain at one generation.

@@ -4,8 +4,10 @@
 //! - [`embedded`]: the private PostgreSQL started under the data directory when no URL is given.
 //! - [`migrations`]: versioned schema changes, applied at start under an advisory lock.
 //! - [`plugins`]: the content-addressed component registry.
+//! - [`trust`]: the keys trusted to sign plugins.
 //! - [`keys`]: the admin token and API keys (SHA-256 only).
 //! - [`admission`]: admission generations and each replica's status.
+//! - [`admission_decisions`]: the admission decision log: batched writes, queries, pruning.
 //! - [`instances`]: frontend replica membership.
 //! - [`batches`]: OpenAI batches: uploaded files, batches and one row per line.
 //! - [`nodes`]: registration tokens, workers and their credentials, connection claims.
@@ -15,6 +17,7 @@
 //! - `tls`: TLS to PostgreSQL as `sslmode` asks (disable, prefer, require, verify-full).
 
 pub mod admission;
+pub mod admission_decisions;
 pub mod batches;
 pub mod carrier_switch;
 pub mod cluster;
@@ -28,6 +31,7 @@ pub mod migrations;
 pub mod models;
 pub mod nodes;
 pub mod plugins;
+pub mod trust;
 mod tls;
 
 use std::time::Duration;

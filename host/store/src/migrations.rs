@@ -68,6 +68,16 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "federation_jobs",
         include_str!("../migrations/0015_federation_jobs.sql"),
     ),
+    (
+        16,
+        "admission_decisions",
+        include_str!("../migrations/0016_admission_decisions.sql"),
+    ),
+    (
+        17,
+        "plugin_signing",
+        include_str!("../migrations/0017_plugin_signing.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").

@@ -1,7 +1,10 @@
-//! The component registry: records by (name, version), bytes by SHA-256.
+//! The component registry: records by (name, version), bytes by SHA-256,
+//! and who signed each version (read against the trust set every time, so
+//! a removed key shows at once as no longer trusted).
 
 use serde::Serialize;
 use switchyard_protocol::plugin::PluginKind;
+use switchyard_protocol::signing::{Signer, SignerTrust};
 
 use crate::{Store, StoreError};
 
@@ -24,6 +27,21 @@ pub struct PluginRecord {
     pub uploaded_by: String,
     /// When, RFC 3339 by the database clock.
     pub uploaded_at: String,
+    /// Who signed it; `None`: unsigned.
+    pub signature: Option<Signer>,
+}
+
+/// A verified signature to keep with an upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedBy {
+    /// The key's id.
+    pub key_id: String,
+    /// The ed25519 public key, hex.
+    pub public_key: String,
+    /// The signature, hex.
+    pub signature: String,
+    /// The trusted key's name when the key is trusted at upload.
+    pub trusted_name: Option<String>,
 }
 
 /// What an insert did.
@@ -37,8 +55,12 @@ pub enum Inserted {
     Conflict(PluginRecord),
 }
 
-const COLUMNS: &str = "name, version, kind, world, sha256, size, uploaded_by, \
-     to_char(uploaded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
+const COLUMNS: &str = "p.name, p.version, p.kind, p.world, p.sha256, p.size, p.uploaded_by, \
+     to_char(p.uploaded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
+     p.signer_key_id, COALESCE(t.name, p.signer_name), t.id IS NOT NULL, p.signer_trusted_at_upload";
+
+/// The plugins with their signer's trusted key, if it is still trusted.
+const FROM: &str = "plugins p LEFT JOIN trusted_keys t ON t.public_key = p.signer_public_key";
 
 fn record(row: &tokio_postgres::Row) -> PluginRecord {
     PluginRecord {
@@ -50,6 +72,19 @@ fn record(row: &tokio_postgres::Row) -> PluginRecord {
         size: row.get(5),
         uploaded_by: row.get(6),
         uploaded_at: row.get(7),
+        signature: row.get::<_, Option<String>>(8).map(|key_id| {
+            let trusted: bool = row.get(10);
+            Signer {
+                key_id,
+                key_name: row.get(9),
+                trusted,
+                trust: match (trusted, row.get::<_, bool>(11)) {
+                    (true, _) => SignerTrust::Trusted,
+                    (false, true) => SignerTrust::NoLongerTrusted,
+                    (false, false) => SignerTrust::Untrusted,
+                },
+            }
+        }),
     }
 }
 
@@ -60,18 +95,37 @@ impl Store {
         new: &PluginRecord,
         bytes: &[u8],
     ) -> Result<Inserted, StoreError> {
+        self.insert_signed_plugin(new, bytes, None).await
+    }
+
+    /// [`Store::insert_plugin`] with the upload's verified signature. The
+    /// same upload again with a signature signs a version stored unsigned;
+    /// a version signed already keeps its first signature.
+    pub async fn insert_signed_plugin(
+        &self,
+        new: &PluginRecord,
+        bytes: &[u8],
+        signed: Option<&SignedBy>,
+    ) -> Result<Inserted, StoreError> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
         if let Some(row) = tx
             .query_opt(
-                &format!(
-                    "SELECT {COLUMNS} FROM plugins WHERE name = $1 AND version = $2 FOR UPDATE"
-                ),
+                "SELECT sha256, signer_key_id IS NOT NULL FROM plugins
+                 WHERE name = $1 AND version = $2 FOR UPDATE",
                 &[&new.name, &new.version],
             )
             .await?
         {
-            let existing = record(&row);
+            let (sha256, is_signed): (String, bool) = (row.get(0), row.get(1));
+            if let Some(signed) = signed.filter(|_| sha256 == new.sha256 && !is_signed) {
+                sign(&tx, &new.name, &new.version, signed).await?;
+            }
+            tx.commit().await?;
+            let existing = self
+                .plugin(&new.name, &new.version)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("{}@{}", new.name, new.version)))?;
             return Ok(match existing.sha256 == new.sha256 {
                 true => Inserted::Existing(existing),
                 false => Inserted::Conflict(existing),
@@ -84,11 +138,9 @@ impl Store {
         .await?;
         let inserted = tx
             .query_opt(
-                &format!(
-                    "INSERT INTO plugins (name, version, kind, world, sha256, size, uploaded_by)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)
-                     ON CONFLICT (name, version) DO NOTHING RETURNING {COLUMNS}"
-                ),
+                "INSERT INTO plugins (name, version, kind, world, sha256, size, uploaded_by)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (name, version) DO NOTHING RETURNING name",
                 &[
                     &new.name,
                     &new.version,
@@ -100,9 +152,18 @@ impl Store {
                 ],
             )
             .await?;
+        if let Some(signed) = signed.filter(|_| inserted.is_some()) {
+            sign(&tx, &new.name, &new.version, signed).await?;
+        }
         tx.commit().await?;
         match inserted {
-            Some(row) => Ok(Inserted::Created(record(&row))),
+            Some(_) => {
+                let created = self
+                    .plugin(&new.name, &new.version)
+                    .await?
+                    .ok_or_else(|| StoreError::NotFound(format!("{}@{}", new.name, new.version)))?;
+                Ok(Inserted::Created(created))
+            }
             // Another replica inserted the same name and version between our read and write.
             None => {
                 let existing = self
@@ -127,7 +188,7 @@ impl Store {
             .conn()
             .await?
             .query_opt(
-                &format!("SELECT {COLUMNS} FROM plugins WHERE name = $1 AND version = $2"),
+                &format!("SELECT {COLUMNS} FROM {FROM} WHERE p.name = $1 AND p.version = $2"),
                 &[&name, &version],
             )
             .await?;
@@ -141,7 +202,7 @@ impl Store {
             .await?
             .query(
                 &format!(
-                    "SELECT {COLUMNS} FROM plugins WHERE $1::text IS NULL OR name = $1 ORDER BY name, uploaded_at"
+                    "SELECT {COLUMNS} FROM {FROM} WHERE $1::text IS NULL OR p.name = $1 ORDER BY p.name, p.uploaded_at"
                 ),
                 &[&name],
             )
@@ -162,4 +223,29 @@ impl Store {
             .ok_or_else(|| StoreError::NotFound(format!("component {sha256}")))?;
         Ok(row.get(0))
     }
+}
+
+/// Keeps a verified signature on a version's row.
+async fn sign(
+    tx: &tokio_postgres::Transaction<'_>,
+    name: &str,
+    version: &str,
+    signed: &SignedBy,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE plugins SET signer_key_id = $3, signer_public_key = $4, signature = $5,
+             signer_name = $6, signer_trusted_at_upload = $7
+         WHERE name = $1 AND version = $2",
+        &[
+            &name,
+            &version,
+            &signed.key_id,
+            &signed.public_key,
+            &signed.signature,
+            &signed.trusted_name,
+            &signed.trusted_name.is_some(),
+        ],
+    )
+    .await?;
+    Ok(())
 }

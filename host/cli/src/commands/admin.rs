@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use switchyard_protocol::admin::{
     NewDeployment, NewKey, NewRegistrationToken, PolicyBinding, Scale, SetChain,
 };
+use switchyard_protocol::decisions::DecisionLogging;
 use switchyard_protocol::plugin::{FailMode, Mode};
 
 use super::deployment_watch::{self, Outcome};
@@ -29,19 +30,24 @@ pub async fn plugin(command: PluginCommand) -> anyhow::Result<ExitCode> {
             file,
             name,
             version,
+            signature,
             api,
         } => {
             let bytes =
                 std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
             let sha256 = hex::encode(Sha256::digest(&bytes));
             let client = Client::new(&api);
-            let request = client
+            let mut request = client
                 .request(Method::POST, "/api/plugins")
                 .query(&[("name", &name), ("version", &version), ("sha256", &sha256)])
-                .header("content-type", "application/wasm")
-                .body(bytes);
-            print(&client.send(request).await?)
+                .header("content-type", "application/wasm");
+            if let Some(path) = signature {
+                let header = super::plugin_sign::header(&path)?;
+                request = request.header(switchyard_protocol::signing::SIGNATURE_HEADER, header);
+            }
+            print(&client.send(request.body(bytes)).await?)
         }
+        PluginCommand::Sign(args) => super::plugin_sign::sign(args),
         PluginCommand::List { name, api } => {
             let client = Client::new(&api);
             let path = match name {
@@ -75,6 +81,8 @@ pub async fn admission(command: AdmissionCommand) -> anyhow::Result<ExitCode> {
             settings,
             mode,
             fail,
+            log_requests,
+            allow_sample,
             api,
         } => {
             let n = policies.len();
@@ -95,12 +103,20 @@ pub async fn admission(command: AdmissionCommand) -> anyhow::Result<ExitCode> {
                     Some(text) => text.parse::<FailMode>().map_err(anyhow::Error::msg)?,
                     None => FailMode::default(),
                 };
+                let mut log = DecisionLogging::default();
+                if let Some(keep) = nth(&log_requests, i, "log-requests", n)? {
+                    log.log_requests = *keep;
+                }
+                if let Some(sample) = nth(&allow_sample, i, "allow-sample", n)? {
+                    log.allow_sample = *sample;
+                }
                 chain.push(PolicyBinding {
                     plugin: plugin.to_string(),
                     version: version.to_string(),
                     settings,
                     mode,
                     fail,
+                    log,
                 });
             }
             let client = Client::new(&api);
@@ -125,6 +141,7 @@ pub async fn admission(command: AdmissionCommand) -> anyhow::Result<ExitCode> {
                     .await?,
             )
         }
+        AdmissionCommand::Decisions(args) => super::admission_decisions::run(args).await,
         AdmissionCommand::Evaluate {
             point,
             request,

@@ -6,6 +6,7 @@ use anyhow::bail;
 use reqwest::Method;
 use serde_json::{Map, Value};
 use switchyard_protocol::carrier::ClusterSettings;
+use switchyard_protocol::signing::RequireSigned;
 
 use crate::cli::SettingsCommand;
 use crate::client::Client;
@@ -53,12 +54,27 @@ pub fn render(settings: &ClusterSettings) -> String {
         settings.window_ms.to_string(),
         settings.max_drain_ms.to_string(),
         settings.attach_jitter_ms.to_string(),
+        required_kinds(&settings.require_signed),
     ];
     ClusterSettings::NAMES
         .iter()
         .zip(values)
         .map(|(name, value)| format!("{name:<20}{value}\n"))
         .collect()
+}
+
+/// The kinds that must be signed, `policy, carrier`, or `-` for none.
+fn required_kinds(required: &RequireSigned) -> String {
+    let flags = [required.policy, required.grant, required.carrier];
+    let kinds: Vec<&str> = RequireSigned::NAMES
+        .iter()
+        .zip(flags)
+        .filter_map(|(name, on)| on.then_some(*name))
+        .collect();
+    match kinds.is_empty() {
+        true => "-".into(),
+        false => kinds.join(", "),
+    }
 }
 
 #[cfg(test)]
@@ -91,12 +107,14 @@ mod tests {
             "nats_url=nats://10.0.0.5:4222",
             "worker_nats_url=null",
             "attach_jitter_ms=0",
+            r#"require_signed={"policy":true}"#,
         ]))
         .unwrap();
         assert_eq!(
             Value::Object(sent),
             json!({"window_ms": 10000, "nats_url": "nats://10.0.0.5:4222",
-                "worker_nats_url": null, "attach_jitter_ms": 0})
+                "worker_nats_url": null, "attach_jitter_ms": 0,
+                "require_signed": {"policy": true}})
         );
         // A quoted value is text; a key given twice, no `=`, or none at all is refused.
         assert_eq!(pairs(&["nats_url=\"null\""])[0].1, json!("null"));
@@ -125,7 +143,17 @@ prepare_timeout_ms  60000
 window_ms           30000
 max_drain_ms        120000
 attach_jitter_ms    10000
+require_signed      -
 "
         );
+        let strict = ClusterSettings {
+            require_signed: RequireSigned {
+                policy: true,
+                grant: false,
+                carrier: true,
+            },
+            ..ClusterSettings::default()
+        };
+        assert!(render(&strict).ends_with("require_signed      policy, carrier\n"));
     }
 }

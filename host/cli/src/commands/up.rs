@@ -4,8 +4,10 @@
 //! `--carrier-plugins` folder), a worker (a child process, which fetches
 //! the carrier components from the frontend) with a declared GPU, a demo
 //! model imported into the library and
-//! deployed on the reference engine, an API key with the `inference` scope;
-//! then a working `curl` and the OpenAI client snippet. Ctrl-C stops the
+//! deployed on the reference engine, an API key with the `inference` scope,
+//! the shipped admission policies bound (`up_policies`); then a working
+//! `curl`, the OpenAI client snippet, and one request the chain clamped and
+//! one it denied. Ctrl-C stops the
 //! worker (its engine with it), the frontend and its PostgreSQL.
 //!
 //! The admin token and the demo key are kept under the data directory
@@ -26,16 +28,17 @@ use switchyard_protocol::engines::EngineKind;
 use switchyard_protocol::models::{ModelFile, ModelRevision};
 use tokio::process::Command;
 
+use super::up_policies;
 use crate::cli::{ApiArgs, UpArgs};
 use crate::client::Client;
 
-const DEMO_MODEL: &str = "demo-tiny";
+pub(super) const DEMO_MODEL: &str = "demo-tiny";
 const DEMO_REVISION: &str = "r1";
 /// The demo model's file: its bytes seed the reference engine.
 const DEMO_BYTES: usize = 4 * 1024 * 1024;
 const READY_WITHIN: Duration = Duration::from_secs(120);
 
-fn say(message: &str) {
+pub(super) fn say(message: &str) {
     eprintln!("up: {message}");
 }
 
@@ -149,6 +152,8 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         .context("starting the worker")?;
 
     let outcome = async {
+        // Bound first, so that the guard on `deploy` judges the demo deployment.
+        let chains = up_policies::bind_shipped(&api, &data_dir).await?;
         import_demo_model(&api, &data_dir).await?;
         deploy_demo(&api, args.token_delay_ms).await?;
         let key = match credentials["inference_key"].as_str() {
@@ -170,7 +175,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
                 key
             }
         };
+        let at_work = up_policies::show_at_work(&base, &key).await?;
         print_examples(&base, &admin, &key);
+        print_policies(&base, &data_dir, &chains, &at_work);
+        println!("Ctrl-C stops the worker, the frontend and its PostgreSQL.");
         Ok::<_, anyhow::Error>(())
     }
     .await;
@@ -370,9 +378,24 @@ Or with the OpenAI Python client:
     for chunk in client.chat.completions.create(model="{DEMO_MODEL}", stream=True,
             messages=[{{"role": "user", "content": "Hello!"}}]):
         print(chunk.choices[0].delta.content or "", end="", flush=True)
-
-Ctrl-C stops the worker, the frontend and its PostgreSQL.
 "#
+    );
+}
+
+/// The chains in force, what they did to the two example requests, and the
+/// commands that change them.
+fn print_policies(base: &str, data_dir: &Path, chains: &[String], at_work: &[String]) {
+    println!("Admission policies judge every request and deployment:");
+    for chain in chains {
+        println!("    {chain}");
+    }
+    println!("\nJust now, with the inference key:");
+    for line in at_work {
+        println!("    {line}");
+    }
+    println!(
+        "\nChange them (admin commands read SWITCHYARD_SERVER={base} and SWITCHYARD_TOKEN=<the admin token>):\n{}\n",
+        up_policies::commands(data_dir)
     );
 }
 

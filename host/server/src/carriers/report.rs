@@ -60,6 +60,10 @@ pub async fn status(state: &AppState) -> Result<CarrierStatus, StoreError> {
             .map(|ms| ms.max(0))
     };
     let carriers = state.carriers.as_ref();
+    let trust_warnings = match &row {
+        Some(row) => crate::signing::pin_warnings(store, &row.plugins).await?,
+        None => Vec::new(),
+    };
     Ok(CarrierStatus {
         carrier: row.as_ref().map(|r| r.carrier.clone()),
         plugins: row.as_ref().map(|r| r.plugins.clone()).unwrap_or_default(),
@@ -107,6 +111,7 @@ pub async fn status(state: &AppState) -> Result<CarrierStatus, StoreError> {
                     .collect()
             })
             .unwrap_or_default(),
+        trust_warnings,
     })
 }
 

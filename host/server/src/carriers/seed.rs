@@ -114,6 +114,7 @@ pub async fn seed(store: &Store, seeds: &[SeedComponent]) -> anyhow::Result<()> 
             size: seed.bytes.len() as i64,
             uploaded_by: SEEDED_BY.to_string(),
             uploaded_at: String::new(),
+            signature: None,
         };
         match store.insert_plugin(&record, &seed.bytes).await? {
             Inserted::Created(r) => {

@@ -24,6 +24,7 @@ impl From<PolicyBinding> for Binding {
             settings: b.settings,
             mode: b.mode,
             fail: b.fail,
+            log: b.log,
         }
     }
 }
@@ -36,7 +37,7 @@ impl From<PolicyBinding> for Binding {
     responses(
         (status = 200, description = "The new generation"),
         (status = 404, description = "`unknown_point` or `plugin_not_found`"),
-        (status = 422, description = "`invalid_settings` (the plugin's own message), `point_not_supported`, `wrong_kind`, or `invalid_request`: a `mode` or `fail` that is none of the above"),
+        (status = 422, description = "`invalid_settings` (the plugin's own message), `point_not_supported`, `wrong_kind`, or `invalid_request`: a `mode` or `fail` that is none of the above; where policies require signatures (`require_signed`), `signature_required` (an unsigned policy) or `untrusted_signature` (signed by a key not, or no longer, trusted)"),
     ))]
 pub async fn set(
     caller: Authorized<Admin>,
@@ -55,10 +56,14 @@ pub async fn set(
     Ok(Json(json!(generation)))
 }
 
-/// The chain, its generation, and what each replica serves.
+/// The chain, its generation, and what each replica serves. Each policy
+/// carries its `signature` (`{key_id, key_name, trusted, trust}` or null);
+/// `trust_warnings` names each policy that runs signed by a key no longer
+/// (or never) trusted: it keeps running, but binding it again is refused
+/// while policies require signatures.
 #[utoipa::path(get, path = "/api/admission/{point}", tag = "admission",
     params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
-    responses((status = 200, description = "`{point, generation, policies, replicas: [{instance, generation, status, error}]}`"), (status = 404, description = "`unknown_point`")))]
+    responses((status = 200, description = "`{point, generation, policies: [{plugin, version, ..., signature}], trust_warnings: [string], replicas: [{instance, generation, status, error}]}`"), (status = 404, description = "`unknown_point`")))]
 pub async fn show(
     _caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
@@ -70,7 +75,14 @@ pub async fn show(
         .store
         .admission_replicas(point.as_str(), latest.generation)
         .await?;
+    let (signers, trust_warnings) = crate::signing::signers(&state.store, &latest.policies).await?;
     let mut body = json!(latest);
+    if let Some(policies) = body["policies"].as_array_mut() {
+        for (policy, signer) in policies.iter_mut().zip(signers) {
+            policy["signature"] = json!(signer);
+        }
+    }
+    body["trust_warnings"] = json!(trust_warnings);
     body["replicas"] = json!(replicas);
     Ok(Json(body))
 }
@@ -87,6 +99,7 @@ pub async fn show(
         (status = 400, description = "`invalid_request`: the target is not older than the newest generation"),
         (status = 404, description = "`unknown_point`, or `not_found`: no such generation"),
         (status = 409, description = "`nothing_to_rollback`: no generation yet, or the active chain is the empty one of generation 0"),
+        (status = 422, description = "`signature_required` or `untrusted_signature`: policies require signatures and a restored policy is unsigned or signed by a key not (or no longer) trusted"),
     ))]
 pub async fn rollback(
     caller: Authorized<Admin>,

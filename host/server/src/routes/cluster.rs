@@ -144,7 +144,7 @@ pub async fn carrier(
         (status = 401, description = "`unauthorized`"),
         (status = 403, description = "`forbidden`: the key lacks `admin`"),
         (status = 409, description = "`change_under_way`; `nothing_to_abort`"),
-        (status = 422, description = "`blocked`: `{error, blockers: [{code, message}], report}` (`already_active`, `replica_cannot_build`, `replica_silent`, `worker_cannot_follow`; `force` overrides only the last)", body = Blocked),
+        (status = 422, description = "`blocked`: `{error, blockers: [{code, message}], report}` (`already_active`, `replica_cannot_build`, `replica_silent`, `worker_cannot_follow`; `force` overrides only the last); where carriers require signatures (`require_signed`), `signature_required` or `untrusted_signature` for a target component unsigned or signed by a key not (or no longer) trusted", body = Blocked),
         (status = 503, description = "`carrier_unavailable`: this replica runs no carrier set"),
     ))]
 pub async fn change(
@@ -193,6 +193,7 @@ pub async fn change(
         .into_response());
     }
     let (target, pins) = target_pins(&state, &body).await?;
+    crate::signing::check_pins(&state.store, &pins).await?;
     if !body.dry_run && row.state != CarrierRowState::Stable {
         return Err(under_way(&row));
     }

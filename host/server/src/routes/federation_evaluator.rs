@@ -28,7 +28,7 @@ use crate::state::AppState;
         (status = 401, description = "`unauthorized`"),
         (status = 403, description = "`forbidden`: the key lacks `admin`"),
         (status = 404, description = "`plugin_not_found`"),
-        (status = 422, description = "`invalid_settings` (the plugin's own message), `wrong_kind` (not a grant evaluator), or `invalid_request`"),
+        (status = 422, description = "`invalid_settings` (the plugin's own message), `wrong_kind` (not a grant evaluator), or `invalid_request`; where grant evaluators require signatures (`require_signed`), `signature_required` (unsigned) or `untrusted_signature` (signed by a key not, or no longer, trusted)"),
     ))]
 pub async fn set(
     caller: Authorized<Admin>,
@@ -52,7 +52,7 @@ pub async fn set(
 /// `{}` settings), the newest generations, and what each replica serves.
 #[utoipa::path(get, path = "/api/federation/evaluator", tag = "federation",
     responses(
-        (status = 200, description = "`{generation, plugin, version, sha256, settings, shipped, note, created_by, created_at, history: [{generation, plugin, version, note, created_by, created_at}], replicas: [{instance, hostname, generation, status: current|behind|failed, failed_generation?, error?}]}`"),
+        (status = 200, description = "`{generation, plugin, version, sha256, settings, shipped, signature, trust_warnings, note, created_by, created_at, history: [{generation, plugin, version, note, created_by, created_at}], replicas: [{instance, hostname, generation, status: current|behind|failed, failed_generation?, error?}]}`"),
         (status = 401, description = "`unauthorized`"),
         (status = 403, description = "`forbidden`: the key lacks `federation:manage` and `admin`"),
     ))]
@@ -65,6 +65,9 @@ pub async fn show(
     let history = state.store.generations(POINT, HISTORY).await?;
     let replicas = evaluator.replicas(latest.generation).await?;
     let mut body = describe(&state, &latest).await;
+    let (signers, trust_warnings) = crate::signing::signers(&state.store, &latest.policies).await?;
+    body["signature"] = json!(signers.into_iter().next().flatten());
+    body["trust_warnings"] = json!(trust_warnings);
     body["history"] = history.iter().map(summary).collect();
     body["replicas"] = json!(replicas);
     Ok(Json(body))
@@ -82,7 +85,7 @@ pub async fn show(
         (status = 403, description = "`forbidden`: the key lacks `admin`"),
         (status = 404, description = "`not_found`: no such generation"),
         (status = 409, description = "`nothing_to_rollback`: nothing was ever bound, or the shipped evaluator of generation 0 is in force already"),
-        (status = 422, description = "`invalid_settings`: the restored binding no longer loads here"),
+        (status = 422, description = "`invalid_settings`: the restored binding no longer loads here; `signature_required` or `untrusted_signature`: grant evaluators require signatures and the restored one is unsigned or signed by a key not (or no longer) trusted"),
     ))]
 pub async fn rollback(
     caller: Authorized<Admin>,

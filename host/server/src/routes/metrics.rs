@@ -54,6 +54,7 @@ pub async fn metrics(
         let failed = u8::from(state.admission.failure(point).is_some());
         let _ = writeln!(out, "{name}{{point=\"{point}\"}} {failed}");
     }
+    state.admission.recorder().render(&mut out);
     state.inference.render(&mut out);
     plugin_instances(&state, &mut out);
     cluster(&state, &mut out).await;

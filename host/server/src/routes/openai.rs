@@ -345,7 +345,9 @@ pub async fn federation_chain(
     }
     let peer = record.peer.clone();
     let record = switchyard_runtime::admission::AdmissionRequest::Federation(record);
-    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(record))
+    let verdict = state
+        .admission
+        .judge(record)
         .await
         .map_err(ProxyError::internal)?;
     match verdict.decision {
@@ -373,8 +375,9 @@ async fn admit(
         return Ok(None);
     }
     let record = request.admission(caller);
-    // A misbehaving policy may hold a call until its deadline: off the async workers.
-    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(record))
+    let verdict = state
+        .admission
+        .judge(record)
         .await
         .map_err(ProxyError::internal)?;
     match verdict.decision {

@@ -55,19 +55,30 @@ fn valid_version(s: &str) -> bool {
 }
 
 /// Uploads a component. The digest is checked before anything else is done with the bytes.
-#[utoipa::path(post, path = "/api/plugins", tag = "plugins", params(UploadParams),
+///
+/// A detached signature (`switchyard plugin sign`) travels in the
+/// `x-switchyard-signature` header as the base64 of the signature file's
+/// JSON. It must be over this upload's kind, name, version and sha256 and
+/// verify; where the cluster's `require_signed` setting names the
+/// component's kind, it must also come from a trusted key, and an upload
+/// without one is refused. Elsewhere a valid signature from an unknown key
+/// is kept as untrusted. The record's `signature` says who signed it.
+#[utoipa::path(post, path = "/api/plugins", tag = "plugins", params(UploadParams,
+        ("x-switchyard-signature" = Option<String>, Header, description = "A detached signature: base64 of the JSON `switchyard plugin sign` writes (at most 4096 bytes)")),
     request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component bytes"),
     responses(
-        (status = 201, description = "Stored; the record"),
-        (status = 200, description = "The same upload again; the existing record"),
-        (status = 400, description = "`invalid_component` or `unsupported_world` (names the world found and those served)"),
+        (status = 201, description = "Stored; the record, with `signature: {key_id, key_name, trusted, trust}` or null",
+            example = json!({"name": "max-tokens", "version": "1.0.0", "kind": "policy", "world": "switchyard:policy/admission-policy@0.1.0", "sha256": "9f2c...", "size": 48213, "uploaded_by": "k_admin", "uploaded_at": "2026-05-01T10:00:00.000Z", "signature": {"key_id": "5e1d0c9a7b3f2e41", "key_name": "release-2026", "trusted": true, "trust": "trusted"}})),
+        (status = 200, description = "The same upload again; the existing record (a signature given now signs a version stored unsigned)"),
+        (status = 400, description = "`invalid_component` or `unsupported_world` (names the world found and those served); `invalid_signature`: the header is not base64 of a signature file"),
         (status = 409, description = "`version_exists`: same name and version, another digest"),
-        (status = 422, description = "`digest_mismatch`"),
+        (status = 422, description = "`digest_mismatch`; `signature_required`: the kind requires a signature (require_signed) and none came; `untrusted_signature`: the signature is for another component, does not verify, or (where required) its key is not trusted"),
     ))]
 pub async fn upload(
     caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
     ApiQuery(params): ApiQuery<UploadParams>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let (Some(name), Some(version), Some(sha256)) = (params.name, params.version, params.sha256)
@@ -86,19 +97,41 @@ pub async fn upload(
     let info = tokio::task::spawn_blocking(move || verify(&bytes, &expected))
         .await
         .map_err(ApiError::internal)??;
+    let sha256 = sha256.to_ascii_lowercase();
+    let signed = crate::signing::check_upload(
+        &state.store,
+        &headers,
+        crate::signing::Upload {
+            kind: info.kind,
+            name: &name,
+            version: &version,
+            sha256: &sha256,
+        },
+    )
+    .await?;
     let record = PluginRecord {
         name,
         version,
         kind: info.kind,
         world: info.world,
-        sha256: sha256.to_ascii_lowercase(),
+        sha256,
         size: body.len() as i64,
         uploaded_by: caller.key_id.clone(),
         uploaded_at: String::new(),
+        signature: None,
     };
-    match state.store.insert_plugin(&record, &body).await? {
+    match state
+        .store
+        .insert_signed_plugin(&record, &body, signed.as_ref())
+        .await?
+    {
         Inserted::Created(r) => {
-            tracing::info!(plugin = %r.name, version = %r.version, sha256 = %r.sha256, by = %caller.key_id, "plugin uploaded");
+            let signer = r
+                .signature
+                .as_ref()
+                .map(|s| s.key_id.as_str())
+                .unwrap_or("-");
+            tracing::info!(plugin = %r.name, version = %r.version, sha256 = %r.sha256, signer, by = %caller.key_id, "plugin uploaded");
             Ok((StatusCode::CREATED, Json(json!(r))))
         }
         Inserted::Existing(r) => Ok((StatusCode::OK, Json(json!(r)))),
@@ -113,7 +146,9 @@ pub async fn upload(
     }
 }
 
-/// Every plugin version.
+/// Every plugin version, each with who signed it (`signature`: `{key_id,
+/// key_name, trusted, trust}` where `trust` is `trusted`, `untrusted` or
+/// `no_longer_trusted`; null when unsigned).
 #[utoipa::path(get, path = "/api/plugins", tag = "plugins", responses((status = 200, description = "`{plugins: [...]}`")))]
 pub async fn list(
     _caller: Authorized<Admin>,

@@ -1,5 +1,6 @@
-//! `GET/PUT /api/cluster/settings`: the NATS URLs of the `nats` set and the
-//! waits of a carrier change ([`ClusterSettings`]).
+//! `GET/PUT /api/cluster/settings`: the NATS URLs of the `nats` set, the
+//! waits of a carrier change, and which plugin kinds must be signed
+//! (`require_signed`) ([`ClusterSettings`]).
 //!
 //! A `PUT` takes a partial object and is parsed once into a [`SettingsPatch`]
 //! (unknown key 400 `unknown_setting`, bad value 400 `invalid_setting`), then
@@ -21,6 +22,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 use switchyard_protocol::carrier::{ClusterSettings, MAX_ATTACH_JITTER_MS, MIN_WAIT_MS};
+use switchyard_protocol::signing::RequireSigned;
 use switchyard_protocol::state::CarrierRowState;
 
 use crate::auth::{Admin, Authorized};
@@ -35,7 +37,7 @@ use crate::state::AppState;
     security(("bearer" = [])),
     responses(
         (status = 200, body = ClusterSettings, description = "The settings; a password inside a URL shows as `***`",
-            example = json!({"nats_url": "nats://10.0.0.5:4222", "worker_nats_url": null, "prepare_timeout_ms": 60000, "window_ms": 30000, "max_drain_ms": 120000, "attach_jitter_ms": 10000})),
+            example = json!({"nats_url": "nats://10.0.0.5:4222", "worker_nats_url": null, "prepare_timeout_ms": 60000, "window_ms": 30000, "max_drain_ms": 120000, "attach_jitter_ms": 10000, "require_signed": {"policy": true, "grant": false, "carrier": false}})),
         (status = 401, description = "`unauthorized`"),
         (status = 403, description = "`forbidden`: the key lacks `admin`"),
     ))]
@@ -57,7 +59,7 @@ pub async fn show(
         example = json!({"nats_url": "nats://10.0.0.5:4222", "window_ms": 10000})),
     responses(
         (status = 200, body = ClusterSettings, description = "The settings after the change, URLs masked"),
-        (status = 400, description = "`unknown_setting`: a key that names no setting; `invalid_setting`: a wait under 5000 ms, a jitter over 600000 ms, a value of the wrong type, a URL that is not `nats://host[:port]`, `tls://host[:port]` or `host:port`, or a URL with credentials"),
+        (status = 400, description = "`unknown_setting`: a key that names no setting; `invalid_setting`: a `require_signed` that is not an object of `policy`, `grant` and `carrier` booleans, a wait under 5000 ms, a jitter over 600000 ms, a value of the wrong type, a URL that is not `nats://host[:port]`, `tls://host[:port]` or `host:port`, or a URL with credentials"),
         (status = 401, description = "`unauthorized`"),
         (status = 403, description = "`forbidden`: the key lacks `admin`"),
         (status = 409, description = "`change_under_way`: a NATS URL cannot change while a carrier change is under way"),
@@ -130,6 +132,8 @@ pub struct SettingsPatch {
     window_ms: Option<u64>,
     max_drain_ms: Option<u64>,
     attach_jitter_ms: Option<u64>,
+    /// Each kind named: `[policy, grant, carrier]`.
+    require_signed: Option<[Option<bool>; 3]>,
 }
 
 impl SettingsPatch {
@@ -154,6 +158,7 @@ impl SettingsPatch {
                     }
                     patch.attach_jitter_ms = Some(jitter);
                 }
+                "require_signed" => patch.require_signed = Some(required_kinds(key, value)?),
                 _ => {
                     // Echo the key only when it is a plain name: it is the
                     // client's own text, shown back in a message.
@@ -196,6 +201,12 @@ impl SettingsPatch {
         if let Some(ms) = self.attach_jitter_ms {
             settings.attach_jitter_ms = ms;
         }
+        if let Some([policy, grant, carrier]) = self.require_signed {
+            let required = &mut settings.require_signed;
+            required.policy = policy.unwrap_or(required.policy);
+            required.grant = grant.unwrap_or(required.grant);
+            required.carrier = carrier.unwrap_or(required.carrier);
+        }
         settings
     }
 }
@@ -236,6 +247,29 @@ fn url_value(key: &str, value: &Value) -> Result<Option<String>, ApiError> {
         }
         _ => Err(invalid(key, "must be a URL (nats://host:port) or null")),
     }
+}
+
+/// `require_signed`: an object of some of `policy`, `grant`, `carrier`,
+/// each a boolean; the kinds it leaves out keep their value.
+fn required_kinds(key: &str, value: &Value) -> Result<[Option<bool>; 3], ApiError> {
+    let expected = || {
+        invalid(
+            key,
+            "must be an object of booleans: {\"policy\": true, \"grant\": false, \"carrier\": true}",
+        )
+    };
+    let Value::Object(kinds) = value else {
+        return Err(expected());
+    };
+    let mut flags = [None; 3];
+    for (kind, on) in kinds {
+        let slot = RequireSigned::NAMES
+            .iter()
+            .position(|name| name == kind)
+            .ok_or_else(expected)?;
+        flags[slot] = Some(on.as_bool().ok_or_else(expected)?);
+    }
+    Ok(flags)
 }
 
 /// The URL settings whose value differs.
@@ -336,6 +370,33 @@ mod tests {
             "invalid_setting"
         );
         assert_eq!(code(json!({"nats_url": 4222})), "invalid_setting");
+        assert_eq!(code(json!({"require_signed": true})), "invalid_setting");
+        assert_eq!(
+            code(json!({"require_signed": {"policies": true}})),
+            "invalid_setting"
+        );
+        assert_eq!(
+            code(json!({"require_signed": {"policy": "yes"}})),
+            "invalid_setting"
+        );
+        // Kinds left out keep their value.
+        let strict = parse(json!({"require_signed": {"grant": true}}))
+            .unwrap()
+            .apply(ClusterSettings {
+                require_signed: RequireSigned {
+                    policy: true,
+                    ..RequireSigned::default()
+                },
+                ..ClusterSettings::default()
+            });
+        assert_eq!(
+            strict.require_signed,
+            RequireSigned {
+                policy: true,
+                grant: true,
+                carrier: false
+            }
+        );
         // A jitter may be zero (tests); a wait may not be under five seconds.
         assert!(parse(json!({"attach_jitter_ms": 0})).is_ok());
         assert!(parse(json!({"max_drain_ms": MIN_WAIT_MS})).is_ok());
@@ -349,6 +410,8 @@ mod tests {
         for name in ClusterSettings::NAMES {
             let value = if ClusterSettings::URLS.contains(&name) {
                 json!("nats://h:4222")
+            } else if name == "require_signed" {
+                json!({"policy": true})
             } else {
                 json!(MIN_WAIT_MS)
             };

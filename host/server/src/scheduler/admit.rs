@@ -2,18 +2,17 @@
 //! sees (the deployment, the node with its labels, the chosen GPUs with
 //! their free memory) and its verdict.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
-use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Chain, Decision};
+use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision};
 use switchyard_store::deployments::Deployment;
 use switchyard_store::nodes::Node;
 
 use super::PassError;
+use crate::admission::Admission;
 
 /// The `deploy` chain's refusal of this placement (`code: message`), if it refuses.
 pub async fn deploy_denied(
-    chain: Arc<Chain>,
+    admission: &Admission,
     deployment: &Deployment,
     node: &Node,
     gpus: &[u32],
@@ -23,7 +22,8 @@ pub async fn deploy_denied(
         deploy_record(deployment, node, gpus),
     )
     .map_err(|e| PassError::DeployChain(e.to_string()))?;
-    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(request))
+    let verdict = admission
+        .judge(request)
         .await
         .map_err(|e| PassError::DeployChain(e.to_string()))?;
     Ok(match verdict.decision {

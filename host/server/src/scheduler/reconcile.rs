@@ -8,7 +8,6 @@ use switchyard_carrier::ControlError;
 use switchyard_protocol::control::{EngineRef, EngineStart, verbs};
 use switchyard_protocol::engines::{EngineKind, EngineState};
 use switchyard_protocol::state::{NodeState, ReplicaState};
-use switchyard_runtime::admission::AdmissionPoint;
 use switchyard_store::deployments::{Deployment, Replica, STAGING_LEASE, StopClaim};
 use switchyard_store::keys::random_id;
 use switchyard_store::nodes::Node;
@@ -288,14 +287,7 @@ async fn place_one(
         .iter()
         .find(|n| n.id == node_id)
         .expect("placed on a known node");
-    if let Some(denial) = deploy_denied(
-        scheduler.admission.chain(AdmissionPoint::Deploy),
-        deployment,
-        node,
-        &gpus,
-    )
-    .await?
-    {
+    if let Some(denial) = deploy_denied(&scheduler.admission, deployment, node, &gpus).await? {
         tracing::info!(deployment = %deployment.id, node = %node_id, denial, "the deploy chain refused a placement");
         return Ok(Err(format!(
             "the deploy chain refused node {node_id}: {denial}"
