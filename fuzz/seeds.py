@@ -4,6 +4,8 @@ a handful of valid and near-valid inputs per target, so that a short run
 starts from inputs that reach deep into each parser. Run it again after
 changing a target's input layout; libFuzzer finds the rest."""
 
+import base64
+import json
 import os
 import struct
 
@@ -204,6 +206,17 @@ for name, text in [
     ("deep", '{"model":"m","x":' + "[" * 130 + "]" * 130 + "}"),
 ]:
     add("v1_body", name, text)
+
+# plugin_signature: the upload's x-switchyard-signature header, base64 of a
+# signature file's JSON (a well-formed one whose signature does not verify,
+# one with a short key, and plain junk).
+SIGNATURE = {"format": "switchyard-plugin-signature/v1", "key_id": "0123456789abcdef",
+             "public_key": "ab" * 32, "signature": "cd" * 64, "name": "max-tokens",
+             "version": "1.0.0", "kind": "policy", "sha256": "ef" * 32}
+add("plugin_signature", "well_formed", base64.b64encode(json.dumps(SIGNATURE).encode()))
+add("plugin_signature", "short_key",
+    base64.b64encode(json.dumps(dict(SIGNATURE, public_key="ab")).encode()))
+add("plugin_signature", "not_base64", "{not base64}")
 
 # federation_messages: one message from a peer: a handshake message, a
 # call on the link's call stream, or (first line) a remote inference head.

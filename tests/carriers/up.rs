@@ -168,7 +168,8 @@ async fn shipped_policies_are_bound_and_at_work(port: u16, admin: &str, printed:
         "the chains are printed:\n{printed}"
     );
     assert!(
-        printed.contains("clamped: asked demo-tiny for max_tokens 1000, got 200 OK with 128 tokens"),
+        printed
+            .contains("clamped: asked demo-tiny for max_tokens 1000, got 200 OK with 128 tokens"),
         "a clamp that happened is reported:\n{printed}"
     );
     assert!(

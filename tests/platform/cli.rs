@@ -149,9 +149,11 @@ fn max_tokens_cases(dir: &Path, failing: bool) -> String {
                "expect": {"decision": "invalid_settings"}}),
     ];
     if failing {
-        cases.push(json!({"name": "this one expects the wrong thing", "point": "inference",
+        cases.push(
+            json!({"name": "this one expects the wrong thing", "point": "inference",
                           "request": inference("research", "llama-3-8b", Some(10)),
-                          "expect": {"decision": "deny", "code": "nope"}}));
+                          "expect": {"decision": "deny", "code": "nope"}}),
+        );
     }
     write(
         dir,
@@ -186,7 +188,10 @@ fn cases_pass_or_fail_by_name_and_compile_once() {
     let (code, out, err) = cases_run(&cache, &[component, "--cases", &cases]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("4 cases: 4 passed, 0 failed"), "{out}");
-    assert!(err.contains(": compiled in"), "the first run compiles: {err}");
+    assert!(
+        err.contains(": compiled in"),
+        "the first run compiles: {err}"
+    );
     let cached = std::fs::read_dir(cache.join("switchyard/components"))
         .unwrap()
         .flat_map(|engine| std::fs::read_dir(engine.unwrap().path()).unwrap())
@@ -213,7 +218,10 @@ fn cases_pass_or_fail_by_name_and_compile_once() {
     let (code, out, _) = cases_run(&cache, &[component, "--cases", &failing, "--json"]);
     assert_eq!(code, 1, "{out}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!((report["passed"].as_u64(), report["failed"].as_u64()), (Some(4), Some(1)));
+    assert_eq!(
+        (report["passed"].as_u64(), report["failed"].as_u64()),
+        (Some(4), Some(1))
+    );
     let failed = &report["cases"][4];
     assert_eq!(failed["name"], "this one expects the wrong thing");
     assert_eq!(failed["passed"], false);
@@ -265,5 +273,8 @@ fn watch_runs_the_cases_again_when_the_component_changes() {
     let again = summary();
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(again.starts_with("4 cases: ") && !again.ends_with(" 0 failed"), "{again}");
+    assert!(
+        again.starts_with("4 cases: ") && !again.ends_with(" 0 failed"),
+        "{again}"
+    );
 }

@@ -114,7 +114,10 @@ pub(crate) fn check_export(bytes: &[u8], export: &str) -> Result<(), LoadError> 
             _ => None,
         })
         .ok_or_else(|| mismatch("the export is not an interface".into()))?;
-    let pair = Pair { expected, found: &found };
+    let pair = Pair {
+        expected,
+        found: &found,
+    };
     pair.interface(
         &expected.interfaces[expected_id],
         &found.interfaces[found_id],
@@ -181,10 +184,7 @@ impl Pair<'_> {
                 Err(self.differs(Some(want), Some(got)))
             };
         };
-        let (wk, gk) = (
-            &self.expected.types[w].kind,
-            &self.found.types[g].kind,
-        );
+        let (wk, gk) = (&self.expected.types[w].kind, &self.found.types[g].kind);
         let differs = || self.differs(Some(want), Some(got));
         match (wk, gk) {
             (TypeDefKind::Record(w), TypeDefKind::Record(g)) => {
@@ -252,11 +252,10 @@ impl Pair<'_> {
             | (TypeDefKind::List(w), TypeDefKind::List(g)) => {
                 self.ty(*w, *g).map_err(|_| differs())
             }
-            (TypeDefKind::Result(w), TypeDefKind::Result(g)) => {
-                self.optional(w.ok, g.ok)
-                    .and_then(|_| self.optional(w.err, g.err))
-                    .map_err(|_| differs())
-            }
+            (TypeDefKind::Result(w), TypeDefKind::Result(g)) => self
+                .optional(w.ok, g.ok)
+                .and_then(|_| self.optional(w.err, g.err))
+                .map_err(|_| differs()),
             // Resources are nominal: wasmtime matches them by identity when it
             // links, which a decoded copy cannot show; the shape is enough here.
             (TypeDefKind::Resource, TypeDefKind::Resource)
@@ -349,16 +348,23 @@ mod tests {
             .unwrap();
 
         // The same package with one field's type changed.
-        let changed = include_str!("../../../wit/deps/policy@0.1.0/policy.wit")
-            .replace("max-tokens: option<u32>,\n    %stream", "max-tokens: u32,\n    %stream");
+        let changed = include_str!("../../../wit/deps/policy@0.1.0/policy.wit").replace(
+            "max-tokens: option<u32>,\n    %stream",
+            "max-tokens: u32,\n    %stream",
+        );
         let mut other = Resolve::default();
         for (package, text) in [
-            ("plugin.wit", include_str!("../../../wit/deps/plugin@0.1.0/plugin.wit")),
+            (
+                "plugin.wit",
+                include_str!("../../../wit/deps/plugin@0.1.0/plugin.wit"),
+            ),
             ("policy.wit", changed.as_str()),
         ] {
             let mut map = SourceMap::default();
             map.push_str(package, text);
-            other.push_group(map.parse().map_err(|(_, e)| e).unwrap()).unwrap();
+            other
+                .push_group(map.parse().map_err(|(_, e)| e).unwrap())
+                .unwrap();
         }
         let other_id = find_interface(&other, "switchyard:policy/admission@0.1.0").unwrap();
         let pair = Pair {

@@ -31,8 +31,8 @@ pub mod migrations;
 pub mod models;
 pub mod nodes;
 pub mod plugins;
-pub mod trust;
 mod tls;
+pub mod trust;
 
 use std::time::Duration;
 

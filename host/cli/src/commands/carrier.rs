@@ -228,6 +228,9 @@ pub fn render_status(status: &CarrierStatus) -> String {
         status.carrier.clone().unwrap_or_else(dash),
     );
     field(&mut out, "plugins", plugins(&status.plugins));
+    for warning in &status.trust_warnings {
+        field(&mut out, "trust", warning.clone());
+    }
     field(
         &mut out,
         "epoch",

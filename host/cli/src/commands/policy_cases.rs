@@ -93,10 +93,7 @@ pub fn run(
     let file: CasesFile = serde_json::from_value(read_json(cases_path)?)
         .with_context(|| format!("{} is not a cases file", cases_path.display()))?;
     if file.cases.is_empty() || file.cases.len() > MAX_CASES {
-        bail!(
-            "{} must hold 1 to {MAX_CASES} cases",
-            cases_path.display()
-        );
+        bail!("{} must hold 1 to {MAX_CASES} cases", cases_path.display());
     }
     let base = cases_path.parent().unwrap_or(Path::new("."));
     let default_settings = match &file.settings {

@@ -70,12 +70,8 @@ fn run_request(runtime: &Arc<Runtime>, args: &PolicyTestArgs) -> anyhow::Result<
     };
     let point = parse_point(point)?;
     let request = read_json(request_path)?;
-    let request = AdmissionRequest::from_json(point, request).with_context(|| {
-        format!(
-            "{} is not a {point} request record",
-            request_path.display()
-        )
-    })?;
+    let request = AdmissionRequest::from_json(point, request)
+        .with_context(|| format!("{} is not a {point} request record", request_path.display()))?;
 
     let mut entries = Vec::new();
     for (i, path) in args.components.iter().enumerate() {
