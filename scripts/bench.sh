@@ -2,7 +2,8 @@
 # Builds the guests and the release binaries, then prints the platform's
 # benchmark table (see docs/benchmarks.md for the recorded figures).
 # Arguments select sections: latency, activation, swap, idle-memory, nats,
-# pgbus, tunnel, lanes, routing (both carrier sets), staging, switch (the
+# pgbus, tunnel, lanes, routing (both carrier sets), proxy (the CPU per
+# request of the frontend and the worker beside nginx, with wrk), staging, switch (the
 # live carrier switch under chat load), federation (a remote chat completion
 # through the link between two clusters beside the owner directly), copy
 # (a federated model copy between two clusters beside local staging), batch
@@ -14,6 +15,7 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 ensure_postgres
 ensure_nats_server
+ensure_bench_tools
 ensure_wasm_target
 use_target_dir
 build_guests

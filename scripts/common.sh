@@ -78,6 +78,15 @@ ensure_nats_server() {
     apt_install nats-server
 }
 
+# The bench's comparison tools (bench.sh only): Debian's nginx as the reverse
+# proxy that `proxy` measures ours beside, and wrk, which drives both.
+ensure_bench_tools() {
+    local missing=()
+    command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
+    command -v wrk >/dev/null || missing+=(wrk)
+    [[ ${#missing[@]} -eq 0 ]] || apt_install "${missing[@]}"
+}
+
 SCHEMATHESIS_VERSION=4.32.5
 # A Python with the official `openai` client (from PyPI), for the suites that
 # check the API with it; a virtual environment beside the build, reused.

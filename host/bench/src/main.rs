@@ -11,7 +11,8 @@
 //! 6. the pgbus carrier: a burst of large broadcasts, and small messages beside bare `pg_notify`;
 //! 7. one tunnel stream's throughput beside bare TCP, and (`lanes`) a small
 //!    call's latency behind a bulk transfer on a shaped link;
-//! 8. (`routing`) OpenAI requests through the frontend beside straight to the engine;
+//! 8. (`routing`) OpenAI requests through the frontend beside straight to the engine,
+//!    and (`proxy`) the CPU per request of each process on the path beside nginx;
 //! 9. (`staging`) a verified model copy to a worker beside `sha256sum` + `cp`;
 //! 10. (`switch`) the live carrier switch under chat load: request → commit
 //!     and commit → settled per direction, failures, losses and repeats;
@@ -34,6 +35,7 @@ mod languages;
 mod latency;
 mod nats;
 mod pgbus;
+mod proxy;
 mod routing;
 mod shaper;
 mod staging;
@@ -43,7 +45,7 @@ mod switch;
 mod tunnel;
 
 /// Every section, by the name `switchyard-bench <name>...` selects it with.
-const SECTIONS: [(&str, fn()); 15] = [
+const SECTIONS: [(&str, fn()); 16] = [
     ("latency", latency::run),
     ("activation", activation::run),
     ("swap", swap::run),
@@ -53,6 +55,7 @@ const SECTIONS: [(&str, fn()); 15] = [
     ("tunnel", tunnel::run),
     ("lanes", lanes::run),
     ("routing", routing::run),
+    ("proxy", proxy::run),
     ("staging", staging::run),
     ("switch", switch::run),
     ("federation", federation::run),

@@ -38,7 +38,7 @@ const WORKLOADS: [Workload; 2] = [
     },
 ];
 
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -50,17 +50,17 @@ impl Drop for Killed {
 }
 
 /// A running `switchyard up` and a reference engine beside it.
-struct Cluster {
-    frontend: String,
-    key: String,
-    direct: String,
+pub(crate) struct Cluster {
+    pub(crate) frontend: String,
+    pub(crate) key: String,
+    pub(crate) direct: String,
     // Dropped in order: the engine, then the cluster.
-    _engine: Killed,
-    _up: Killed,
+    pub(crate) engine: Killed,
+    pub(crate) up: Killed,
     _data: tempfile::TempDir,
 }
 
-fn start(bin: &std::path::Path, nats_url: Option<&str>, token_delay_ms: u64) -> Cluster {
+pub(crate) fn start(bin: &std::path::Path, nats_url: Option<&str>, token_delay_ms: u64) -> Cluster {
     let data = tempfile::tempdir().expect("temp dir");
     let port = free_port();
     let mut command = Command::new(bin);
@@ -110,8 +110,8 @@ fn start(bin: &std::path::Path, nats_url: Option<&str>, token_delay_ms: u64) -> 
         frontend: format!("http://127.0.0.1:{port}"),
         key,
         direct: format!("http://127.0.0.1:{engine_port}"),
-        _engine: Killed(engine),
-        _up: up,
+        engine: Killed(engine),
+        up,
         _data: data,
     }
 }
@@ -206,7 +206,7 @@ async fn measure(set: &str, cluster: &Cluster, workload: &Workload) {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

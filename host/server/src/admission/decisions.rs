@@ -10,7 +10,10 @@
 //! patch and error, every monitor-mode deny or patch (recorded though the
 //! chain allowed), and one allow in the binding's `allow_sample`. Every
 //! step is counted in `switchyard_admission_decisions_total` whether
-//! recorded or not.
+//! recorded or not. A `deploy` answer is about a placement, which the
+//! scheduler judges again on every pass while a deployment waits: one
+//! placement answered the same way by the same generation is recorded once
+//! (see [`Placements`]), so a refused deployment cannot fill the log.
 
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -78,6 +81,35 @@ pub struct Recorder {
     dropped: AtomicU64,
     written: AtomicU64,
     failed: AtomicU64,
+    placements: Placements,
+}
+
+/// The last recorded answer of each placement (deployment and node): the
+/// generation, the policy and what it said. Bounded: forgotten wholesale
+/// past [`Placements::MAX`] (a placement then records once more).
+#[derive(Default)]
+struct Placements(Mutex<std::collections::HashMap<(String, String), String>>);
+
+impl Placements {
+    const MAX: usize = 10_000;
+
+    /// Whether this answer differs from the placement's last recorded one
+    /// (and remembers it).
+    fn is_new(&self, request: &AdmissionRequest, answer: String) -> bool {
+        let AdmissionRequest::Deploy(placement) = request else {
+            return true;
+        };
+        let key = (placement.deployment.clone(), placement.node.clone());
+        let mut last = self.0.lock().expect("placements lock");
+        if last.get(&key) == Some(&answer) {
+            return false;
+        }
+        if last.len() >= Self::MAX {
+            last.clear();
+        }
+        last.insert(key, answer);
+        true
+    }
 }
 
 impl Default for Recorder {
@@ -90,6 +122,7 @@ impl Default for Recorder {
             dropped: AtomicU64::new(0),
             written: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            placements: Placements::default(),
         }
     }
 }
@@ -124,7 +157,15 @@ impl Recorder {
                 RecordedDecision::Allow => sample > 0 && rand::random_ratio(1, sample),
                 _ => true,
             };
-            if !keep {
+            if !keep
+                || !self.placements.is_new(
+                    request,
+                    format!(
+                        "{}\0{}\0{decision}\0{code:?}",
+                        verdict.generation, step.plugin
+                    ),
+                )
+            {
                 continue;
             }
             let (request_sha256, record) = sha.get_or_insert_with(|| {
@@ -339,5 +380,43 @@ mod tests {
         }
         assert_eq!(seen.len(), COUNTERS);
         assert!(seen.iter().all(|i| *i < COUNTERS));
+    }
+
+    #[test]
+    fn a_placement_answered_the_same_way_again_is_recorded_once() {
+        let deploy = |node: &str| {
+            let mut record: serde_json::Value =
+                serde_json::from_str(include_str!("../../../../sdk/test_data/deploy.json"))
+                    .unwrap();
+            record["node"] = json!(node);
+            AdmissionRequest::from_json(AdmissionPoint::Deploy, record).unwrap()
+        };
+        let placements = Placements::default();
+        let refused = |generation: i64| format!("{generation}\0guard@1\0deny\0Some(\"too_big\")");
+        assert!(placements.is_new(&deploy("node-a"), refused(3)));
+        assert!(
+            !placements.is_new(&deploy("node-a"), refused(3)),
+            "the next pass repeats it"
+        );
+        assert!(
+            placements.is_new(&deploy("node-b"), refused(3)),
+            "another node is another placement"
+        );
+        assert!(
+            placements.is_new(&deploy("node-a"), refused(4)),
+            "a new generation answers anew"
+        );
+        assert!(!placements.is_new(&deploy("node-a"), refused(4)));
+
+        let inference = AdmissionRequest::from_json(
+            AdmissionPoint::Inference,
+            serde_json::from_str(include_str!("../../../../sdk/test_data/inference.json")).unwrap(),
+        )
+        .unwrap();
+        assert!(placements.is_new(&inference, refused(3)));
+        assert!(
+            placements.is_new(&inference, refused(3)),
+            "every request counts"
+        );
     }
 }

@@ -1,0 +1,319 @@
+//! Routing beside nginx: CPU per request of each process on the path.
+//!
+//! `switchyard up` (tunnel set, no token delay) and, beside it, Debian's
+//! nginx (one worker process, HTTP/1.1 keep-alive to its upstream) in front
+//! of a second reference engine on the same model file. `wrk` drives each
+//! with the same 16-token chat completion for a fixed time at 1 and 4
+//! connections; utime + stime of every process (`/proc/<pid>/stat`) before
+//! and after give its CPU microseconds per request. Ours makes two hops
+//! (frontend, worker) where nginx makes one, so the aims are per process:
+//! frontend and worker each at most 1.5x nginx's CPU per request, and at
+//! least 0.5x nginx's requests per second.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::routing::{Killed, free_port, start};
+use crate::stats::header;
+
+/// How long each `wrk` run lasts.
+const SECONDS: u64 = 10;
+/// The connection counts measured.
+const LEVELS: [usize; 2] = [1, 4];
+/// The aim: each of our processes against nginx's CPU per request.
+const CPU_AIM: f64 = 1.5;
+/// The aim: our requests per second against nginx's.
+const RATE_AIM: f64 = 0.5;
+
+pub fn run() {
+    let exe = std::env::current_exe().expect("current exe");
+    let bin = exe.with_file_name("switchyard");
+    if !bin.is_file() {
+        println!(
+            "(skipping proxy: {} is not built; scripts/bench.sh builds it)",
+            bin.display()
+        );
+        return;
+    }
+    for tool in [nginx_bin(), "wrk"] {
+        if !on_path(tool) {
+            println!("(skipping proxy: no `{tool}`; scripts/bench.sh installs it)");
+            return;
+        }
+    }
+    let cluster = start(&bin, None, 0);
+    let up = cluster.up.0.id();
+    let worker = child_named(up, "worker").expect("the `up` worker process");
+    let engine = child_named(worker, "engine").expect("the worker's engine process");
+    let direct_engine = cluster.engine.0.id();
+    wait_healthy(&cluster.direct);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let nginx_port = free_port();
+    let upstream_port = cluster
+        .direct
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse::<u16>().ok())
+        .expect("the engine's port");
+    let nginx = start_nginx(dir.path(), nginx_port, upstream_port);
+    let nginx_worker = wait_for(|| child_named(nginx.0.id(), "nginx")).expect("nginx's worker");
+    let ours_url = format!("{}/v1/chat/completions", cluster.frontend);
+    let nginx_url = format!("http://127.0.0.1:{nginx_port}/v1/chat/completions");
+    let ours_script = lua(dir.path(), "ours.lua", Some(&cluster.key));
+    let nginx_script = lua(dir.path(), "nginx.lua", None);
+    wait_answering(&ours_url, &cluster.key);
+    wait_answering(&nginx_url, "");
+
+    header(
+        "Routing beside nginx: 16-token chat completions, tunnel set, no token delay, wrk",
+        &[
+            "connections",
+            "ours req/s",
+            "nginx req/s",
+            "ratio (aim >= 0.5)",
+            "frontend us/req",
+            "worker us/req",
+            "engine behind worker us/req",
+            "nginx us/req",
+            "engine behind nginx us/req",
+            "frontend/nginx (aim <= 1.5)",
+            "worker/nginx (aim <= 1.5)",
+        ],
+    );
+    let mut all_met = true;
+    for connections in LEVELS {
+        // Warm both paths (connections, caches, the routing table).
+        wrk(&ours_script, &ours_url, connections, 1);
+        wrk(&nginx_script, &nginx_url, connections, 1);
+        let ours = measured(&[up, worker, engine], || {
+            wrk(&ours_script, &ours_url, connections, SECONDS)
+        });
+        let theirs = measured(&[nginx_worker, direct_engine], || {
+            wrk(&nginx_script, &nginx_url, connections, SECONDS)
+        });
+        let rate_ratio = ours.rate / theirs.rate;
+        let frontend = ours.cpu_us[0];
+        let nginx_cpu = theirs.cpu_us[0];
+        let (f_ratio, w_ratio) = (frontend / nginx_cpu, ours.cpu_us[1] / nginx_cpu);
+        all_met &= rate_ratio >= RATE_AIM && f_ratio <= CPU_AIM && w_ratio <= CPU_AIM;
+        println!(
+            "| {connections} | {:.0} | {:.0} | {rate_ratio:.2} | {frontend:.0} | {:.0} | {:.0} | {nginx_cpu:.0} | {:.0} | {f_ratio:.2} | {w_ratio:.2} |",
+            ours.rate, theirs.rate, ours.cpu_us[1], ours.cpu_us[2], theirs.cpu_us[1],
+        );
+    }
+    println!();
+    println!(
+        "aims {}: frontend and worker each <= {CPU_AIM}x nginx's CPU per request, req/s >= {RATE_AIM}x nginx's",
+        if all_met { "met" } else { "not all met" }
+    );
+    println!();
+    drop(nginx);
+    drop(cluster);
+}
+
+/// One timed run: requests per second and each process's CPU microseconds per request.
+struct Measured {
+    rate: f64,
+    cpu_us: Vec<f64>,
+}
+
+fn measured(pids: &[u32], load: impl FnOnce() -> Done) -> Measured {
+    let before: Vec<u64> = pids.iter().map(|&p| cpu_ticks(p)).collect();
+    let done = load();
+    let after: Vec<u64> = pids.iter().map(|&p| cpu_ticks(p)).collect();
+    let tick_us = 1e6 / clock_ticks_per_second();
+    let cpu_us = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| (a - b) as f64 * tick_us / done.requests as f64)
+        .collect();
+    Measured {
+        rate: done.rate,
+        cpu_us,
+    }
+}
+
+/// What `wrk` reports of a run.
+struct Done {
+    requests: u64,
+    rate: f64,
+}
+
+fn wrk(script: &Path, url: &str, connections: usize, seconds: u64) -> Done {
+    let output = Command::new("wrk")
+        .args(["-t", "1", "-c", &connections.to_string()])
+        .args(["-d", &format!("{seconds}s")])
+        .arg("-s")
+        .arg(script)
+        .arg(url)
+        .output()
+        .expect("wrk");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "wrk failed: {text}");
+    // Every answer must be a success: a fast error would flatter the figures.
+    assert!(
+        !text.contains("Non-2xx") && !text.contains("Socket errors"),
+        "wrk saw failures against {url}: {text}"
+    );
+    let requests = text
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .split_once(" requests in ")
+                .map(|(n, _)| n.to_string())
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("wrk's request count in: {text}"));
+    let rate = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
+        .and_then(|r| r.trim().parse().ok())
+        .unwrap_or_else(|| panic!("wrk's rate in: {text}"));
+    Done { requests, rate }
+}
+
+/// A `wrk` script that POSTs the chat completion.
+fn lua(dir: &Path, name: &str, key: Option<&str>) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let body = r#"{"model":"demo-tiny","max_tokens":16,"stream":false,"messages":[{"role":"user","content":"Tell me about switchyards."}]}"#;
+    let mut script = format!(
+        "wrk.method = \"POST\"\nwrk.body = '{body}'\nwrk.headers[\"Content-Type\"] = \"application/json\"\n"
+    );
+    if let Some(key) = key {
+        script.push_str(&format!(
+            "wrk.headers[\"Authorization\"] = \"Bearer {key}\"\n"
+        ));
+    }
+    std::fs::write(&path, script).expect("the wrk script");
+    path
+}
+
+/// nginx as a keep-alive reverse proxy, its files in `dir`.
+fn start_nginx(dir: &Path, port: u16, upstream: u16) -> Killed {
+    let d = dir.display();
+    let config = format!(
+        "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log error;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{\n  access_log off;\n\
+           client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fastcgi;\n\
+           uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+           upstream engine {{ server 127.0.0.1:{upstream}; keepalive 16; }}\n\
+           server {{\n    listen 127.0.0.1:{port};\n    location / {{\n\
+               proxy_pass http://engine;\n      proxy_http_version 1.1;\n\
+               proxy_set_header Connection \"\";\n    }}\n  }}\n}}\n"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(config.as_bytes()))
+        .expect("nginx.conf");
+    let child: Child = Command::new(nginx_bin())
+        .arg("-p")
+        .arg(dir)
+        .arg("-c")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("nginx");
+    Killed(child)
+}
+
+/// The first child of `parent` whose command line holds `word`.
+fn child_named(parent: u32, word: &str) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let ppid: u32 = stat_fields(&stat)?.get(1)?.parse().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            (ppid == parent && cmdline.contains(word)).then_some(pid)
+        })
+}
+
+/// The fields after the command name of a `/proc/<pid>/stat` line (state first).
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().collect())
+}
+
+/// utime + stime of a process, in clock ticks (all its threads).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("a process's stat");
+    let fields = stat_fields(&stat).expect("a stat line");
+    // Fields 14 and 15 of proc(5); the list starts at field 3.
+    let utime: u64 = fields[11].parse().expect("utime");
+    let stime: u64 = fields[12].parse().expect("stime");
+    utime + stime
+}
+
+fn clock_ticks_per_second() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// Debian's nginx lives in /usr/sbin, off a user's PATH.
+fn nginx_bin() -> &'static str {
+    if on_path("nginx") {
+        "nginx"
+    } else {
+        "/usr/sbin/nginx"
+    }
+}
+
+fn on_path(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool} || test -x {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn wait_for<T>(mut found: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(value) = found() {
+            return Some(value);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_healthy(base: &str) {
+    let http = reqwest::blocking::Client::new();
+    let url = format!("{base}/health");
+    wait_for(|| {
+        http.get(&url)
+            .send()
+            .ok()
+            .filter(|r| r.status().is_success())
+    })
+    .expect("the engine answers /health");
+}
+
+/// Polls until a chat completion through `url` succeeds (the deployment is up).
+fn wait_answering(url: &str, key: &str) {
+    let http = reqwest::blocking::Client::new();
+    let body = serde_json::json!({
+        "model": "demo-tiny", "max_tokens": 16,
+        "messages": [{"role": "user", "content": "Tell me about switchyards."}],
+    });
+    wait_for(|| {
+        let mut request = http.post(url).json(&body);
+        if !key.is_empty() {
+            request = request.bearer_auth(key);
+        }
+        request.send().ok().filter(|r| r.status().is_success())
+    })
+    .unwrap_or_else(|| panic!("{url} answers a chat completion"));
+}
