@@ -3,13 +3,13 @@
 # benchmark table (see docs/benchmarks.md for the recorded figures).
 # Arguments select sections: latency, activation, swap, idle-memory, nats,
 # pgbus, tunnel, lanes, routing (both carrier sets), proxy (the CPU per
-# request of the frontend and the worker beside nginx, with wrk), staging, switch (the
-# live carrier switch under chat load), federation (a remote chat completion
-# through the link between two clusters beside the owner directly), copy
-# (a federated model copy between two clusters beside local staging), batch
-# (an OpenAI batch's lines through the work queue beside the same requests
-# one by one), languages (the model allowlist from Rust, Python and
-# JavaScript: size, load, call).
+# request of the frontend and the worker beside nginx, with wrk), staging,
+# switch (the live carrier switch under chat load), federation (a remote
+# chat completion through the link between two clusters beside the owner
+# directly), copy (a federated model copy between two clusters beside local
+# staging), batch (an OpenAI batch's lines through the work queue beside the
+# same requests one by one), languages (the model allowlist from Rust,
+# Python and JavaScript: size, load, call).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh

@@ -62,6 +62,13 @@ pub(crate) struct Cluster {
 
 pub(crate) fn start(bin: &std::path::Path, nats_url: Option<&str>, token_delay_ms: u64) -> Cluster {
     let data = tempfile::tempdir().expect("temp dir");
+    // Run as root, the embedded PostgreSQL runs as its service account,
+    // which must be able to walk down to the data directory.
+    std::fs::set_permissions(
+        data.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o711),
+    )
+    .expect("temp dir permissions");
     let port = free_port();
     let mut command = Command::new(bin);
     command

@@ -377,7 +377,7 @@ impl Node {
         }
         let mut request = self
             .http
-            .request(head.method, format!("{}{}", engine.url(), head.path))
+            .request(head.method, engine.url_of(&head.path))
             .body(body.freeze());
         for (name, value) in &head.headers {
             request = request.header(name, value);
@@ -407,7 +407,8 @@ impl Node {
             status: response.status().as_u16(),
             headers,
         };
-        let mut out = BytesMut::from(format!("{}\n", head_line(&head)).as_bytes());
+        let mut out = BytesMut::with_capacity(512);
+        head_into(&head, &mut out);
         let mut body = response.bytes_stream();
         loop {
             // What the engine has ready goes in one message: the head with
@@ -444,6 +445,15 @@ impl Node {
 /// An answer's head line (without its newline).
 fn head_line(head: &AnswerHead) -> String {
     serde_json::to_string(head).expect("a head of strings serializes")
+}
+
+/// An answer's head line and its newline, written into `out` (no
+/// intermediate string: this runs once per answer).
+fn head_into(head: &AnswerHead, out: &mut BytesMut) {
+    use bytes::BufMut;
+    let mut writer = out.writer();
+    serde_json::to_writer(&mut writer, head).expect("a head of strings serializes");
+    writer.into_inner().put_u8(b'\n');
 }
 
 /// The request's first line, and what came after it in the same chunk.

@@ -35,6 +35,9 @@ enum Command_ {
 pub struct Engine {
     spec: EngineSpec,
     port: u16,
+    /// [`Engine::url`] parsed once: every request's URL is a copy with its
+    /// path set, not a fresh parse of the host.
+    base: reqwest::Url,
     state: watch::Receiver<EngineState>,
     commands: mpsc::UnboundedSender<Command_>,
     in_flight: Arc<AtomicUsize>,
@@ -77,9 +80,12 @@ impl Engine {
             received,
             restarts.clone(),
         ));
+        let base = reqwest::Url::parse(&format!("http://127.0.0.1:{port}/"))
+            .expect("a loopback URL parses");
         Ok(Self {
             spec,
             port,
+            base,
             state,
             commands,
             in_flight: Arc::new(AtomicUsize::new(0)),
@@ -95,6 +101,11 @@ impl Engine {
     /// `http://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The URL of `path` (an absolute path, with its query if any) on the engine.
+    pub fn url_of(&self, path: &str) -> reqwest::Url {
+        with_path(&self.base, path)
     }
 
     /// Where it is now.
@@ -333,5 +344,38 @@ fn die_with_the_worker(command: &mut Command) {
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
                 .map_err(std::io::Error::from)
         });
+    }
+}
+
+/// `base` with `path` (and its query, if any): the URL that parsing
+/// `base`'s origin followed by `path` gives, without parsing the host again.
+fn with_path(base: &reqwest::Url, path: &str) -> reqwest::Url {
+    let (path, query) = match path.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (path, None),
+    };
+    let mut url = base.clone();
+    url.set_path(path);
+    url.set_query(query);
+    url
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::with_path;
+
+    #[test]
+    fn a_path_on_the_parsed_base_is_the_url_a_fresh_parse_gives() {
+        let base = reqwest::Url::parse("http://127.0.0.1:8123/").unwrap();
+        for path in [
+            "/v1/chat/completions",
+            "/v1/models?limit=2&after=a%20b",
+            "/v1/x%41y",
+            "/v1/a b",
+            "/v1/q?",
+        ] {
+            let fresh = reqwest::Url::parse(&format!("http://127.0.0.1:8123{path}")).unwrap();
+            assert_eq!(with_path(&base, path), fresh, "{path}");
+        }
     }
 }
