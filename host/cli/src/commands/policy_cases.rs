@@ -27,7 +27,9 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use switchyard_runtime::admission::{AdmissionRequest, Chain, ChainEntry};
+use switchyard_runtime::admission::{
+    AdmissionPoint, AdmissionRequest, Chain, ChainEntry, Decision,
+};
 use switchyard_runtime::policy::PolicyPlugin;
 use switchyard_runtime::{LoadError, Runtime};
 
@@ -84,6 +86,43 @@ struct Outcome {
     got: String,
 }
 
+/// What a case got: a decision, or why there was none.
+enum Got {
+    Decision(Decision),
+    /// `validate-settings` refused the case's settings (its message).
+    InvalidSettings(String),
+    /// The settings were accepted (what an `invalid_settings` case got instead).
+    SettingsAccepted,
+    /// The policy failed the call (the step's error).
+    Error(String),
+    /// The policy does not judge the case's point.
+    PointNotJudged(AdmissionPoint),
+}
+
+impl Got {
+    fn is(&self, expect: &Expect) -> bool {
+        match (expect, self) {
+            (Expect::Allow, Got::Decision(Decision::Allow)) => true,
+            (Expect::Deny { code }, Got::Decision(Decision::Deny(denial))) => denial.code == *code,
+            (Expect::Patch { patch }, Got::Decision(Decision::Patch { patch: got })) => {
+                serde_json::to_value(got).is_ok_and(|got| got == *patch)
+            }
+            (Expect::InvalidSettings, Got::InvalidSettings(_)) => true,
+            _ => false,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Got::Decision(decision) => describe(decision),
+            Got::InvalidSettings(message) => format!("invalid settings: {message}"),
+            Got::SettingsAccepted => "settings accepted".into(),
+            Got::Error(error) => error.clone(),
+            Got::PointNotJudged(point) => format!("the policy does not judge the {point} point"),
+        }
+    }
+}
+
 pub fn run(
     runtime: &Arc<Runtime>,
     component: &Path,
@@ -101,7 +140,8 @@ pub fn run(
         None => Value::Object(Default::default()),
     };
     let component = ComponentFile::read(component)?;
-    // One load per distinct settings document: loading validates them.
+    // One load per distinct settings document: loading validates them. A
+    // refusal of the settings is a case's outcome; any other load error ends the run.
     let mut loaded: HashMap<String, Result<Arc<PolicyPlugin>, String>> = HashMap::new();
 
     let mut outcomes = Vec::with_capacity(file.cases.len());
@@ -111,28 +151,28 @@ pub fn run(
             None => default_settings.clone(),
         }
         .to_string();
-        let policy = loaded
-            .entry(settings.clone())
-            .or_insert_with(|| match component.load(runtime, &settings) {
-                Ok(policy) => Ok(policy),
-                Err(LoadError::InvalidSettings(message)) => Err(message),
-                Err(e) => Err(format!("load error: {e}")),
-            })
-            .clone();
-        let got = match (policy, &case.expect) {
-            (Err(message), _) if !message.starts_with("load error: ") => {
-                format!("invalid settings: {message}")
+        let policy = match loaded.get(&settings) {
+            Some(policy) => policy.clone(),
+            None => {
+                let policy = match component.load(runtime, &settings) {
+                    Ok(policy) => Ok(policy),
+                    Err(LoadError::InvalidSettings(message)) => Err(message),
+                    Err(e) => bail!("{}: {e}", component.path().display()),
+                };
+                loaded.insert(settings, policy.clone());
+                policy
             }
-            (Err(load_error), _) => bail!("{}: {load_error}", component_label(&component)),
-            (Ok(_), Expect::InvalidSettings) => "settings accepted".to_string(),
+        };
+        let got = match (policy, &case.expect) {
+            (Err(message), _) => Got::InvalidSettings(message),
+            (Ok(_), Expect::InvalidSettings) => Got::SettingsAccepted,
             (Ok(policy), _) => evaluate(&policy, &case, base)?,
         };
-        let passed = matches_expectation(&case.expect, &got);
         outcomes.push(Outcome {
             name: case.name,
-            passed,
+            passed: got.is(&case.expect),
             expected: case.expect,
-            got,
+            got: got.describe(),
         });
     }
 
@@ -172,12 +212,8 @@ pub fn run(
     })
 }
 
-fn component_label(component: &ComponentFile) -> String {
-    component.path().display().to_string()
-}
-
 /// The case's request through a chain of this one policy, as a server judges it.
-fn evaluate(policy: &Arc<PolicyPlugin>, case: &Case, base: &Path) -> anyhow::Result<String> {
+fn evaluate(policy: &Arc<PolicyPlugin>, case: &Case, base: &Path) -> anyhow::Result<Got> {
     let (Some(point), Some(request)) = (&case.point, &case.request) else {
         bail!("case '{}' needs a point and a request", case.name);
     };
@@ -186,7 +222,7 @@ fn evaluate(policy: &Arc<PolicyPlugin>, case: &Case, base: &Path) -> anyhow::Res
     let request = AdmissionRequest::from_json(point, request)
         .with_context(|| format!("case '{}': not a {point} request record", case.name))?;
     if !policy.points().contains(&point) {
-        return Ok(format!("the policy does not judge the {point} point"));
+        return Ok(Got::PointNotJudged(point));
     }
     let chain = Chain {
         point,
@@ -200,22 +236,12 @@ fn evaluate(policy: &Arc<PolicyPlugin>, case: &Case, base: &Path) -> anyhow::Res
     };
     let verdict = chain.evaluate(request);
     if let Some(error) = verdict.steps.iter().find_map(|s| s.error.as_ref()) {
-        return Ok(format!("error {}: {}", error.kind, error.message));
+        return Ok(Got::Error(format!(
+            "error {}: {}",
+            error.kind, error.message
+        )));
     }
-    Ok(describe(&verdict.decision))
-}
-
-/// Whether `got` (as [`describe`] words a decision) is what the case expects.
-fn matches_expectation(expect: &Expect, got: &str) -> bool {
-    match expect {
-        Expect::Allow => got == "allow",
-        Expect::Deny { code } => got.starts_with(&format!("deny {code}: ")),
-        Expect::Patch { patch } => got
-            .strip_prefix("patch ")
-            .and_then(|p| serde_json::from_str::<Value>(p).ok())
-            .is_some_and(|p| &p == patch),
-        Expect::InvalidSettings => got.starts_with("invalid settings: "),
-    }
+    Ok(Got::Decision(verdict.decision))
 }
 
 /// A path relative to the cases file, or the JSON itself.
