@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use reqwest::Method;
 use serde_json::{Value, json};
+use switchyard_protocol::admin::{PolicyBinding, SetChain};
 use switchyard_runtime::PluginKind;
 
 use super::up::{DEMO_MODEL, say};
@@ -79,14 +80,17 @@ pub async fn bind_shipped(api: &Client, data_dir: &Path) -> anyhow::Result<Vec<S
             for binding in &chain {
                 let file = settings_file(&settings_dir, binding.plugin);
                 std::fs::write(&file, serde_json::to_vec_pretty(&binding.settings)?)?;
-                policies.push(json!({
-                    "plugin": binding.plugin,
-                    "version": shipped_version(binding.plugin)?,
-                    "settings": binding.settings,
-                }));
+                policies.push(PolicyBinding {
+                    plugin: binding.plugin.into(),
+                    version: shipped_version(binding.plugin)?.into(),
+                    settings: binding.settings.clone(),
+                    mode: Default::default(),
+                    fail: Default::default(),
+                    log: Default::default(),
+                });
             }
             say(&format!("binding the shipped {point} chain"));
-            api.send_json(Method::PUT, &path, &json!({ "policies": policies }))
+            api.send_json(Method::PUT, &path, &SetChain { policies })
                 .await
                 .with_context(|| format!("binding the shipped {point} chain"))?;
             shown = api.send(api.request(Method::GET, &path)).await?;
