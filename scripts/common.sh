@@ -108,6 +108,22 @@ ensure_python_clients() {
     export SWITCHYARD_PYTHON="$venv/bin/python"
 }
 
+# The web console's browser suite (tests/platform/console.rs): Debian's
+# chromium and its chromedriver, and selenium in the Python clients' venv.
+# Needs ensure_python_clients first.
+SELENIUM_VERSION=4.27.1
+ensure_console_browser() {
+    local missing=()
+    [[ -x /usr/bin/chromium ]] || missing+=(chromium)
+    [[ -x /usr/bin/chromedriver ]] || missing+=(chromium-driver)
+    [[ ${#missing[@]} -eq 0 ]] || apt_install "${missing[@]}"
+    local python="${SWITCHYARD_PYTHON:?ensure_python_clients comes first}"
+    if ! "$python" -c 'import selenium' 2>/dev/null; then
+        say "installing selenium $SELENIUM_VERSION into $(dirname "$(dirname "$python")")"
+        "$python" -m pip install -q "selenium==$SELENIUM_VERSION"
+    fi
+}
+
 # llama.cpp's `llama-server` for the llama-cpp engine's suite, built once from
 # the sources that the pinned llama-cpp-python source distribution on PyPI
 # vendors and kept beside the build (about 7 minutes on 2 cores); and the

@@ -16,6 +16,7 @@ ensure_nats_server
 ensure_wasm_target
 use_target_dir
 ensure_python_clients
+ensure_console_browser
 ensure_llama_server
 build_guests
 build_policy_examples

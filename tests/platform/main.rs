@@ -9,6 +9,7 @@ mod carrier_cli;
 mod carrier_components;
 mod chains;
 mod cli;
+mod console;
 mod decisions;
 mod edge;
 mod embedded;

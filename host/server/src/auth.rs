@@ -116,6 +116,13 @@ impl Caller {
     }
 }
 
+/// A caller the web console already authenticated (its session), set as a
+/// request extension on the console's in-process calls to the API. Only
+/// code in this process can set an extension, so a request from the network
+/// never carries one; the API checks the caller's scopes as for a key.
+#[derive(Debug, Clone)]
+pub struct ActingAs(pub Caller);
+
 /// Lets through only a replica of this cluster: one that sends the
 /// cluster's relay secret (compared in constant time). `refused` says what
 /// the route serves, for [`AuthError::NotAReplica`].

@@ -52,6 +52,16 @@ impl InferenceMetrics {
             .or_default() += 1;
     }
 
+    /// Every answer so far, and those with a status of 400 or more.
+    pub fn totals(&self) -> (u64, u64) {
+        let requests = self.requests.lock().expect("metrics lock");
+        requests
+            .iter()
+            .fold((0, 0), |(all, failed), ((_, status), n)| {
+                (all + n, if *status >= 400 { failed + n } else { failed })
+            })
+    }
+
     /// The time from the request to the engine's answer head.
     pub fn head_after(&self, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();

@@ -36,6 +36,7 @@ pub mod batches;
 pub mod carriers;
 pub mod component_bytes;
 pub mod config;
+pub mod console;
 pub mod edge;
 pub mod error;
 pub mod extract;

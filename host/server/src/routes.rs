@@ -39,8 +39,14 @@ use crate::state::AppState;
 /// from JavaScript up to 12 MB.
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
-/// Every route of a replica.
+/// Every route of a replica: the API, and the web console that calls it.
 pub fn app(state: Arc<AppState>) -> Router {
+    let api = api(state.clone());
+    api.clone().merge(crate::console::router(state, api))
+}
+
+/// The API (everything but the console).
+pub fn api(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/metrics", get(metrics::metrics))
         .route("/api/openapi.json", get(crate::openapi::serve))

@@ -21,6 +21,7 @@ pub mod admission_decisions;
 pub mod batches;
 pub mod carrier_switch;
 pub mod cluster;
+pub mod console_sessions;
 pub mod deployments;
 pub mod embedded;
 pub mod error;

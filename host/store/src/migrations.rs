@@ -78,6 +78,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "plugin_signing",
         include_str!("../migrations/0017_plugin_signing.sql"),
     ),
+    (
+        18,
+        "console_sessions",
+        include_str!("../migrations/0018_console_sessions.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").
