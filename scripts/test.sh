@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test. Installs what is missing (PostgreSQL, nats-server, the
-# wasm32-wasip2 target, a Python venv with the openai, gguf and schemathesis
-# packages, cargo-fuzz, llama.cpp's llama-server built once from source,
+# wasm32-wasip2 target, a Python venv with the openai, gguf, schemathesis and
+# selenium packages, Debian's chromium and chromium-driver, cargo-fuzz, llama.cpp's llama-server built once from source,
 # componentize-py and jco for the Python and JavaScript policies),
 # builds the guest components, the policy examples and the binary, starts a private PostgreSQL
 # for the suites (stopped on exit), then: rustfmt, clippy, every test of the workspace (unit,

@@ -88,6 +88,20 @@ async fn up_answers_and_stops(nats: Option<&NatsServer>) {
         }
     }
     let key = key.expect("the inference key is printed");
+    // The printed console address answers its sign-in page.
+    let console = printed
+        .iter()
+        .find_map(|l| l.strip_prefix("The web console: "))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("the console's address is printed");
+    let page = reqwest::get(console).await.unwrap();
+    assert_eq!(page.url().path(), "/console/sign-in");
+    assert!(
+        page.text()
+            .await
+            .unwrap()
+            .contains("Admin token or API key")
+    );
     let answer: Value = reqwest::Client::new()
         .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))
         .bearer_auth(&key)

@@ -13,7 +13,7 @@ import time
 import urllib.parse
 
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -115,7 +115,9 @@ class Console:
                 result = check()
                 if result:
                     return result
-            except (NoSuchElementException, StaleElementReferenceException, FlowFailed) as e:
+            # Not there yet, gone stale, or a node of the page a form's
+            # answer is replacing (chromium may refuse to read it): look again.
+            except (WebDriverException, FlowFailed) as e:
                 last = e
             time.sleep(0.1)
         self.shot("failed-" + "".join(ch if ch.isalnum() else "-" for ch in what)[:60])

@@ -7,6 +7,7 @@
 
 mod bounds;
 mod chains;
+mod console;
 mod copies;
 mod counters;
 mod identity;

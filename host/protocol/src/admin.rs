@@ -198,6 +198,51 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
+/// Where the scheduler would place a new deployment's replicas now, and why
+/// nodes refuse one (`POST /api/deployments/preview`); nothing is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct DeploymentPreview {
+    /// The replicas that would be placed, in order.
+    pub placements: Vec<PreviewPlacement>,
+    /// The nodes that could not take the last replica considered (the first
+    /// that could not be placed, or else the last placed), each with why.
+    pub refused: Vec<PreviewRefusal>,
+    /// Whether every wanted replica would be placed.
+    pub placeable: bool,
+    /// Why the first replica that cannot be placed is not, as the
+    /// deployment's `pending_reason` would say it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_reason: Option<String>,
+}
+
+/// One replica's place in a [`DeploymentPreview`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PreviewPlacement {
+    /// The replica's number, from 0.
+    pub replica: u32,
+    /// The node's id.
+    pub node: String,
+    /// The node's name.
+    pub node_name: String,
+    /// The GPU indices it would take.
+    pub gpus: Vec<u32>,
+}
+
+/// A node that would not take a replica in a [`DeploymentPreview`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PreviewRefusal {
+    /// The node's id.
+    pub node: String,
+    /// The node's name.
+    pub node_name: String,
+    /// Why (`pending an admin's approval`, `labels lack gpu=h100`,
+    /// `0 suitable free GPUs, 1 needed`, the deploy chain's `code: message`).
+    pub reason: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

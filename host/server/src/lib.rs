@@ -29,6 +29,8 @@
 //!   (`valid`, `fields`), maps failures through one `ProxyError` and carries the request to
 //!   a `Target`; [`routes::app`] builds the router.
 //! - [`openapi`]: the OpenAPI document of the admin API.
+//! - [`console`]: the web console at `/console/`: server-rendered pages that call the API
+//!   in-process as the session's key.
 
 pub mod admission;
 pub mod auth;

@@ -4,6 +4,7 @@ pub mod admission;
 pub mod admission_decisions;
 pub mod batches;
 pub mod cluster;
+pub mod deployment_preview;
 pub mod deployments;
 pub mod diagnostics;
 pub mod federation;
@@ -194,6 +195,10 @@ pub fn api(state: Arc<AppState>) -> Router {
             get(deployments::show).delete(deployments::delete),
         )
         .route("/api/deployments/{id}/replicas", put(deployments::scale))
+        .route(
+            "/api/deployments/preview",
+            post(deployment_preview::preview),
+        )
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/completions", post(openai::completions))

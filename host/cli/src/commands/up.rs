@@ -367,6 +367,8 @@ Admin token: {admin}
 Inference key: {key}
 (both kept in the data directory's up-credentials.json)
 
+The web console: {base}/console/ (sign in with the admin token)
+
 Try a chat completion:
     curl -s {base}/v1/chat/completions -H "Authorization: Bearer {key}" \
       -H 'content-type: application/json' \

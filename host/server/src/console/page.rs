@@ -375,3 +375,39 @@ pub async fn not_found() -> Response {
         html! { p { "Go to the " a href="/console/" { "overview" } "." } },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flash_survives_its_cookie_and_anything_else_is_no_message() {
+        for flash in [
+            Flash::done("Key key_1 revoked."),
+            Flash {
+                failed: true,
+                text: "model_not_allowed: `gpt-4o`; é; a=b&c".into(),
+            },
+        ] {
+            let encoded = flash.encode();
+            assert!(
+                encoded
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && b != b';' && b != b','),
+                "{encoded}"
+            );
+            assert_eq!(Flash::decode(&encoded), Some(flash));
+        }
+        assert_eq!(Flash::decode("weird:x"), None);
+        assert_eq!(Flash::decode("no colon"), None);
+        let long = Flash::done("é".repeat(MAX_FLASH));
+        assert!(Flash::decode(&long.encode()).unwrap().text.len() <= MAX_FLASH);
+    }
+
+    #[test]
+    fn bytes_read_as_people_write_them() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(24 << 20), "24.0 MiB");
+        assert_eq!(bytes(3 << 29), "1.5 GiB");
+    }
+}

@@ -50,6 +50,9 @@ impl Session {
     }
 
     /// The console's 403 page unless the key holds `scope`.
+    // The error is the page itself, returned by the handler at once; boxing
+    // it would only add a step to every call.
+    #[allow(clippy::result_large_err)]
     pub fn require(&self, scope: &str) -> Result<(), Response> {
         if self.can(scope) {
             Ok(())
@@ -181,4 +184,42 @@ pub fn form_urlencoded_component(text: &str) -> String {
     serde_urlencoded::to_string([("", text)])
         .map(|s| s.trim_start_matches('=').to_string())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_cookie_is_found_among_others_and_is_http_only_and_strict() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; switchyard_console=abc"),
+        );
+        headers.append(
+            header::COOKIE,
+            HeaderValue::from_static("switchyard_console_flash=ok:x"),
+        );
+        assert_eq!(cookie(&headers, COOKIE), Some("abc"));
+        assert_eq!(cookie(&headers, FLASH_COOKIE), Some("ok:x"));
+        assert_eq!(cookie(&headers, "missing"), None);
+        let set = set_cookie(COOKIE, "abc", Some(LIFETIME), false);
+        let set = set.to_str().unwrap();
+        for part in [
+            "Path=/console",
+            "HttpOnly",
+            "SameSite=Strict",
+            "Max-Age=28800",
+        ] {
+            assert!(set.contains(part), "{set}");
+        }
+        assert!(!set.contains("Secure"));
+        assert!(
+            set_cookie(COOKIE, "abc", None, true)
+                .to_str()
+                .unwrap()
+                .ends_with("; Secure")
+        );
+    }
 }

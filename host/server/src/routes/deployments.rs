@@ -10,6 +10,7 @@ use switchyard_protocol::admin::{NewDeployment, Scale};
 use switchyard_protocol::engines::EngineKind;
 use switchyard_store::deployments::Deployment;
 use switchyard_store::keys::random_id;
+use switchyard_store::models::ModelRevision;
 
 use crate::auth::{Authorized, ModelsManage};
 use crate::error::{ApiError, ApiResult};
@@ -83,19 +84,13 @@ fn check_sizes(body: &NewDeployment) -> ApiResult<()> {
     Ok(())
 }
 
-/// Creates a deployment; the scheduler places its replicas.
-#[utoipa::path(post, path = "/api/deployments", tag = "deployments", request_body = NewDeployment,
-    responses(
-        (status = 201, description = "the deployment"),
-        (status = 400, description = "`invalid_request`: a bad name, an unknown engine or strategy, or a size beyond its cap (replicas 0..=256, max_concurrency 1..=4096, gpus_per_replica 0..=64, token_delay_ms 0..=60000, gpu_memory_bytes >= 0)"),
-        (status = 404, description = "`not_found`: no such model revision"),
-        (status = 409, description = "`name_taken`: another deployment serves that name"),
-    ))]
-pub async fn create(
-    caller: Authorized<ModelsManage>,
-    State(state): State<Arc<AppState>>,
-    ApiJson(body): ApiJson<NewDeployment>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+/// The deployment `body` asks for, checked as create checks it (a 400 for
+/// a bad field, a 404 for an unknown revision), and its revision; nothing
+/// is written. Create and the placement preview share it.
+pub(crate) async fn valid_deployment(
+    state: &AppState,
+    body: NewDeployment,
+) -> ApiResult<(Deployment, ModelRevision)> {
     crate::valid::name("model", &body.model)?;
     crate::valid::name("revision", &body.revision)?;
     if let Some(served) = &body.served_model_name {
@@ -143,6 +138,23 @@ pub async fn create(
     if !["binpack", "spread"].contains(&deployment.strategy.as_str()) {
         return Err(ApiError::invalid_request("strategy is binpack or spread"));
     }
+    Ok((deployment, revision))
+}
+
+/// Creates a deployment; the scheduler places its replicas.
+#[utoipa::path(post, path = "/api/deployments", tag = "deployments", request_body = NewDeployment,
+    responses(
+        (status = 201, description = "the deployment"),
+        (status = 400, description = "`invalid_request`: a bad name, an unknown engine or strategy, or a size beyond its cap (replicas 0..=256, max_concurrency 1..=4096, gpus_per_replica 0..=64, token_delay_ms 0..=60000, gpu_memory_bytes >= 0)"),
+        (status = 404, description = "`not_found`: no such model revision"),
+        (status = 409, description = "`name_taken`: another deployment serves that name"),
+    ))]
+pub async fn create(
+    caller: Authorized<ModelsManage>,
+    State(state): State<Arc<AppState>>,
+    ApiJson(body): ApiJson<NewDeployment>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let (deployment, _) = valid_deployment(&state, body).await?;
     if !state
         .store
         .insert_deployment(&deployment, &caller.key_id)

@@ -26,10 +26,36 @@ pub async fn deploy_denied(
         .judge(request)
         .await
         .map_err(|e| PassError::DeployChain(e.to_string()))?;
-    Ok(match verdict.decision {
+    Ok(denial(verdict.decision))
+}
+
+/// [`deploy_denied`] for a preview: the chain serving the point judges the
+/// record, and nothing is recorded in the decision log (as a dry run).
+pub async fn deploy_denied_unrecorded(
+    admission: &Admission,
+    deployment: &Deployment,
+    node: &Node,
+    gpus: &[u32],
+) -> Result<Option<String>, PassError> {
+    let request = AdmissionRequest::from_json(
+        AdmissionPoint::Deploy,
+        deploy_record(deployment, node, gpus),
+    )
+    .map_err(|e| PassError::DeployChain(e.to_string()))?;
+    let chain = admission.chain(AdmissionPoint::Deploy);
+    // On the blocking pool, as `judge` runs it: a policy may hold a call
+    // until its deadline.
+    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(request))
+        .await
+        .map_err(|e| PassError::DeployChain(e.to_string()))?;
+    Ok(denial(verdict.decision))
+}
+
+fn denial(decision: Decision) -> Option<String> {
+    match decision {
         Decision::Deny(denial) => Some(format!("{}: {}", denial.code, denial.message)),
         _ => None,
-    })
+    }
 }
 
 /// The request record of the `deploy` point for placing a replica of

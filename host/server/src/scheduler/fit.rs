@@ -63,45 +63,13 @@ pub fn place(nodes: &[NodeView], need: Need) -> Result<(String, Vec<u32>), Strin
     let mut best: Option<(i64, String, Vec<u32>)> = None;
     let mut reasons = Vec::new();
     for node in nodes {
-        if !node.schedulable {
-            reasons.push(format!("{}: not schedulable", node.id));
-            continue;
-        }
-        if !need.nodes.is_empty() && !need.nodes.contains(&node.id) {
-            reasons.push(format!("{}: not among the deployment's nodes", node.id));
-            continue;
-        }
-        let missing = labels::missing(need.selector, &node.labels);
-        if !missing.is_empty() {
-            let pairs: Vec<String> = missing.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            reasons.push(format!("{}: labels lack {}", node.id, pairs.join(", ")));
-            continue;
-        }
-        if !node.holds_files
-            && node
-                .disk_available_bytes
-                .is_some_and(|free| free < need.model_bytes)
-        {
-            reasons.push(format!("{}: not enough disk for the files", node.id));
-            continue;
-        }
-        let free: Vec<u32> = node
-            .gpus
-            .iter()
-            .filter(|g| {
-                !node.used.contains(&g.index) && g.memory_total_bytes >= need.memory_per_gpu
-            })
-            .map(|g| g.index)
-            .collect();
-        if (free.len() as u32) < need.gpus {
-            reasons.push(format!(
-                "{}: {} suitable free GPUs, {} needed",
-                node.id,
-                free.len(),
-                need.gpus
-            ));
-            continue;
-        }
+        let free = match suitable(node, need) {
+            Ok(free) => free,
+            Err(why) => {
+                reasons.push(format!("{}: {why}", node.id));
+                continue;
+            }
+        };
         let chosen: Vec<u32> = free.iter().take(need.gpus as usize).copied().collect();
         // Binpack: the fewer GPUs left free, the better; spread: the more,
         // and the fewer replicas of the same deployment. Files already there win ties.
@@ -126,6 +94,44 @@ pub fn place(nodes: &[NodeView], need: Need) -> Result<(String, Vec<u32>), Strin
     }
     best.map(|(_, id, gpus)| (id, gpus))
         .ok_or_else(|| summarize(&reasons))
+}
+
+/// Every suitable free GPU of `node` for one replica (it takes the first
+/// `need.gpus` of them), or why the node cannot hold the replica. The one
+/// filter [`place`] and the placement preview share.
+pub fn suitable(node: &NodeView, need: Need) -> Result<Vec<u32>, String> {
+    if !node.schedulable {
+        return Err("not schedulable".into());
+    }
+    if !need.nodes.is_empty() && !need.nodes.contains(&node.id) {
+        return Err("not among the deployment's nodes".into());
+    }
+    let missing = labels::missing(need.selector, &node.labels);
+    if !missing.is_empty() {
+        let pairs: Vec<String> = missing.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        return Err(format!("labels lack {}", pairs.join(", ")));
+    }
+    if !node.holds_files
+        && node
+            .disk_available_bytes
+            .is_some_and(|free| free < need.model_bytes)
+    {
+        return Err("not enough disk for the files".into());
+    }
+    let free: Vec<u32> = node
+        .gpus
+        .iter()
+        .filter(|g| !node.used.contains(&g.index) && g.memory_total_bytes >= need.memory_per_gpu)
+        .map(|g| g.index)
+        .collect();
+    if (free.len() as u32) < need.gpus {
+        return Err(format!(
+            "{} suitable free GPUs, {} needed",
+            free.len(),
+            need.gpus
+        ));
+    }
+    Ok(free)
 }
 
 /// The most node reasons a deployment's `pending_reason` lists.

@@ -24,6 +24,7 @@
 
 pub mod admit;
 pub mod fit;
+pub mod preview;
 pub mod reconcile;
 pub mod staging;
 pub mod view;

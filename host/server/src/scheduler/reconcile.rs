@@ -10,6 +10,7 @@ use switchyard_protocol::engines::{EngineKind, EngineState};
 use switchyard_protocol::state::{NodeState, ReplicaState};
 use switchyard_store::deployments::{Deployment, Replica, STAGING_LEASE, StopClaim};
 use switchyard_store::keys::random_id;
+use switchyard_store::models::ModelRevision;
 use switchyard_store::nodes::Node;
 use tokio::sync::watch;
 
@@ -267,14 +268,7 @@ async fn place_one(
         .model_revision(&deployment.model_id, &deployment.revision)
         .await?
         .ok_or_else(|| PassError::RevisionGone(deployment.id.clone()))?;
-    let need = Need {
-        gpus: deployment.gpus_per_replica.max(0) as u32,
-        memory_per_gpu: deployment.gpu_memory_bytes.max(0) as u64,
-        model_bytes: revision.size().max(0) as u64,
-        spread: deployment.strategy == "spread",
-        selector: &deployment.node_selector,
-        nodes: &deployment.nodes,
-    };
+    let need = need_of(deployment, &revision);
     let seen = views(nodes, stale, replicas, &deployment.id, &revision);
     let (node_id, gpus) = match place(&seen, need) {
         Ok(placed) => placed,
@@ -306,6 +300,18 @@ async fn place_one(
     scheduler.store.insert_replica(&replica).await?;
     tracing::info!(replica = %replica.id, deployment = %deployment.id, node = %replica.node_id, gpus = ?replica.gpus, "replica placed");
     Ok(Ok(replica))
+}
+
+/// What one replica of `deployment` serving `revision` needs of a node.
+pub(crate) fn need_of<'a>(deployment: &'a Deployment, revision: &ModelRevision) -> Need<'a> {
+    Need {
+        gpus: deployment.gpus_per_replica.max(0) as u32,
+        memory_per_gpu: deployment.gpu_memory_bytes.max(0) as u64,
+        model_bytes: revision.size().max(0) as u64,
+        spread: deployment.strategy == "spread",
+        selector: &deployment.node_selector,
+        nodes: &deployment.nodes,
+    }
 }
 
 /// A lease renewal that ends with its owner, however it ends.

@@ -24,9 +24,7 @@ pub fn views(
         .iter()
         .map(|node| NodeView {
             id: node.id.clone(),
-            schedulable: node.state == NodeState::Healthy
-                && !node.maintenance
-                && !stale.contains(&node.id),
+            schedulable: unschedulable(node, stale).is_none(),
             gpus: node
                 .inventory
                 .gpus
@@ -51,6 +49,20 @@ pub fn views(
             labels: node.labels.clone(),
         })
         .collect()
+}
+
+/// Why no new replica goes to `node` (approval, heartbeats, draining,
+/// maintenance), or `None` when it may take one.
+pub fn unschedulable(node: &Node, stale: &BTreeSet<String>) -> Option<&'static str> {
+    match node.state {
+        NodeState::Healthy if node.maintenance => Some("in maintenance"),
+        NodeState::Healthy if stale.contains(&node.id) => Some("silent beyond the grace"),
+        NodeState::Healthy => None,
+        NodeState::Pending => Some("pending an admin's approval"),
+        NodeState::Unhealthy => Some("unhealthy: its heartbeats are late"),
+        NodeState::Draining => Some("draining"),
+        NodeState::Offline => Some("offline"),
+    }
 }
 
 /// The GPUs of the engines the node reports running, whether or not a

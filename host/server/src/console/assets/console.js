@@ -14,9 +14,10 @@ function live(element) {
   const every = Number(element.dataset.every || 1000);
   const tick = async () => {
     if (!document.body.contains(element)) return;
-    // Someone typing in a form inside the region keeps what they typed.
+    // Someone typing in a form inside the region keeps what they typed; a
+    // focused button (an abort while a change prepares) keeps its focus.
     if (element.contains(document.activeElement) && document.activeElement !== document.body &&
-        document.activeElement.matches("input, select, textarea")) {
+        document.activeElement.matches("input, select, textarea, button")) {
       setTimeout(tick, every);
       return;
     }
@@ -40,6 +41,7 @@ function stream(form) {
   const submit = form.querySelector('button[type="submit"]');
   let controller = null;
   const say = (text) => { status.textContent = text; };
+  const count = (n) => `${n} token${n === 1 ? "" : "s"}`;
   cancel.disabled = true;
   cancel.addEventListener("click", () => {
     if (controller) controller.abort();
@@ -86,7 +88,7 @@ function stream(form) {
           for (const line of event.split("\n")) {
             if (!line.startsWith("data:")) continue;
             const payload = line.slice(5).trim();
-            if (payload === "[DONE]") { say(`Done: ${tokens} tokens.`); continue; }
+            if (payload === "[DONE]") { say(`Done: ${count(tokens)}.`); continue; }
             const chunk = JSON.parse(payload);
             if (chunk.error) { say(`Stopped: ${chunk.error.code}: ${chunk.error.message}`); continue; }
             const text = chunk.choices?.[0]?.delta?.content ?? "";
@@ -94,9 +96,9 @@ function stream(form) {
           }
         }
       }
-      if (status.textContent === "Streaming…") say(`Ended after ${tokens} tokens.`);
+      if (status.textContent === "Streaming…") say(`Ended after ${count(tokens)}.`);
     } catch (error) {
-      say(error.name === "AbortError" ? `Cancelled after ${tokens} tokens.` : `Failed: ${error.message}`);
+      say(error.name === "AbortError" ? `Cancelled after ${count(tokens)}.` : `Failed: ${error.message}`);
     } finally {
       controller = null;
       cancel.disabled = true;
