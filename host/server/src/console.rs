@@ -48,6 +48,8 @@ pub struct Console {
     pub api: Router,
     /// Requests and errors per second, sampled.
     pub stats: stats::Rates,
+    /// Model fetches started from the console, followed by this replica.
+    pub imports: models_import::Imports,
 }
 
 /// Shared with every console handler.
@@ -57,7 +59,12 @@ pub type ConsoleState = Arc<Console>;
 pub fn router(app: Arc<AppState>, api: Router) -> Router {
     let stats = stats::Rates::default();
     stats::sample(app.clone(), stats.clone());
-    let console = Arc::new(Console { app, api, stats });
+    let console = Arc::new(Console {
+        app,
+        api,
+        stats,
+        imports: Default::default(),
+    });
     Router::new()
         .route("/console", get(sign_in::to_overview))
         .route("/console/", get(overview::page))

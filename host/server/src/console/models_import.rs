@@ -10,7 +10,7 @@
 //! once it is registered.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -55,8 +55,15 @@ struct Import {
     finished: Option<Instant>,
 }
 
-/// The imports of this process, by job id (see the module's header).
-static IMPORTS: LazyLock<Mutex<HashMap<String, Import>>> = LazyLock::new(Default::default);
+/// The imports this replica follows, by job id (see the module's header).
+#[derive(Debug, Clone, Default)]
+pub struct Imports(Arc<Mutex<HashMap<String, Import>>>);
+
+impl Imports {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Import>> {
+        self.0.lock().expect("imports lock")
+    }
+}
 
 /// The import routes (one path segment under `/console/models`, so no
 /// model id is shadowed).
@@ -99,7 +106,7 @@ async fn fetch(State(console): State<ConsoleState>, posted: Posted<FetchForm>) -
         licence: optional(&form.licence),
     };
     let api = session.api(&console);
-    match start(&api, &session.caller.key_id, &body).await {
+    match start(&api, &console.imports, &session.caller.key_id, &body).await {
         Ok(Started::Streaming(job)) => axum::response::Redirect::to(&format!(
             "/console/models/import?job={}",
             form_urlencoded_component(&job)
@@ -128,7 +135,12 @@ enum Started {
     Registered,
 }
 
-async fn start(api: &Api, owner: &str, body: &FetchModel) -> Result<Started, ApiFailure> {
+async fn start(
+    api: &Api,
+    imports: &Imports,
+    owner: &str,
+    body: &FetchModel,
+) -> Result<Started, ApiFailure> {
     let request = Request::builder()
         .method(Method::POST)
         .uri("/api/models/fetch")
@@ -149,9 +161,9 @@ async fn start(api: &Api, owner: &str, body: &FetchModel) -> Result<Started, Api
     }
     let job = switchyard_store::keys::random_id("imp");
     {
-        let mut imports = IMPORTS.lock().expect("imports lock");
-        make_room(&mut imports);
-        imports.insert(
+        let mut held = imports.lock();
+        make_room(&mut held);
+        held.insert(
             job.clone(),
             Import {
                 owner: owner.to_string(),
@@ -164,7 +176,7 @@ async fn start(api: &Api, owner: &str, body: &FetchModel) -> Result<Started, Api
             },
         );
     }
-    tokio::spawn(follow(job.clone(), answer.into_body()));
+    tokio::spawn(follow(imports.clone(), job.clone(), answer.into_body()));
     Ok(Started::Streaming(job))
 }
 
@@ -185,7 +197,7 @@ fn make_room(imports: &mut HashMap<String, Import>) {
 }
 
 /// Reads the answer's lines into the import until its outcome.
-async fn follow(job: String, body: Body) {
+async fn follow(imports: Imports, job: String, body: Body) {
     let mut stream = body.into_data_stream();
     let mut buffer: Vec<u8> = Vec::new();
     let mut outcome: Option<Result<(), ApiFailure>> = None;
@@ -195,7 +207,7 @@ async fn follow(job: String, body: Body) {
         while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = buffer.drain(..=end).collect();
             match serde_json::from_slice::<FetchLine>(&line) {
-                Ok(FetchLine::Progress { received, total }) => update(&job, |i| {
+                Ok(FetchLine::Progress { received, total }) => update(&imports, &job, |i| {
                     i.received = received;
                     i.total = total;
                 }),
@@ -226,7 +238,7 @@ async fn follow(job: String, body: Body) {
             body: Value::Null,
         })
     });
-    update(&job, |i| {
+    update(&imports, &job, |i| {
         if outcome.is_ok()
             && let Some(total) = i.total
         {
@@ -237,8 +249,8 @@ async fn follow(job: String, body: Body) {
     });
 }
 
-fn update(job: &str, change: impl FnOnce(&mut Import)) {
-    if let Some(import) = IMPORTS.lock().expect("imports lock").get_mut(job) {
+fn update(imports: &Imports, job: &str, change: impl FnOnce(&mut Import)) {
+    if let Some(import) = imports.lock().get_mut(job) {
         change(import);
     }
 }
@@ -249,20 +261,23 @@ struct Job {
 }
 
 /// The import the session's key started, if any.
-fn find(session: &Session, job: &str) -> Option<Import> {
-    IMPORTS
+fn find(imports: &Imports, session: &Session, job: &str) -> Option<Import> {
+    imports
         .lock()
-        .expect("imports lock")
         .get(job)
         .filter(|i| i.owner == session.caller.key_id)
         .cloned()
 }
 
-async fn import_page(session: Session, Query(Job { job }): Query<Job>) -> Response {
+async fn import_page(
+    State(console): State<ConsoleState>,
+    session: Session,
+    Query(Job { job }): Query<Job>,
+) -> Response {
     if let Err(forbidden) = session.require(SCOPE) {
         return forbidden;
     }
-    let Some(import) = find(&session, &job) else {
+    let Some(import) = find(&console.imports, &session, &job) else {
         return page::render_status(
             &session,
             axum::http::StatusCode::NOT_FOUND,
@@ -288,11 +303,15 @@ async fn import_page(session: Session, Query(Job { job }): Query<Job>) -> Respon
     )
 }
 
-async fn import_live(session: Session, Query(Job { job }): Query<Job>) -> Response {
+async fn import_live(
+    State(console): State<ConsoleState>,
+    session: Session,
+    Query(Job { job }): Query<Job>,
+) -> Response {
     if let Err(forbidden) = session.require(SCOPE) {
         return forbidden;
     }
-    match find(&session, &job) {
+    match find(&console.imports, &session, &job) {
         Some(import) => progress(&import).into_response(),
         None => html! { p data-final { "This import is no longer known here." } }.into_response(),
     }
