@@ -192,6 +192,14 @@ async fn a_copy_resumes_over_cut_links_is_interrupted_past_its_allowance_and_lan
     )
     .await;
     assert!(held(&resumed) >= held(&first_held), "{resumed}");
+    // Cut inside the next range, not at its start: a range that has carried
+    // nothing yet when its lane drops is retried while the link comes back,
+    // without counting a reconnect.
+    let boundary = proxy.forwarded();
+    switchyard_tests::federation::eventually("the next range to carry bytes", || async {
+        (proxy.forwarded() >= boundary + 4 * MIB).then_some(())
+    })
+    .await;
     proxy.cut();
     until_copy(&alpha, &id, "the copy never reconnected twice", |c| {
         reconnects(c) == 2

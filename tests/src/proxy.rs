@@ -5,7 +5,7 @@
 //! long enough for a test to act in its middle.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ pub struct TcpProxy {
     connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
     accepting: JoinHandle<()>,
     refusing: Arc<AtomicBool>,
+    forwarded: Arc<AtomicU64>,
 }
 
 impl TcpProxy {
@@ -35,6 +36,8 @@ impl TcpProxy {
         let addr = listener.local_addr().unwrap();
         let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let refusing = Arc::new(AtomicBool::new(false));
+        let forwarded = Arc::new(AtomicU64::new(0));
+        let counted = forwarded.clone();
         let held = connections.clone();
         let refused = refusing.clone();
         let accepting = tokio::spawn(async move {
@@ -43,9 +46,10 @@ impl TcpProxy {
                     drop(inbound);
                     continue;
                 }
+                let counted = counted.clone();
                 let copy = tokio::spawn(async move {
                     if let Ok(outbound) = TcpStream::connect(target).await {
-                        forward(inbound, outbound, bytes_per_second).await;
+                        forward(inbound, outbound, bytes_per_second, &counted).await;
                     }
                 });
                 let mut held = held.lock().unwrap();
@@ -58,7 +62,14 @@ impl TcpProxy {
             connections,
             accepting,
             refusing,
+            forwarded,
         }
+    }
+
+    /// The bytes a rate-limited proxy has forwarded so far, both ways: a
+    /// test that must act in the middle of a transfer waits for them to grow.
+    pub fn forwarded(&self) -> u64 {
+        self.forwarded.load(Ordering::SeqCst)
     }
 
     /// `http://<addr>`.
@@ -81,7 +92,12 @@ impl TcpProxy {
     }
 }
 
-async fn forward(mut inbound: TcpStream, mut outbound: TcpStream, rate: Option<u64>) {
+async fn forward(
+    mut inbound: TcpStream,
+    mut outbound: TcpStream,
+    rate: Option<u64>,
+    counted: &AtomicU64,
+) {
     let Some(rate) = rate else {
         let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
         return;
@@ -90,8 +106,8 @@ async fn forward(mut inbound: TcpStream, mut outbound: TcpStream, rate: Option<u
     let (out_read, out_write) = outbound.split();
     // Either direction ending ends both, as a cut does.
     tokio::select! {
-        _ = paced(in_read, out_write, rate) => {}
-        _ = paced(out_read, in_write, rate) => {}
+        _ = paced(in_read, out_write, rate, counted) => {}
+        _ = paced(out_read, in_write, rate, counted) => {}
     }
 }
 
@@ -101,6 +117,7 @@ async fn paced(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
     rate: u64,
+    counted: &AtomicU64,
 ) -> std::io::Result<()> {
     let mut clock = Instant::now();
     let mut buffer = vec![0u8; 64 * 1024];
@@ -111,6 +128,7 @@ async fn paced(
             return Ok(());
         }
         to.write_all(&buffer[..n]).await?;
+        counted.fetch_add(n as u64, Ordering::SeqCst);
         let now = Instant::now();
         clock = clock.max(now.checked_sub(BURST).unwrap_or(now))
             + Duration::from_secs_f64(n as f64 / rate as f64);

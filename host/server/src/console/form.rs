@@ -82,6 +82,24 @@ pub fn redirect_after<T>(
     }
 }
 
+/// A form whose whole work is one bodiless API call: the scope checked, the
+/// call made as the session's key, then back to `back` with `done` or the
+/// API's refusal.
+pub async fn call_and_redirect(
+    console: &ConsoleState,
+    session: &Session,
+    scope: &str,
+    (method, path): (axum::http::Method, &str),
+    back: &str,
+    done: String,
+) -> Response {
+    if let Err(forbidden) = session.require(scope) {
+        return forbidden;
+    }
+    let result = session.api(console).call(method, path, None).await;
+    redirect_after(session, back, done, result)
+}
+
 /// An empty string as none (an optional form field left blank).
 pub fn optional(text: &str) -> Option<String> {
     let text = text.trim();

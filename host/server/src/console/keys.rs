@@ -10,7 +10,7 @@ use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use super::ConsoleState;
-use super::form::{Posted, redirect_after};
+use super::form::{Posted, call_and_redirect};
 use super::page::{self, csrf_field};
 use super::session::Session;
 use crate::auth::SCOPES;
@@ -153,22 +153,19 @@ async fn revoke(
     Path(id): Path<String>,
     posted: Posted<Vec<(String, String)>>,
 ) -> Response {
-    let session = &posted.session;
-    if let Err(forbidden) = session.require("admin") {
-        return forbidden;
-    }
     let path = format!(
         "/api/keys/{}",
         super::session::form_urlencoded_component(&id)
     );
-    let result = session
-        .api(&console)
-        .call(Method::DELETE, &path, None)
-        .await;
-    redirect_after(
-        session,
+    let done = format!("Key {id} revoked.");
+    let call = (Method::DELETE, path.as_str());
+    call_and_redirect(
+        &console,
+        &posted.session,
+        "admin",
+        call,
         "/console/keys",
-        format!("Key {id} revoked."),
-        result,
+        done,
     )
+    .await
 }

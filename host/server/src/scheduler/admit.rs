@@ -17,11 +17,7 @@ pub async fn deploy_denied(
     node: &Node,
     gpus: &[u32],
 ) -> Result<Option<String>, PassError> {
-    let request = AdmissionRequest::from_json(
-        AdmissionPoint::Deploy,
-        deploy_record(deployment, node, gpus),
-    )
-    .map_err(|e| PassError::DeployChain(e.to_string()))?;
+    let request = deploy_request(deployment, node, gpus)?;
     let verdict = admission
         .judge(request)
         .await
@@ -37,11 +33,7 @@ pub async fn deploy_denied_unrecorded(
     node: &Node,
     gpus: &[u32],
 ) -> Result<Option<String>, PassError> {
-    let request = AdmissionRequest::from_json(
-        AdmissionPoint::Deploy,
-        deploy_record(deployment, node, gpus),
-    )
-    .map_err(|e| PassError::DeployChain(e.to_string()))?;
+    let request = deploy_request(deployment, node, gpus)?;
     let chain = admission.chain(AdmissionPoint::Deploy);
     // On the blocking pool, as `judge` runs it: a policy may hold a call
     // until its deadline.
@@ -49,6 +41,18 @@ pub async fn deploy_denied_unrecorded(
         .await
         .map_err(|e| PassError::DeployChain(e.to_string()))?;
     Ok(denial(verdict.decision))
+}
+
+fn deploy_request(
+    deployment: &Deployment,
+    node: &Node,
+    gpus: &[u32],
+) -> Result<AdmissionRequest, PassError> {
+    AdmissionRequest::from_json(
+        AdmissionPoint::Deploy,
+        deploy_record(deployment, node, gpus),
+    )
+    .map_err(|e| PassError::DeployChain(e.to_string()))
 }
 
 fn denial(decision: Decision) -> Option<String> {

@@ -14,7 +14,7 @@ use switchyard_protocol::federation::{MAX_NAME, NewOffer, Offer, Resource};
 
 use super::super::ConsoleState;
 use super::super::api::{Api, ApiFailure};
-use super::super::form::{Posted, optional, redirect_after, redirect_with};
+use super::super::form::{Posted, call_and_redirect, optional, redirect_after, redirect_with};
 use super::super::page::{self, Flash, csrf_field};
 use super::super::session::Session;
 use super::{SCOPE, invalid, read, segment, subnav};
@@ -333,19 +333,17 @@ async fn withdraw(
     Path(id): Path<String>,
     posted: Posted<Vec<(String, String)>>,
 ) -> Response {
-    let session = &posted.session;
-    if let Err(forbidden) = session.require(SCOPE) {
-        return forbidden;
-    }
-    let result = session
-        .api(&console)
-        .call(
-            Method::DELETE,
-            &format!("/api/federation/offers/{}", segment(&id)),
-            None,
-        )
-        .await;
-    redirect_after(session, HERE, format!("Offer {id} withdrawn."), result)
+    let path = format!("/api/federation/offers/{}", segment(&id));
+    let done = format!("Offer {id} withdrawn.");
+    call_and_redirect(
+        &console,
+        &posted.session,
+        SCOPE,
+        (Method::DELETE, &path),
+        HERE,
+        done,
+    )
+    .await
 }
 
 #[cfg(test)]

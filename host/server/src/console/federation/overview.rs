@@ -17,7 +17,7 @@ use switchyard_protocol::federation::{
 
 use super::super::ConsoleState;
 use super::super::api::{Api, ApiFailure};
-use super::super::form::{Posted, redirect_after};
+use super::super::form::{Posted, call_and_redirect};
 use super::super::page::{self, csrf_field};
 use super::super::session::Session;
 use super::{SCOPE, badge, fingerprint, read, segment, subnav};
@@ -230,24 +230,18 @@ async fn forget(
     Path(peer): Path<String>,
     posted: Posted<Vec<(String, String)>>,
 ) -> Response {
-    let session = &posted.session;
-    if let Err(forbidden) = session.require(SCOPE) {
-        return forbidden;
-    }
-    let result = session
-        .api(&console)
-        .call(
-            Method::DELETE,
-            &format!("/api/federation/peers/{}", segment(&peer)),
-            None,
-        )
-        .await;
-    redirect_after(
-        session,
+    let path = format!("/api/federation/peers/{}", segment(&peer));
+    let done = format!("Peer {peer} forgotten: its link is closed and its grants are gone.");
+    let call = (Method::DELETE, path.as_str());
+    call_and_redirect(
+        &console,
+        &posted.session,
+        SCOPE,
+        call,
         "/console/federation",
-        format!("Peer {peer} forgotten: its link is closed and its grants are gone."),
-        result,
+        done,
     )
+    .await
 }
 
 /// The overview's form: the peer chosen in its select.

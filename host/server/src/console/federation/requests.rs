@@ -14,7 +14,7 @@ use switchyard_protocol::federation::{AccessRequest, Direction, GrantRecord, Ope
 
 use super::super::ConsoleState;
 use super::super::api::ApiFailure;
-use super::super::form::{Posted, redirect_after, redirect_with};
+use super::super::form::{Posted, call_and_redirect, redirect_with};
 use super::super::page::{self, Flash, csrf_field};
 use super::super::session::Session;
 use super::offers::Offers;
@@ -226,19 +226,17 @@ async fn discard(
     Path(id): Path<String>,
     posted: Posted<Vec<(String, String)>>,
 ) -> Response {
-    let session = &posted.session;
-    if let Err(forbidden) = session.require(SCOPE) {
-        return forbidden;
-    }
-    let result = session
-        .api(&console)
-        .call(
-            Method::DELETE,
-            &format!("/api/federation/requests/{}", segment(&id)),
-            None,
-        )
-        .await;
-    redirect_after(session, HERE, format!("Request {id} discarded."), result)
+    let path = format!("/api/federation/requests/{}", segment(&id));
+    let done = format!("Request {id} discarded.");
+    call_and_redirect(
+        &console,
+        &posted.session,
+        SCOPE,
+        (Method::DELETE, &path),
+        HERE,
+        done,
+    )
+    .await
 }
 
 async fn share_form(State(console): State<ConsoleState>, session: Session) -> Response {
