@@ -92,6 +92,20 @@ async fn large_messages_spill_and_the_spill_table_is_used() {
         spilled, 10,
         "the ten 64 KiB messages went through the spill table"
     );
+    // Short-lived payloads are not compressed (the largest CPU cost of a
+    // spill burst in the profile, docs/benchmarks.md).
+    let storage: Vec<String> = client
+        .query(
+            "SELECT attstorage::text FROM pg_attribute WHERE attname = 'payload' \
+             AND attrelid IN ('switchyard_carrier_spill'::regclass, 'switchyard_carrier_queue'::regclass)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(storage, ["e", "e"], "payloads stored EXTERNAL");
     assert_eq!(b.stats().dropped, 0);
 }
 

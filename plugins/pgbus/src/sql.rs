@@ -19,6 +19,21 @@ created_at timestamptz not null default now()); \
 CREATE INDEX IF NOT EXISTS switchyard_carrier_spill_created_at \
 ON switchyard_carrier_spill (created_at);";
 
+/// Stores `table`'s payloads out of line and never compressed (`STORAGE
+/// EXTERNAL`), once: a row lives seconds, and compressing 64 KiB on insert
+/// was the largest single cost of a spill burst (pglz_compress, 8 % of all
+/// CPU in a profile of `scripts/bench.sh pgbus`). PostgreSQL 15 takes the
+/// setting only by ALTER, which needs the table's owner: a login that does
+/// not own it (a table another login made) leaves it as it is.
+fn uncompressed_payloads(table: &str) -> String {
+    format!(
+        "IF (SELECT attstorage FROM pg_attribute \
+WHERE attrelid = '{table}'::regclass AND attname = 'payload') <> 'e' THEN \
+BEGIN ALTER TABLE {table} ALTER COLUMN payload SET STORAGE EXTERNAL; \
+EXCEPTION WHEN insufficient_privilege THEN NULL; END; END IF;"
+    )
+}
+
 /// Whether the listener's LISTEN is in force (`$1` channel), answered `1`.
 /// The host runs a connection's LISTEN and queries in order, so the answer
 /// also says that the LISTEN has run: only then is the carrier ready.
@@ -93,7 +108,10 @@ enqueued_at timestamptz not null default now(), \
 claimed_until timestamptz, \
 attempts int not null default 0); \
 CREATE INDEX IF NOT EXISTS {table}_subject_id ON {table} (subject, id); \
-END $$"
+{} {} \
+END $$",
+                uncompressed_payloads("switchyard_carrier_spill"),
+                uncompressed_payloads(table),
             ),
             enqueue: format!(
                 "WITH u AS (\
