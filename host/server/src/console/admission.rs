@@ -20,6 +20,7 @@ use switchyard_runtime::admission::AdmissionPoint;
 
 use super::ConsoleState;
 use super::api::ApiFailure;
+use super::api::typed;
 use super::page;
 use super::session::Session;
 use view::Chain;
@@ -59,7 +60,7 @@ pub(super) async fn chain(
         .api(console)
         .get(&format!("/api/admission/{point}"))
         .await?;
-    view::parse(answer, "the chain")
+    typed(answer)
 }
 
 /// Every point, its generation, chain and replicas at a glance.
@@ -170,7 +171,7 @@ async fn live_fragment(console: &ConsoleState, session: &Session, point: Admissi
         .api(console)
         .get(&format!("/api/admission/{point}/decisions?limit=20"))
         .await
-        .and_then(|answer| view::parse(answer, "the decision log"));
+        .and_then(typed);
     html! {
         h2 { "Replicas" }
         @match &chain {

@@ -7,6 +7,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use axum::response::Response;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -59,6 +60,11 @@ impl Api {
         self.call(Method::GET, path, None).await
     }
 
+    /// `GET path`, read as `T` ([`typed`]).
+    pub async fn get_as<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiFailure> {
+        typed(self.get(path).await?)
+    }
+
     /// `POST path` with a JSON body.
     pub async fn post(&self, path: &str, body: Value) -> Result<Value, ApiFailure> {
         self.call(Method::POST, path, Some(body)).await
@@ -103,6 +109,17 @@ impl Api {
     }
 }
 
+/// An API answer read as `T`; an answer of another shape is a failure of
+/// its own (`unexpected_answer`), never a panic.
+pub fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiFailure> {
+    serde_json::from_value(value).map_err(|e| ApiFailure {
+        status: StatusCode::BAD_GATEWAY,
+        code: "unexpected_answer".into(),
+        message: format!("the API answered in a shape the console does not read: {e}"),
+        body: Value::Null,
+    })
+}
+
 /// A 2xx answer's JSON, or the refusal in its `{"error": {code, message}}`.
 pub async fn read_json(response: Response) -> Result<Value, ApiFailure> {
     let status = response.status();
@@ -127,4 +144,15 @@ pub async fn read_json(response: Response) -> Result<Value, ApiFailure> {
             .unwrap_or_else(|| status.canonical_reason().unwrap_or("failed").to_string()),
         body: value,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_of_another_shape_is_a_refusal() {
+        let failure = typed::<Vec<String>>(serde_json::json!({"a": 1})).unwrap_err();
+        assert_eq!(failure.code, "unexpected_answer");
+    }
 }

@@ -22,8 +22,9 @@ use switchyard_protocol::carrier::{Blocked, CarrierChange, CarrierStatus, Change
 
 use super::ConsoleState;
 use super::api::ApiFailure;
-use super::form::{Posted, redirect_after};
-use super::page::{self, csrf_field};
+use super::api::typed;
+use super::form::{Posted, redirect_after, redirect_with};
+use super::page::{self, Flash, csrf_field};
 use super::session::Session;
 
 /// How often the status is redrawn, in milliseconds.
@@ -44,17 +45,7 @@ pub fn routes() -> Router<ConsoleState> {
 
 /// `GET /api/cluster/carrier`, read once.
 async fn status(console: &ConsoleState, session: &Session) -> Result<CarrierStatus, ApiFailure> {
-    let answer = session.api(console).get("/api/cluster/carrier").await?;
-    parse(answer, "the carrier status")
-}
-
-fn parse<T: serde::de::DeserializeOwned>(answer: Value, what: &str) -> Result<T, ApiFailure> {
-    serde_json::from_value(answer).map_err(|e| ApiFailure {
-        status: StatusCode::BAD_GATEWAY,
-        code: "internal".into(),
-        message: format!("{what} could not be read: {e}"),
-        body: Value::Null,
-    })
+    session.api(console).get_as("/api/cluster/carrier").await
 }
 
 async fn carrier_page(State(console): State<ConsoleState>, session: Session) -> Response {
@@ -217,7 +208,7 @@ async fn preflight(State(console): State<ConsoleState>, posted: Posted<Switch>) 
                 .api(&console)
                 .post("/api/cluster/carrier", body)
                 .await
-                .and_then(|answer| parse::<Preflight>(answer, "the preflight"))
+                .and_then(typed::<Preflight>)
         }
     };
     match answer {
@@ -249,7 +240,7 @@ async fn switch(State(console): State<ConsoleState>, posted: Posted<Switch>) -> 
     };
     match answer {
         Ok(moved) => {
-            let moved: Result<ChangeMoved, _> = parse(moved, "the change");
+            let moved: Result<ChangeMoved, _> = typed(moved);
             let done = match &moved {
                 Ok(m) => format!(
                     "The change to {target} started (epoch {}): every replica and worker prepares it.",
@@ -257,7 +248,7 @@ async fn switch(State(console): State<ConsoleState>, posted: Posted<Switch>) -> 
                 ),
                 Err(_) => format!("The change to {target} started."),
             };
-            redirect_after(session, "/console/carrier", done, Ok::<_, ApiFailure>(()))
+            redirect_with(session, "/console/carrier", Flash::done(done))
         }
         // Blocked since the preflight: the blockers and the report again.
         Err(failure) if failure.status == StatusCode::UNPROCESSABLE_ENTITY => {
@@ -278,7 +269,7 @@ async fn switch(State(console): State<ConsoleState>, posted: Posted<Switch>) -> 
                 Err(_) => refused(session, &format!("Switch to {target}"), &failure),
             }
         }
-        Err(failure) => redirect_after(session, "/console/carrier", "", Err::<(), _>(failure)),
+        Err(failure) => redirect_with(session, "/console/carrier", Flash::failed(&failure)),
     }
 }
 

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::ConsoleState;
 use super::api::ApiFailure;
 use super::deployments_create::{self, CreateForm};
-use super::form::{Posted, redirect_after};
+use super::form::{Posted, call_and_redirect, redirect_after};
 use super::overview::deployment_state;
 use super::page::{self, csrf_field};
 use super::session::{Session, form_urlencoded_component};
@@ -253,21 +253,18 @@ async fn delete(
     Path(id): Path<String>,
     posted: Posted<Vec<(String, String)>>,
 ) -> Response {
-    let session = &posted.session;
-    if let Err(forbidden) = session.require(SCOPE) {
-        return forbidden;
-    }
     let path = format!("/api/deployments/{}", form_urlencoded_component(&id));
-    let result = session
-        .api(&console)
-        .call(Method::DELETE, &path, None)
-        .await;
-    redirect_after(
-        session,
+    let done = format!("Deployment {id} deleted; its replicas drain and stop.");
+    let call = (Method::DELETE, path.as_str());
+    call_and_redirect(
+        &console,
+        &posted.session,
+        SCOPE,
+        call,
         "/console/deployments",
-        format!("Deployment {id} deleted; its replicas drain and stop."),
-        result,
+        done,
     )
+    .await
 }
 
 fn text(value: &Value) -> String {

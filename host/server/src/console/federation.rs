@@ -32,12 +32,11 @@ mod requests;
 use axum::Router;
 use axum::http::StatusCode;
 use maud::{Markup, html};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::ConsoleState;
-use super::api::{Api, ApiFailure};
+use super::api::ApiFailure;
 use super::session::form_urlencoded_component;
 
 /// The scope every federation page needs.
@@ -85,22 +84,6 @@ pub fn subnav(current: &str) -> Markup {
             }
         }
     }
-}
-
-/// `GET path` as the session's key, read as `T`.
-pub async fn read<T: DeserializeOwned>(api: &Api, path: &str) -> Result<T, ApiFailure> {
-    typed(api.get(path).await?)
-}
-
-/// An API answer read as `T`; an answer of another shape is a refusal of
-/// its own (`unexpected_answer`), never a panic.
-pub fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiFailure> {
-    serde_json::from_value(value).map_err(|e| ApiFailure {
-        status: StatusCode::BAD_GATEWAY,
-        code: "unexpected_answer".into(),
-        message: format!("the API answered in a shape the console does not read: {e}"),
-        body: Value::Null,
-    })
 }
 
 /// A refusal the console makes itself, before calling the API (a field it
@@ -157,11 +140,5 @@ mod tests {
         assert_eq!(groups.len(), 8);
         assert!(groups.iter().all(|g| g.len() == 4));
         assert_ne!(print, fingerprint(&"cd".repeat(32)));
-    }
-
-    #[test]
-    fn an_answer_of_another_shape_is_a_refusal() {
-        let failure = typed::<Vec<String>>(serde_json::json!({"a": 1})).unwrap_err();
-        assert_eq!(failure.code, "unexpected_answer");
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::ConsoleState;
 use super::api::ApiFailure;
-use super::form::{Posted, redirect_after};
+use super::form::{Posted, call_and_redirect};
 use super::models_import::FetchForm;
 use super::page::{self, csrf_field};
 use super::session::{Session, form_urlencoded_component};
@@ -188,18 +188,16 @@ async fn delete(
     Path((id, revision)): Path<(String, String)>,
     posted: Posted<Vec<(String, String)>>,
 ) -> Response {
-    let session = &posted.session;
-    if let Err(forbidden) = session.require(SCOPE) {
-        return forbidden;
-    }
-    let result = session
-        .api(&console)
-        .call(Method::DELETE, &api_path(&id, &revision), None)
-        .await;
-    redirect_after(
-        session,
+    let path = api_path(&id, &revision);
+    let done = format!("{id}@{revision} deleted.");
+    let call = (Method::DELETE, path.as_str());
+    call_and_redirect(
+        &console,
+        &posted.session,
+        SCOPE,
+        call,
         "/console/models",
-        format!("{id}@{revision} deleted."),
-        result,
+        done,
     )
+    .await
 }

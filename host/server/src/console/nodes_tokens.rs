@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ConsoleState;
-use super::form::{Posted, optional, redirect_after};
+use super::form::{Posted, call_and_redirect, optional};
 use super::nodes::{SCOPE, page_body};
 use super::page::{self, csrf_field};
 use super::session::{Session, form_urlencoded_component};
@@ -155,22 +155,19 @@ async fn revoke(
     Path(id): Path<String>,
     posted: Posted<Vec<(String, String)>>,
 ) -> Response {
-    let session = &posted.session;
-    if let Err(forbidden) = session.require(SCOPE) {
-        return forbidden;
-    }
     let path = format!(
         "/api/nodes/registration-tokens/{}",
         form_urlencoded_component(&id)
     );
-    let result = session
-        .api(&console)
-        .call(Method::DELETE, &path, None)
-        .await;
-    redirect_after(
-        session,
+    let done = format!("Registration token {id} revoked.");
+    let call = (Method::DELETE, path.as_str());
+    call_and_redirect(
+        &console,
+        &posted.session,
+        SCOPE,
+        call,
         "/console/nodes#tokens",
-        format!("Registration token {id} revoked."),
-        result,
+        done,
     )
+    .await
 }

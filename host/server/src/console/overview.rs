@@ -9,6 +9,8 @@ use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use serde_json::Value;
 
+use switchyard_protocol::carrier::CarrierStatus;
+
 use super::ConsoleState;
 use super::page;
 use super::session::Session;
@@ -39,7 +41,7 @@ pub async fn live(State(console): State<ConsoleState>, session: Session) -> Resp
 async fn figures(console: &ConsoleState, session: &Session) -> Markup {
     let api = session.api(console);
     let carrier = if session.can("admin") {
-        Some(api.get("/api/cluster/carrier").await)
+        Some(api.get_as::<CarrierStatus>("/api/cluster/carrier").await)
     } else {
         None
     };
@@ -61,9 +63,10 @@ async fn figures(console: &ConsoleState, session: &Session) -> Markup {
                     h2 { "Carrier" }
                     @match carrier {
                         Ok(status) => {
-                            p.figure { (status["carrier"].as_str().unwrap_or("none")) }
-                            p { "state " span class=(format!("state {}", text(&status["state"]))) { (text(&status["state"])) }
-                                " · epoch " (status["epoch"]) }
+                            @let state = status.state.map_or("none", |s| s.as_str());
+                            p.figure { (status.carrier.as_deref().unwrap_or("none")) }
+                            p { "state " span class=(format!("state {state}")) { (state) }
+                                " · epoch " (status.epoch.unwrap_or(0)) }
                             p { a href="/console/carrier" { "Carrier status and switch" } }
                         }
                         Err(failure) => { (page::failure(failure)) }
@@ -73,9 +76,8 @@ async fn figures(console: &ConsoleState, session: &Session) -> Markup {
                     h2 { "Replicas" }
                     @match carrier {
                         Ok(status) => {
-                            @let replicas = status["replicas"].as_array().cloned().unwrap_or_default();
-                            p.figure { (replicas.len()) }
-                            p { (replicas.iter().filter(|r| r["ready"] == true).count()) " ready" }
+                            p.figure { (status.replicas.len()) }
+                            p { (status.replicas.iter().filter(|r| r.ready).count()) " ready" }
                         }
                         Err(failure) => { (page::failure(failure)) }
                     }

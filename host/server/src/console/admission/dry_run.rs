@@ -17,10 +17,10 @@ use switchyard_runtime::admission::{
 
 use super::super::ConsoleState;
 use super::super::api::ApiFailure;
+use super::super::api::typed;
 use super::super::form::Posted;
 use super::super::page::{self, csrf_field};
 use super::super::session::Session;
-use super::view::parse;
 
 /// The endpoints an inference record may name.
 const ENDPOINTS: [&str; 3] = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"];
@@ -259,7 +259,7 @@ pub async fn evaluate(
             .api(&console)
             .post(&format!("/api/admission/{point}/evaluate"), record)
             .await
-            .and_then(|answer| parse::<Verdict>(answer, "the verdict")),
+            .and_then(typed::<Verdict>),
     };
     let status = verdict.as_ref().err().map_or(StatusCode::OK, |f| f.status);
     let body = page_body(session, point, Some(&verdict), Some(entered));

@@ -18,8 +18,8 @@ use switchyard_runtime::admission::AdmissionPoint;
 
 use super::super::ConsoleState;
 use super::super::api::ApiFailure;
-use super::super::form::{Posted, redirect_after};
-use super::super::page::{self, csrf_field};
+use super::super::form::{Posted, redirect_after, redirect_with};
+use super::super::page::{self, Flash, csrf_field};
 use super::super::plugins::Version;
 use super::super::session::Session;
 use super::view::Chain;
@@ -349,7 +349,7 @@ pub async fn rollback(
                 message: "the generation must be a whole number".into(),
                 body: Value::Null,
             };
-            return redirect_after(session, &to, "", Err::<(), _>(failure));
+            return redirect_with(session, &to, Flash::failed(&failure));
         }
     };
     let result = session

@@ -4,12 +4,10 @@
 
 use maud::{Markup, html};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use switchyard_protocol::decisions::{DecisionLog, RecordedDecision};
 use switchyard_protocol::signing::Signer;
 
-use super::super::api::ApiFailure;
 use super::super::page;
 
 /// `GET /api/admission/{point}`.
@@ -51,17 +49,6 @@ pub struct Replica {
     pub status: String,
     pub failed_generation: Option<i64>,
     pub error: Option<String>,
-}
-
-/// An API answer as `T`; an answer of another shape is shown as a failure
-/// naming `what`.
-pub fn parse<T: DeserializeOwned>(answer: Value, what: &str) -> Result<T, ApiFailure> {
-    serde_json::from_value(answer).map_err(|e| ApiFailure {
-        status: axum::http::StatusCode::BAD_GATEWAY,
-        code: "internal".into(),
-        message: format!("{what} could not be read: {e}"),
-        body: Value::Null,
-    })
 }
 
 /// `model-allowlist 1.0.0 (enforce) → max-tokens 1.0.0 (monitor)`.

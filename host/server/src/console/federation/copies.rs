@@ -16,10 +16,11 @@ use switchyard_protocol::copies::{CopyRecord, CopyState, ModelManifest};
 
 use super::super::ConsoleState;
 use super::super::api::Api;
-use super::super::form::{Posted, redirect_after, redirect_with};
+use super::super::api::typed;
+use super::super::form::{Posted, call_and_redirect, redirect_with};
 use super::super::page::{self, Flash, csrf_field};
 use super::super::session::Session;
-use super::{SCOPE, badge, invalid, read, segment, subnav, typed};
+use super::{SCOPE, badge, invalid, segment, subnav};
 
 const HERE: &str = "/console/federation/copies";
 /// How often the copies' progress is redrawn while one runs, in ms.
@@ -91,7 +92,7 @@ async fn live(
         return forbidden;
     }
     let path = format!("/api/federation/copies/{}", segment(&id));
-    match read::<CopyRecord>(&session.api(&console), &path).await {
+    match session.api(&console).get_as::<CopyRecord>(&path).await {
         Ok(copy) => progress(&copy).into_response(),
         // Nothing will change by itself: stop redrawing.
         Err(failure) => html! { div data-final { (page::failure(&failure)) } }.into_response(),
@@ -119,7 +120,7 @@ fn progress(copy: &CopyRecord) -> Markup {
 }
 
 async fn copies_table(session: &Session, api: &Api) -> Markup {
-    let copies = match read::<Copies>(api, "/api/federation/copies").await {
+    let copies = match api.get_as::<Copies>("/api/federation/copies").await {
         Ok(copies) => copies.copies,
         Err(failure) => return page::failure(&failure),
     };
@@ -223,35 +224,34 @@ async fn act(
     Path((id, action)): Path<(String, String)>,
     posted: Posted<Vec<(String, String)>>,
 ) -> Response {
-    let session = &posted.session;
-    if let Err(forbidden) = session.require(SCOPE) {
-        return forbidden;
-    }
-    let copy = segment(&id);
-    let api = session.api(&console);
-    let (result, done) = match action.as_str() {
+    let copy = format!("/api/federation/copies/{}", segment(&id));
+    let (method, path, done) = match action.as_str() {
         "pause" => (
-            api.post(&format!("/api/federation/copies/{copy}/pause"), json!({}))
-                .await,
+            Method::POST,
+            format!("{copy}/pause"),
             format!("Copy {id} paused; its verified bytes stay."),
         ),
         "resume" => (
-            api.post(&format!("/api/federation/copies/{copy}/resume"), json!({}))
-                .await,
+            Method::POST,
+            format!("{copy}/resume"),
             format!("Copy {id} resumed from its durable offsets."),
         ),
         "delete" => (
-            api.call(
-                Method::DELETE,
-                &format!("/api/federation/copies/{copy}"),
-                None,
-            )
-            .await,
+            Method::DELETE,
+            copy,
             format!("Copy {id} deleted with its partial bytes."),
         ),
         _ => return page::not_found().await,
     };
-    redirect_after(session, HERE, done, result)
+    call_and_redirect(
+        &console,
+        &posted.session,
+        SCOPE,
+        (method, &path),
+        HERE,
+        done,
+    )
+    .await
 }
 
 async fn manifest(
@@ -268,7 +268,7 @@ async fn manifest(
         segment(&model),
         segment(&revision)
     );
-    let found = read::<ModelManifest>(&session.api(&console), &path).await;
+    let found = session.api(&console).get_as::<ModelManifest>(&path).await;
     let title = format!("{model}@{revision} on {peer}");
     let body = html! {
         (subnav(HERE))

@@ -16,7 +16,7 @@ use super::super::ConsoleState;
 use super::super::form::{Posted, redirect_after, redirect_with};
 use super::super::page::{self, Flash, csrf_field};
 use super::super::session::Session;
-use super::{SCOPE, badge, invalid, read, subnav};
+use super::{SCOPE, badge, invalid, subnav};
 
 const HERE: &str = "/console/federation/eligibility";
 /// The longest reason the API keeps.
@@ -39,7 +39,10 @@ async fn show(State(console): State<ConsoleState>, session: Session) -> Response
     if let Err(forbidden) = session.require(SCOPE) {
         return forbidden;
     }
-    let now = read::<OwnerEligibility>(&session.api(&console), "/api/federation/eligibility").await;
+    let now = session
+        .api(&console)
+        .get_as::<OwnerEligibility>("/api/federation/eligibility")
+        .await;
     let body = html! {
         (subnav(HERE))
         @match &now {

@@ -19,7 +19,7 @@ use super::super::ConsoleState;
 use super::super::form::{Posted, redirect_after};
 use super::super::page::{self, csrf_field};
 use super::super::session::Session;
-use super::{SCOPE, badge, fingerprint, read, segment, subnav};
+use super::{SCOPE, badge, fingerprint, segment, subnav};
 
 const HERE: &str = "/console/federation/grants";
 
@@ -59,7 +59,10 @@ async fn list(State(console): State<ConsoleState>, session: Session) -> Response
     if let Err(forbidden) = session.require(SCOPE) {
         return forbidden;
     }
-    let grants = read::<Grants>(&session.api(&console), "/api/federation/grants").await;
+    let grants = session
+        .api(&console)
+        .get_as::<Grants>("/api/federation/grants")
+        .await;
     let body = html! {
         (subnav(HERE))
         p { a.button href="/console/federation/share" { "Share with a peer" } }
@@ -164,9 +167,11 @@ async fn detail(
         return forbidden;
     }
     let api = session.api(&console);
-    let grant =
-        read::<GrantRecord>(&api, &format!("/api/federation/grants/{}", segment(&id))).await;
-    let quotas: Option<GrantStatus> = read::<FederationStatus>(&api, "/api/federation/status")
+    let grant = api
+        .get_as::<GrantRecord>(&format!("/api/federation/grants/{}", segment(&id)))
+        .await;
+    let quotas: Option<GrantStatus> = api
+        .get_as::<FederationStatus>("/api/federation/status")
         .await
         .ok()
         .and_then(|s| {

@@ -26,7 +26,7 @@ use super::super::api::{Api, ApiFailure};
 use super::super::form::{Posted, redirect_with};
 use super::super::page::{self, Flash, csrf_field};
 use super::super::session::Session;
-use super::{SCOPE, badge, invalid, read, segment};
+use super::{SCOPE, badge, invalid, segment};
 
 /// The most replicas the create form asks for.
 const MAX_REPLICAS: i32 = 64;
@@ -70,7 +70,7 @@ pub async fn sections(session: &Session, api: &Api, peer: &str, grants: &[&Grant
             segment(peer),
             segment(&grant.id)
         );
-        let services = read::<Services>(api, &path).await;
+        let services = api.get_as::<Services>(&path).await;
         drawn.push(section(session, peer, grant, &services, &operation));
     }
     html! {

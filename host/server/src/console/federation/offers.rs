@@ -17,7 +17,7 @@ use super::super::api::{Api, ApiFailure};
 use super::super::form::{Posted, call_and_redirect, optional, redirect_after, redirect_with};
 use super::super::page::{self, Flash, csrf_field};
 use super::super::session::Session;
-use super::{SCOPE, invalid, read, segment, subnav};
+use super::{SCOPE, invalid, segment, subnav};
 
 const HERE: &str = "/console/federation/offers";
 
@@ -144,7 +144,7 @@ async fn show(State(console): State<ConsoleState>, session: Session) -> Response
         return forbidden;
     }
     let api = session.api(&console);
-    let offers = read::<Offers>(&api, "/api/federation/offers").await;
+    let offers = api.get_as::<Offers>("/api/federation/offers").await;
     let body = html! {
         (subnav(HERE))
         p { "An offer publishes a resource peers may be granted; it shares nothing by itself. "
@@ -211,9 +211,9 @@ pub fn describe(resource: &Resource) -> Markup {
 }
 
 async fn publish_forms(session: &Session, api: &Api) -> Markup {
-    let deployments = read::<Deployments>(api, "/api/deployments").await;
-    let models = read::<Models>(api, "/api/models").await;
-    let nodes = read::<Nodes>(api, "/api/nodes").await;
+    let deployments = api.get_as::<Deployments>("/api/deployments").await;
+    let models = api.get_as::<Models>("/api/models").await;
+    let nodes = api.get_as::<Nodes>("/api/nodes").await;
     html! {
         div.cards.wide {
             section.card aria-labelledby="offer-service-title" {

@@ -20,7 +20,7 @@ use super::super::api::{Api, ApiFailure};
 use super::super::form::{Posted, call_and_redirect};
 use super::super::page::{self, csrf_field};
 use super::super::session::Session;
-use super::{SCOPE, badge, fingerprint, read, segment, subnav};
+use super::{SCOPE, badge, fingerprint, segment, subnav};
 
 /// How often the peers' links refresh, in ms.
 const LIVE_EVERY_MS: u32 = 2000;
@@ -44,10 +44,13 @@ async fn overview(State(console): State<ConsoleState>, session: Session) -> Resp
         return forbidden;
     }
     let api = session.api(&console);
-    let identity = read::<Identity>(&api, "/api/federation/identity").await;
-    let status = read::<FederationStatus>(&api, "/api/federation/status").await;
+    let identity = api.get_as::<Identity>("/api/federation/identity").await;
+    let status = api
+        .get_as::<FederationStatus>("/api/federation/status")
+        .await;
     let peers = peers_table(&api).await;
-    let labels = read::<Peers>(&api, "/api/federation/peers")
+    let labels = api
+        .get_as::<Peers>("/api/federation/peers")
         .await
         .ok()
         .map(|p| p.peers.into_iter().map(|p| p.label).collect::<Vec<_>>());
@@ -165,17 +168,17 @@ fn bounds(status: &FederationStatus) -> Markup {
 }
 
 async fn peers_table(api: &Api) -> Markup {
-    let peers = match read::<Peers>(api, "/api/federation/peers").await {
+    let peers = match api.get_as::<Peers>("/api/federation/peers").await {
         Ok(peers) => peers.peers,
         Err(failure) => return page::failure(&failure),
     };
     // The status adds what only it knows: whether each key was proved since
     // this replica started, and the grants.
-    let status: HashMap<String, PeerStatus> =
-        read::<FederationStatus>(api, "/api/federation/status")
-            .await
-            .map(|s| s.peers.into_iter().map(|p| (p.id.clone(), p)).collect())
-            .unwrap_or_default();
+    let status: HashMap<String, PeerStatus> = api
+        .get_as::<FederationStatus>("/api/federation/status")
+        .await
+        .map(|s| s.peers.into_iter().map(|p| (p.id.clone(), p)).collect())
+        .unwrap_or_default();
     if peers.is_empty() {
         return page::empty(
             "No peers yet: this cluster shares nothing and uses nothing of another.",

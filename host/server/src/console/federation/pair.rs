@@ -15,10 +15,11 @@ use switchyard_protocol::federation::{Identity, JoinToken, MAX_NAME, Peer};
 
 use super::super::ConsoleState;
 use super::super::api::ApiFailure;
+use super::super::api::typed;
 use super::super::form::{Posted, redirect_with};
 use super::super::page::{self, Flash, csrf_field};
 use super::super::session::{Session, is_https};
-use super::{SCOPE, fingerprint, read, segment, subnav, typed};
+use super::{SCOPE, fingerprint, segment, subnav};
 
 /// The longest peer URL the form takes.
 const MAX_URL: usize = 2048;
@@ -54,7 +55,10 @@ async fn show(State(console): State<ConsoleState>, session: Session) -> Response
     if let Err(forbidden) = session.require(SCOPE) {
         return forbidden;
     }
-    let identity = read::<Identity>(&session.api(&console), "/api/federation/identity").await;
+    let identity = session
+        .api(&console)
+        .get_as::<Identity>("/api/federation/identity")
+        .await;
     page::render(
         &session,
         "Pair a cluster",
@@ -135,7 +139,7 @@ async fn mint(
         Ok(value) => typed::<JoinToken>(value),
         Err(failure) => Err(failure),
     };
-    let identity = read::<Identity>(&api, "/api/federation/identity").await;
+    let identity = api.get_as::<Identity>("/api/federation/identity").await;
     match minted {
         // Rendered on the answer itself: the token never goes into a
         // cookie, a URL or a log.
@@ -189,7 +193,7 @@ async fn join(State(console): State<ConsoleState>, posted: Posted<JoinForm>) -> 
             )),
         ),
         Err(failure) => {
-            let identity = read::<Identity>(&api, "/api/federation/identity").await;
+            let identity = api.get_as::<Identity>("/api/federation/identity").await;
             let status = failure.status;
             let shown = Shown {
                 minted: None,

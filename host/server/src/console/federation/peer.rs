@@ -16,13 +16,14 @@ use switchyard_protocol::federation::{
 };
 
 use super::super::ConsoleState;
+use super::super::api::typed;
 use super::super::api::{Api, ApiFailure};
 use super::super::form::{Posted, redirect_with};
 use super::super::page::{self, Flash, csrf_field};
 use super::super::session::Session;
 use super::grants::{self, Grants};
 use super::managed;
-use super::{SCOPE, badge, fingerprint, invalid, read, segment, subnav, typed};
+use super::{SCOPE, badge, fingerprint, invalid, segment, subnav};
 
 /// The longest note a request carries from this form.
 const MAX_NOTE: usize = 512;
@@ -60,7 +61,9 @@ async fn show(
         return forbidden;
     }
     let api = session.api(&console);
-    let peer = match read::<Peer>(&api, &format!("/api/federation/peers/{}", segment(&label))).await
+    let peer = match api
+        .get_as::<Peer>(&format!("/api/federation/peers/{}", segment(&label)))
+        .await
     {
         Ok(peer) => peer,
         Err(failure) => {
@@ -72,7 +75,8 @@ async fn show(
             return page::render_status(&session, failure.status, &format!("Peer {label}"), body);
         }
     };
-    let grants: Vec<GrantRecord> = read::<Grants>(&api, "/api/federation/grants")
+    let grants: Vec<GrantRecord> = api
+        .get_as::<Grants>("/api/federation/grants")
         .await
         .map(|g| {
             g.grants
@@ -84,14 +88,11 @@ async fn show(
     let operation = form_operation(&inspect.operation);
     let inspected = match &operation {
         Some(Ok(id)) => Some(
-            read::<OperationRecord>(
-                &api,
-                &format!(
-                    "/api/federation/peers/{}/operations/{}",
-                    segment(&peer.label),
-                    segment(id)
-                ),
-            )
+            api.get_as::<OperationRecord>(&format!(
+                "/api/federation/peers/{}/operations/{}",
+                segment(&peer.label),
+                segment(id)
+            ))
             .await,
         ),
         Some(Err(failure)) => Some(Err(failure.clone())),
@@ -235,7 +236,8 @@ async fn shared(session: &Session, api: &Api, peer: &Peer, grants: &[GrantRecord
             html! { "Request access above; once its operator approves, complete the pairing here." },
         );
     }
-    let services = read::<Services>(api, "/api/federation/services")
+    let services = api
+        .get_as::<Services>("/api/federation/services")
         .await
         .map(|s| {
             s.services

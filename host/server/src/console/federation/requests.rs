@@ -14,11 +14,12 @@ use switchyard_protocol::federation::{AccessRequest, Direction, GrantRecord, Ope
 
 use super::super::ConsoleState;
 use super::super::api::ApiFailure;
+use super::super::api::typed;
 use super::super::form::{Posted, call_and_redirect, redirect_with};
 use super::super::page::{self, Flash, csrf_field};
 use super::super::session::Session;
 use super::offers::Offers;
-use super::{SCOPE, badge, grant_form, read, segment, subnav, typed};
+use super::{SCOPE, badge, grant_form, segment, subnav};
 
 const HERE: &str = "/console/federation/requests";
 const SHARE: &str = "/console/federation/share";
@@ -54,7 +55,10 @@ async fn list(State(console): State<ConsoleState>, session: Session) -> Response
     if let Err(forbidden) = session.require(SCOPE) {
         return forbidden;
     }
-    let requests = read::<Requests>(&session.api(&console), "/api/federation/requests").await;
+    let requests = session
+        .api(&console)
+        .get_as::<Requests>("/api/federation/requests")
+        .await;
     let body = html! {
         (subnav(HERE))
         p { a.button href=(SHARE) { "Share with a peer unprompted" } }
@@ -133,10 +137,11 @@ async fn review(
         return forbidden;
     }
     let api = session.api(&console);
-    let found = read::<Requests>(&api, "/api/federation/requests")
+    let found = api
+        .get_as::<Requests>("/api/federation/requests")
         .await
         .map(|r| r.requests.into_iter().find(|r| r.id == id));
-    let offers = read::<Offers>(&api, "/api/federation/offers").await;
+    let offers = api.get_as::<Offers>("/api/federation/offers").await;
     let body = html! {
         (subnav(HERE))
         @match &found {
@@ -244,8 +249,8 @@ async fn share_form(State(console): State<ConsoleState>, session: Session) -> Re
         return forbidden;
     }
     let api = session.api(&console);
-    let peers = read::<Peers>(&api, "/api/federation/peers").await;
-    let offers = read::<Offers>(&api, "/api/federation/offers").await;
+    let peers = api.get_as::<Peers>("/api/federation/peers").await;
+    let offers = api.get_as::<Offers>("/api/federation/offers").await;
     let body = html! {
         (subnav("/console/federation/grants"))
         p { "Share local resources with a peer without its asking: a grant of its own, in one direction. "
