@@ -81,11 +81,13 @@ pub(super) async fn upload(
         .and_then(|t| String::from_utf8(t).ok())
         .unwrap_or_default();
     if !session.csrf_matches(&token) {
+        drain(&mut multipart).await;
         return page::csrf_refused(&session);
     }
     let upload = match read_upload(&mut multipart).await {
         Ok(upload) => upload,
         Err((refusal, entered)) => {
+            drain(&mut multipart).await;
             return refused(&console, &session, refusal.into_failure(), &entered).await;
         }
     };
@@ -114,6 +116,16 @@ pub(super) async fn upload(
             redirect_with(&session, &to, Flash::done(done))
         }
         Err(failure) => refused(&console, &session, failure, &entered).await,
+    }
+}
+
+/// Reads what is left of a refused form and throws it away (the route's
+/// body limit bounds it): answering while the browser still sends the file
+/// would close the connection under it, and it would show a reset instead
+/// of the refusal.
+async fn drain(multipart: &mut Multipart) {
+    while let Ok(Some(mut field)) = multipart.next_field().await {
+        while let Ok(Some(_)) = field.chunk().await {}
     }
 }
 
