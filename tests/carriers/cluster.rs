@@ -395,3 +395,33 @@ async fn a_cluster_row_naming_an_unknown_carrier_stops_the_start() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_row_pinned_before_its_streams_rode_sessions_pins_the_tunnel_at_start() {
+    let nats = NatsServer::start(&[]);
+    let nats_url = nats.address();
+    let database_url = fresh_database().await;
+    let pinned = {
+        let first = Frontend::start(&database_url, &["--nats-url", &nats_url]);
+        let carrier = first.get("/api/cluster/carrier").await;
+        assert_eq!(carrier["carrier"], "nats", "{carrier}");
+        carrier["plugins"].clone()
+    };
+    assert!(pinned["tunnel"]["sha256"].is_string(), "{pinned}");
+    // A row from before: the `nats` component alone.
+    let (client, connection) = tokio_postgres::connect(&database_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .execute(
+            "UPDATE cluster_carrier SET plugins = plugins - 'tunnel'",
+            &[],
+        )
+        .await
+        .unwrap();
+
+    let again = Frontend::start(&database_url, &["--nats-url", &nats_url]);
+    let carrier = again.get("/api/cluster/carrier").await;
+    assert_eq!(carrier["plugins"], pinned, "{carrier}");
+}

@@ -31,14 +31,23 @@ use switchyard_worker::placement::Placement;
 const WAIT: Duration = Duration::from_secs(10);
 const NODE: &str = "node_follow";
 
+/// The `nats` set with this build of the `nats` component, and the
+/// tunnel component its stream sessions run.
 fn nats_set(version: &str, bytes: &[u8]) -> SetRef {
     SetRef {
         carrier: "nats".into(),
-        components: vec![ComponentRef {
-            name: "nats".into(),
-            version: version.into(),
-            sha256: sha256(bytes),
-        }],
+        components: vec![
+            ComponentRef {
+                name: "nats".into(),
+                version: version.into(),
+                sha256: sha256(bytes),
+            },
+            ComponentRef {
+                name: "tunnel".into(),
+                version: "0.2.0".into(),
+                sha256: sha256(&component("tunnel")),
+            },
+        ],
     }
 }
 
@@ -91,7 +100,8 @@ async fn a_worker_runs_two_nats_versions_side_by_side_and_closes_the_old_one_aft
     // loopback address for streams.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("components")).unwrap();
-    for bytes in [&old_bytes, &new_bytes] {
+    let tunnel_bytes = component("tunnel");
+    for bytes in [&old_bytes, &new_bytes, &tunnel_bytes] {
         let path = dir
             .path()
             .join(format!("components/{}.wasm", sha256(bytes)));
@@ -136,7 +146,10 @@ async fn a_worker_runs_two_nats_versions_side_by_side_and_closes_the_old_one_aft
     };
     let env = SetEnv {
         runtime,
-        components: vec![ComponentSpec::new("nats", "0.1.0", old_bytes.clone())],
+        components: vec![
+            ComponentSpec::new("nats", "0.1.0", old_bytes.clone()),
+            ComponentSpec::new("tunnel", "0.2.0", tunnel_bytes.clone()),
+        ],
         nats_url: Some(url.clone()),
     };
     let seams = set::start(SetName::Nats, &env, Side::Frontend(frontend)).unwrap();

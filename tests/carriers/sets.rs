@@ -78,7 +78,12 @@ async fn nats_and_tunnel_run_side_by_side_in_one_process() {
         nats.messages.as_ref().map(|c| c.name().to_string()),
         Some("nats".into())
     );
-    assert!(nats.tunnel.is_none(), "nats streams dial the worker");
+    // Both sets' streams ride tunnel sessions (the frontend dials the
+    // `nats` set's, the worker the `tunnel` set's).
+    assert_eq!(
+        nats.tunnel.as_ref().map(|c| c.name.as_str()),
+        Some("tunnel")
+    );
     assert_eq!(
         tunnel.messages.as_ref().map(|c| c.name().to_string()),
         Some("pgbus".into())

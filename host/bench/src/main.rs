@@ -23,8 +23,13 @@
 //!     beside the same requests one by one at the same concurrency.
 //! 14. (`languages`) the model allowlist from Rust, Python and JavaScript:
 //!     size, cold and warm load, and a call's time.
+//!
+//! `anchors` runs the sections that measure the performance issue's rows
+//! (`nats`, `pgbus`, `proxy`, `tunnel`); whatever ran, those rows close the
+//! output as one table beside their anchors, all from this run.
 
 mod activation;
+mod anchors;
 mod batch;
 mod copy;
 mod federation;
@@ -51,7 +56,10 @@ const SECTIONS: [(&str, fn()); 16] = [
     ("swap", swap::run),
     ("idle-memory", idle_memory::run),
     ("nats", nats::run),
-    ("pgbus", pgbus::run),
+    // pgbus also answers its figures; the section table takes none.
+    ("pgbus", || {
+        pgbus::run();
+    }),
     ("tunnel", tunnel::run),
     ("lanes", lanes::run),
     ("routing", routing::run),
@@ -65,14 +73,18 @@ const SECTIONS: [(&str, fn()); 16] = [
 ];
 
 fn main() {
-    let wanted: Vec<String> = std::env::args().skip(1).collect();
+    let mut wanted: Vec<String> = std::env::args().skip(1).collect();
+    if wanted.iter().any(|w| w == "anchors") {
+        wanted.retain(|w| w != "anchors");
+        wanted.extend(anchors::SECTIONS.map(String::from));
+    }
     if let Some(unknown) = wanted
         .iter()
         .find(|w| !SECTIONS.iter().any(|(name, _)| name == w))
     {
         let names: Vec<&str> = SECTIONS.iter().map(|(name, _)| *name).collect();
         eprintln!(
-            "unknown section '{unknown}'; sections: {}",
+            "unknown section '{unknown}'; sections: {}, anchors",
             names.join(", ")
         );
         std::process::exit(2);
@@ -85,4 +97,5 @@ fn main() {
             run();
         }
     }
+    anchors::print();
 }

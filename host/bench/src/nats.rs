@@ -1,6 +1,8 @@
 //! The nats carrier beside a native client: publish-to-delivery throughput
 //! and latency of small messages through the plugin (host reactor, engine
-//! thread, component), and the same through async-nats, on one nats-server.
+//! thread, component), and the same through async-nats, on one nats-server;
+//! then the throughput of 64 KiB messages, whose payloads the host moves
+//! beside the guest (`switchyard:carrier@0.3.0`).
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -22,6 +24,32 @@ const WINDOW: usize = 1_000;
 const LATENCY_SAMPLES: usize = 5_000;
 /// The rate at which latency is sampled (one message every 100 us).
 const LATENCY_INTERVAL: Duration = Duration::from_micros(100);
+
+/// The large messages: a payload the host moves beside the guest, and
+/// fewer of them, so that the run stays a few seconds.
+const LARGE_PAYLOAD: usize = 64 * 1024;
+const LARGE_MESSAGES: usize = 20_000;
+const LARGE_WINDOW: usize = 100;
+
+/// One throughput run: how many messages of what size, how many in flight.
+#[derive(Clone, Copy)]
+struct Load {
+    messages: usize,
+    payload: usize,
+    window: usize,
+}
+
+const SMALL: Load = Load {
+    messages: MESSAGES,
+    payload: PAYLOAD,
+    window: WINDOW,
+};
+
+const LARGE: Load = Load {
+    messages: LARGE_MESSAGES,
+    payload: LARGE_PAYLOAD,
+    window: LARGE_WINDOW,
+};
 
 pub(crate) struct Server(Child);
 
@@ -71,8 +99,8 @@ pub fn run() {
         .enable_all()
         .build()
         .expect("tokio");
-    let (plugin_rate, mut plugin_latency) = tokio.block_on(plugin(&address));
-    let (native_rate, mut native_latency) = tokio.block_on(native(&address));
+    let (plugin_rate, mut plugin_latency) = tokio.block_on(plugin(&address, SMALL, true));
+    let (native_rate, mut native_latency) = tokio.block_on(native(&address, SMALL, true));
     let (p50, p99) = percentiles(&mut plugin_latency);
     let (n50, n99) = percentiles(&mut native_latency);
     header(
@@ -93,6 +121,30 @@ pub fn run() {
         p99 / n99
     );
     println!();
+
+    let (plugin_rate, _) = tokio.block_on(plugin(&address, LARGE, false));
+    let (native_rate, _) = tokio.block_on(native(&address, LARGE, false));
+    let mb = |rate: f64| rate * LARGE_PAYLOAD as f64 / 1e6;
+    header(
+        &format!(
+            "NATS: {} KiB messages, publish to delivery, one nats-server",
+            LARGE_PAYLOAD / 1024
+        ),
+        &["client", "throughput (msg/s)", "throughput (MB/s)"],
+    );
+    println!(
+        "| nats carrier (component) | {plugin_rate:.0} | {:.0} |",
+        mb(plugin_rate)
+    );
+    println!(
+        "| async-nats (native) | {native_rate:.0} | {:.0} |",
+        mb(native_rate)
+    );
+    println!(
+        "| ratio carrier/native | {:.2} | |",
+        plugin_rate / native_rate
+    );
+    println!();
 }
 
 fn micros_since(start: Instant, payload: &[u8]) -> Duration {
@@ -106,7 +158,8 @@ fn stamped(start: Instant) -> Bytes {
     Bytes::from(payload)
 }
 
-async fn plugin(address: &str) -> (f64, Vec<Duration>) {
+/// Throughput of `load`, then (with `latency`) latency samples.
+async fn plugin(address: &str, load: Load, latency: bool) -> (f64, Vec<Duration>) {
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
     let (bytes, sha256) = component("nats");
     let spec = ComponentSpec {
@@ -134,7 +187,7 @@ async fn plugin(address: &str) -> (f64, Vec<Duration>) {
         .subscribe("bench.tp", None)
         .await
         .expect("subscribe");
-    let (_l, mut latency) = subscriber
+    let (_l, mut on_latency) = subscriber
         .subscribe("bench.lat", None)
         .await
         .expect("subscribe");
@@ -142,12 +195,13 @@ async fn plugin(address: &str) -> (f64, Vec<Duration>) {
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let started = Instant::now();
-    let payload = Bytes::from(vec![7u8; PAYLOAD]);
+    let payload = Bytes::from(vec![7u8; load.payload]);
     let sender = {
         let publisher = publisher.clone();
         tokio::spawn(async move {
-            for _ in 0..MESSAGES / WINDOW {
-                let batch = (0..WINDOW).map(|_| publisher.publish("bench.tp", payload.clone()));
+            for _ in 0..load.messages / load.window {
+                let batch =
+                    (0..load.window).map(|_| publisher.publish("bench.tp", payload.clone()));
                 for result in futures::future::join_all(batch).await {
                     result.expect("publish");
                 }
@@ -155,7 +209,7 @@ async fn plugin(address: &str) -> (f64, Vec<Duration>) {
         })
     };
     let mut received = 0;
-    while received < MESSAGES {
+    while received < load.messages {
         match tokio::time::timeout(Duration::from_secs(10), messages.recv()).await {
             Ok(Some(_)) => received += 1,
             _ => break,
@@ -166,12 +220,12 @@ async fn plugin(address: &str) -> (f64, Vec<Duration>) {
 
     let clock = Instant::now();
     let mut samples = Vec::with_capacity(LATENCY_SAMPLES);
-    for _ in 0..LATENCY_SAMPLES {
+    for _ in 0..LATENCY_SAMPLES * usize::from(latency) {
         publisher
             .publish("bench.lat", stamped(clock))
             .await
             .expect("publish");
-        if let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(5), latency.recv()).await {
+        if let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(5), on_latency.recv()).await {
             samples.push(micros_since(clock, &m.payload));
         }
         tokio::time::sleep(LATENCY_INTERVAL).await;
@@ -179,7 +233,7 @@ async fn plugin(address: &str) -> (f64, Vec<Duration>) {
     (rate, samples)
 }
 
-async fn native(address: &str) -> (f64, Vec<Duration>) {
+async fn native(address: &str, load: Load, latency: bool) -> (f64, Vec<Duration>) {
     let publisher = async_nats::connect(address)
         .await
         .expect("async-nats connects");
@@ -187,15 +241,15 @@ async fn native(address: &str) -> (f64, Vec<Duration>) {
         .await
         .expect("async-nats connects");
     let mut messages = subscriber.subscribe("bench.tp").await.expect("subscribe");
-    let mut latency = subscriber.subscribe("bench.lat").await.expect("subscribe");
+    let mut on_latency = subscriber.subscribe("bench.lat").await.expect("subscribe");
     subscriber.flush().await.expect("flush");
 
     let started = Instant::now();
-    let payload = Bytes::from(vec![7u8; PAYLOAD]);
+    let payload = Bytes::from(vec![7u8; load.payload]);
     let sender = {
         let publisher = publisher.clone();
         tokio::spawn(async move {
-            for _ in 0..MESSAGES {
+            for _ in 0..load.messages {
                 publisher
                     .publish("bench.tp", payload.clone())
                     .await
@@ -205,7 +259,7 @@ async fn native(address: &str) -> (f64, Vec<Duration>) {
         })
     };
     let mut received = 0;
-    while received < MESSAGES {
+    while received < load.messages {
         match tokio::time::timeout(Duration::from_secs(10), messages.next()).await {
             Ok(Some(_)) => received += 1,
             _ => break,
@@ -216,13 +270,13 @@ async fn native(address: &str) -> (f64, Vec<Duration>) {
 
     let clock = Instant::now();
     let mut samples = Vec::with_capacity(LATENCY_SAMPLES);
-    for _ in 0..LATENCY_SAMPLES {
+    for _ in 0..LATENCY_SAMPLES * usize::from(latency) {
         publisher
             .publish("bench.lat", stamped(clock))
             .await
             .expect("publish");
         publisher.flush().await.expect("flush");
-        if let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(5), latency.next()).await {
+        if let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(5), on_latency.next()).await {
             samples.push(micros_since(clock, &m.payload));
         }
         tokio::time::sleep(LATENCY_INTERVAL).await;

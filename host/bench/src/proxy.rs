@@ -15,6 +15,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::anchors;
 use crate::routing::{Killed, free_port, start};
 use crate::stats::header;
 
@@ -102,6 +103,26 @@ pub fn run() {
             "| {connections} | {:.0} | {:.0} | {rate_ratio:.2} | {frontend:.0} | {:.0} | {:.0} | {nginx_cpu:.0} | {:.0} | {f_ratio:.2} | {w_ratio:.2} |",
             ours.rate, theirs.rate, ours.cpu_us[1], ours.cpu_us[2], theirs.cpu_us[1],
         );
+        let what = |of: &str| format!("routing, {connections} connection(s): {of}");
+        anchors::record(anchors::Row {
+            what: what("throughput"),
+            ours: format!("{:.0} req/s", ours.rate),
+            anchor: format!("nginx {:.0} req/s", theirs.rate),
+            ratio: rate_ratio,
+            aim: anchors::Aim::AtLeast(RATE_AIM),
+        });
+        for (process, cpu, ratio) in [
+            ("frontend", frontend, f_ratio),
+            ("worker", ours.cpu_us[1], w_ratio),
+        ] {
+            anchors::record(anchors::Row {
+                what: what(&format!("{process} CPU per request")),
+                ours: format!("{cpu:.0} us"),
+                anchor: format!("nginx {nginx_cpu:.0} us"),
+                ratio,
+                aim: anchors::Aim::AtMost(CPU_AIM),
+            });
+        }
     }
     println!();
     println!(

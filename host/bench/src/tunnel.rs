@@ -12,6 +12,7 @@ use switchyard_carrier::{ComponentSpec, Stream};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::anchors;
 use crate::fixtures::component;
 use crate::stats::header;
 
@@ -72,6 +73,15 @@ pub fn run() {
             down / tcp
         );
         println!();
+        for (direction, figure) in [("frontend to worker", up), ("worker to frontend", down)] {
+            anchors::record(anchors::Row {
+                what: format!("tunnel single stream, {direction}"),
+                ours: format!("{figure:.0} MB/s"),
+                anchor: format!("bare TCP loopback {tcp:.0} MB/s"),
+                ratio: figure / tcp,
+                aim: anchors::Aim::AtLeast(0.7),
+            });
+        }
         let _ = Arc::strong_count(&plugins);
     });
 }

@@ -243,6 +243,10 @@ impl Carrier {
             delivered: self.counters.delivered.load(Ordering::Relaxed),
             dropped: self.counters.dropped.load(Ordering::Relaxed),
             reconnects: self.counters.reconnects.load(Ordering::Relaxed),
+            received_bytes: self.counters.received_bytes.load(Ordering::Relaxed),
+            largest_received: self.counters.largest_received.load(Ordering::Relaxed),
+            claimed_bytes: self.counters.claimed_bytes.load(Ordering::Relaxed),
+            inline_payload_bytes: self.counters.inline_payload_bytes.load(Ordering::Relaxed),
         }
     }
 

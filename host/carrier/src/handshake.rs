@@ -2,9 +2,9 @@
 //! functions: one codec for every transport that answers an open with a
 //! line before the stream's bytes.
 //!
-//! - The direct streams (protocol `SWY2`, [`crate::direct`]): the worker's
-//!   challenge `SWY2 <nonce>`, the dialler's hello `SWY2 <service> <proof>`,
-//!   then the worker's answer line.
+//! - The `nats` set's dialled sessions (protocol `SWY2`, [`crate::direct`]):
+//!   the worker's challenge `SWY2 <nonce>`, the dialler's hello
+//!   `SWY2 session:<lane> <proof>`, then the worker's answer line.
 //! - The relay between replicas (`GET /api/cluster/relay`): the holding
 //!   replica's first websocket message is the same answer line.
 //!

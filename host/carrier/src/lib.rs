@@ -9,8 +9,11 @@
 //!
 //! # Layout
 //! - [`message`]: messages, errors and the public types of a carrier.
-//! - `reactor`: the plugin's thread: events in, plugin calls, actions out.
+//! - `reactor`: the plugin's thread: events in, plugin calls, actions out;
+//!   `reactor/bypass.rs`: held payloads and windowed reads with claimed bodies (0.3.0).
 //! - [`io`]: connection tasks (dial, read, write) and the timer.
+//! - `payloads`: payloads the host holds for a 0.3.0 plugin (named by id, used once).
+//! - `intake`: a connection's unparsed bytes and the body a 0.3.0 plugin claimed.
 //! - `database`: database connections (LISTEN, queries) for carriers on PostgreSQL.
 //! - [`client`]: [`Carrier`], the handle host code uses (publish, subscribe, request).
 //! - [`component`]: [`ComponentSpec`], a carrier or tunnel component pinned by its SHA-256.
@@ -24,7 +27,9 @@
 //! - [`stream`], [`stream_seam`]: a byte stream to a worker's service and the streams seam.
 //! - [`tunnel`]: a websocket session driven by the tunnel plugin, and the
 //!   [`TunnelRegistry`] of the sessions a replica holds.
-//! - [`direct`]: streams over TCP dialled to a worker's address.
+//! - [`direct`]: the TCP connection dialled to a worker's address, and its hello.
+//! - [`dialled`]: the `nats` set's streams: tunnel sessions over those
+//!   connections, one per worker and lane.
 //! - [`framed`]: a stream over any message transport (the relay's websocket).
 //! - [`handshake`]: the answer line of a stream open (direct dials and the
 //!   relay) and the direct streams' challenge and hello; `refusal.rs`: [`Refusal`].
@@ -37,13 +42,16 @@ pub mod component;
 pub mod conformance;
 pub mod control;
 mod database;
+pub mod dialled;
 pub mod direct;
 pub mod fanout;
 pub mod framed;
 pub mod handshake;
 pub mod holder;
+mod intake;
 mod io;
 pub mod message;
+mod payloads;
 pub mod queue;
 mod reactor;
 mod refusal;

@@ -66,4 +66,14 @@ pub struct CarrierStats {
     pub dropped: u64,
     /// Times the carrier became ready again after losing its connection.
     pub reconnects: u64,
+    /// Bytes handed to the plugin's `received`, in all.
+    pub received_bytes: u64,
+    /// The most bytes handed to one `received` call (a 0.3.0 plugin's
+    /// `peek` bounds it).
+    pub largest_received: u64,
+    /// Incoming payload bytes the host took beside the plugin (claimed bodies).
+    pub claimed_bytes: u64,
+    /// Outgoing payload bytes handed into the plugin inline; a plugin that
+    /// takes payloads held never sees them.
+    pub inline_payload_bytes: u64,
 }

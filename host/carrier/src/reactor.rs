@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use switchyard_runtime::carrier::{
-    Action, CarrierError, CarrierPlugin, CarrierSource, Endpoint, Header, Notification, Outgoing,
+    Action, CarrierError, CarrierPlugin, CarrierSource, Delivery, Endpoint, Header, Notification,
+    Outgoing, Segment,
 };
 use switchyard_runtime::{CallError, Runtime};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -18,8 +19,14 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::client::CarrierSetup;
 use crate::component::ComponentSpec;
 use crate::database::DbConnection;
+use crate::intake::ReadState;
 use crate::io;
 use crate::message::{Message, SendError};
+use crate::payloads::{PayloadError, Payloads};
+
+mod bypass;
+
+use bypass::bind_payloads;
 
 /// Events handled before the gathered writes go out, so that a steady
 /// stream of events cannot hold writes back indefinitely.
@@ -45,7 +52,8 @@ pub(crate) enum Event {
     /// Time to try again to rebuild a plugin whose rebuild failed.
     Rebuild,
     Notified(u64, Vec<Notification>, u64),
-    Answered(u64, Result<Vec<Vec<Option<Vec<u8>>>>, String>),
+    /// A query's answer, with the column whose cells the host holds.
+    Answered(u64, Option<u32>, Result<Vec<Vec<Option<Vec<u8>>>>, String>),
     Publish {
         subject: String,
         headers: Vec<(String, String)>,
@@ -77,6 +85,13 @@ pub(crate) struct Counters {
     pub delivered: AtomicU64,
     pub dropped: AtomicU64,
     pub reconnects: AtomicU64,
+    /// Bytes handed to `received`, and the most in one call.
+    pub received_bytes: AtomicU64,
+    pub largest_received: AtomicU64,
+    /// Incoming payload bytes taken beside the plugin.
+    pub claimed_bytes: AtomicU64,
+    /// Outgoing payload bytes handed to the plugin inline.
+    pub inline_payload_bytes: AtomicU64,
     /// The largest payload, as the plugin reports it once connected.
     pub max_payload: AtomicU64,
     /// Rebuilds that failed in a row (0 while the plugin runs).
@@ -167,6 +182,10 @@ struct Reactor {
     pending_publishes: Vec<(Outgoing, oneshot::Sender<Result<(), SendError>>)>,
     /// Writes gathered while handling a burst of events, sent once per connection.
     pending_writes: HashMap<u64, bytes::BytesMut>,
+    /// Payloads held for the plugin (0.3.0): named by id, used once.
+    payloads: Payloads,
+    /// Each TCP connection's unparsed bytes and claimed body.
+    reads: HashMap<u64, ReadState>,
     subscriptions: HashMap<u64, Subscription>,
     requests: HashMap<u64, oneshot::Sender<Result<Message, SendError>>>,
     next_request: u64,
@@ -226,6 +245,8 @@ impl Reactor {
             connections: HashMap::new(),
             pending_writes: HashMap::new(),
             pending_publishes: Vec::new(),
+            payloads: Payloads::default(),
+            reads: HashMap::new(),
             subscriptions: HashMap::new(),
             requests: HashMap::new(),
             next_request: 0,
@@ -284,13 +305,14 @@ impl Reactor {
         match event {
             Event::Opened(h) => self.call(|p| p.opened(h, now)),
             Event::Closed(h, reason) => {
+                self.reads.remove(&h);
                 if self.connections.remove(&h).is_some() {
                     self.call(|p| p.closed(h, &reason, now));
                 }
             }
             Event::Received(h, data) => {
                 if self.connections.contains_key(&h) {
-                    self.call(|p| p.received(h, &data, now));
+                    self.receive(h, data, now);
                 }
             }
             Event::Notified(h, notifications, dropped) => {
@@ -298,7 +320,10 @@ impl Reactor {
                     self.call(|p| p.notified(h, &notifications, dropped, now));
                 }
             }
-            Event::Answered(id, outcome) => self.call(|p| p.answered(id, &outcome, now)),
+            Event::Answered(id, hold, outcome) => {
+                let outcome = outcome.map(|rows| self.cells(rows, hold));
+                self.call(|p| p.answered(id, outcome, now))
+            }
             Event::Timer(generation) => {
                 if generation == self.timer_generation {
                     self.call(|p| p.timer(now));
@@ -320,7 +345,7 @@ impl Reactor {
                     subject,
                     reply_to: None,
                     headers: wit_headers(headers),
-                    payload: payload.to_vec(),
+                    payload: self.payload(payload),
                 };
                 self.pending_publishes.push((message, done));
             }
@@ -360,6 +385,7 @@ impl Reactor {
                 self.next_request += 1;
                 let id = self.next_request;
                 let headers = wit_headers(headers);
+                let payload = self.payload(payload);
                 self.requests.insert(id, done);
                 let result = self
                     .operation(|p| p.request(id, &subject, &headers, &payload, timeout_ms, now));
@@ -388,7 +414,10 @@ impl Reactor {
                 self.perform(actions);
                 Ok(())
             }
-            Ok(Err(refused)) => Err(refused.into()),
+            Ok(Err(refused)) => {
+                self.payloads.end_call();
+                Err(refused.into())
+            }
             Err(failed) => {
                 let message = failed.to_string();
                 self.rebuild(failed);
@@ -411,6 +440,15 @@ impl Reactor {
     /// Performs actions in order; actions answered by calls made here (a
     /// refused open) are performed after them.
     fn perform(&mut self, actions: Vec<Action>) {
+        if let Err(misused) = self.perform_all(actions) {
+            self.rebuild(CallError::InvalidAnswer(misused.to_string()));
+        }
+        // What the call's actions did not use or keep goes now.
+        self.payloads.end_call();
+    }
+
+    /// [`Reactor::perform`]'s work; stops at the first misused payload.
+    fn perform_all(&mut self, actions: Vec<Action>) -> Result<(), PayloadError> {
         let mut queue: VecDeque<Action> = actions.into();
         while let Some(action) = queue.pop_front() {
             match action {
@@ -446,16 +484,26 @@ impl Reactor {
                             }
                         },
                     };
+                    self.reads.remove(&h);
                     if let Some(old) = self.connections.insert(h, link) {
                         old.close();
                     }
                 }
-                Action::Write((h, bytes)) => {
-                    if let Some(Link::Tcp(_)) = self.connections.get(&h) {
-                        self.pending_writes
-                            .entry(h)
-                            .or_default()
-                            .extend_from_slice(&bytes);
+                Action::Write((h, segments)) => {
+                    let open = matches!(self.connections.get(&h), Some(Link::Tcp(_)));
+                    let out = self.pending_writes.entry(h).or_default();
+                    for segment in segments {
+                        // A payload is taken even for a closed connection: it is used.
+                        let bytes = match segment {
+                            Segment::Bytes(bytes) => Bytes::from(bytes),
+                            Segment::Payload(id) => self.payloads.take(id)?,
+                        };
+                        if open {
+                            out.extend_from_slice(&bytes);
+                        }
+                    }
+                    if !open {
+                        self.pending_writes.remove(&h);
                     }
                 }
                 Action::Listen((h, channel)) => {
@@ -463,8 +511,11 @@ impl Reactor {
                         connection.listen(channel);
                     }
                 }
-                Action::Query(query) => match self.connections.get(&query.connection) {
-                    Some(Link::Database(connection)) => connection.query(query),
+                Action::Query(mut query) => match self.connections.get(&query.connection) {
+                    Some(Link::Database(connection)) => {
+                        bind_payloads(&mut self.payloads, &mut query.params)?;
+                        connection.query(query)
+                    }
                     _ => {
                         let now = now_ms();
                         let outcome = Err(format!(
@@ -474,13 +525,14 @@ impl Reactor {
                         if let Some(Ok(more)) = self
                             .plugin
                             .as_mut()
-                            .map(|p| p.answered(query.id, &outcome, now))
+                            .map(|p| p.answered(query.id, outcome, now))
                         {
                             queue.extend(more);
                         }
                     }
                 },
                 Action::Close(h) => {
+                    self.reads.remove(&h);
                     if let Some(connection) = self.connections.remove(&h) {
                         connection.close();
                     }
@@ -489,24 +541,22 @@ impl Reactor {
                     self.timer_generation += 1;
                     io::timer(&self.io, ms, self.timer_generation, self.events.clone());
                 }
-                Action::Deliver(delivery) => {
-                    let Some(subscription) = self.subscriptions.get(&delivery.subscription) else {
-                        continue;
-                    };
-                    match subscription.handler.try_send(message(delivery)) {
-                        Ok(()) => self.counters.delivered.fetch_add(1, Ordering::Relaxed),
-                        // A handler that falls behind loses messages, counted, never silently.
-                        Err(mpsc::error::TrySendError::Full(_)) => {
-                            self.counters.dropped.fetch_add(1, Ordering::Relaxed)
-                        }
-                        Err(mpsc::error::TrySendError::Closed(_)) => 0,
-                    };
+                Action::Deliver(mut delivery) => {
+                    let payload = self.body(&mut delivery)?;
+                    self.deliver(delivery.subscription, message(delivery, payload));
                 }
                 Action::Reply(reply) => {
-                    if let Some(done) = self.requests.remove(&reply.request) {
-                        let _ = done.send(reply.outcome.map(message).map_err(SendError::from));
-                    }
+                    let outcome = match reply.outcome {
+                        Ok(mut delivery) => {
+                            let payload = self.body(&mut delivery)?;
+                            Ok(message(delivery, payload))
+                        }
+                        Err(e) => Err(SendError::from(e)),
+                    };
+                    self.answer(reply.request, outcome);
                 }
+                Action::Keep(id) => self.payloads.keep(id)?,
+                Action::Release(id) => self.payloads.release(id)?,
                 Action::Ready => {
                     if let Some(Ok(max)) = self.plugin.as_mut().map(|p| p.max_payload()) {
                         self.counters.max_payload.store(max, Ordering::Relaxed);
@@ -523,6 +573,29 @@ impl Reactor {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Hands a message to its subscription's handler.
+    fn deliver(&mut self, subscription: u64, message: Message) {
+        let Some(subscription) = self.subscriptions.get(&subscription) else {
+            return;
+        };
+        match subscription.handler.try_send(message) {
+            Ok(()) => self.counters.delivered.fetch_add(1, Ordering::Relaxed),
+            // A handler that falls behind loses messages, counted, never silently.
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.counters.dropped.fetch_add(1, Ordering::Relaxed)
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => 0,
+        };
+    }
+
+    /// Completes a request.
+    fn answer(&mut self, request: u64, outcome: Result<Message, SendError>) {
+        if let Some(done) = self.requests.remove(&request) {
+            let _ = done.send(outcome);
+        }
     }
 
     /// Publishes what was gathered: one plugin call for the whole batch.
@@ -535,11 +608,7 @@ impl Reactor {
                 .into_iter()
                 .unzip();
         let now = now_ms();
-        let answers = match self
-            .plugin
-            .as_mut()
-            .map(|p| p.publish_batch(&messages, now))
-        {
+        let answers = match self.plugin.as_mut().map(|p| p.publish_batch(messages, now)) {
             Some(Ok((answers, actions))) => {
                 self.perform(actions);
                 answers
@@ -592,6 +661,8 @@ impl Reactor {
         let _ = self.ready.send(false);
         self.plugin = None;
         self.pending_writes.clear();
+        self.payloads.clear();
+        self.reads.clear();
         for (_, connection) in self.connections.drain() {
             connection.close();
         }
@@ -663,12 +734,12 @@ fn wit_headers(headers: Vec<(String, String)>) -> Vec<Header> {
         .collect()
 }
 
-fn message(d: switchyard_runtime::carrier::Delivery) -> Message {
+fn message(d: Delivery, payload: Bytes) -> Message {
     Message {
         subject: d.subject,
         reply_to: d.reply_to,
         headers: d.headers.into_iter().map(|h| (h.name, h.value)).collect(),
-        payload: Bytes::from(d.payload),
+        payload,
     }
 }
 
@@ -678,6 +749,8 @@ mod tests {
 
     use sha2::Digest;
     use switchyard_runtime::RuntimeConfig;
+
+    use switchyard_runtime::carrier::{Body, Cell, Param, Payload};
 
     use super::*;
 
@@ -717,6 +790,104 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// A reactor with the nats plugin loaded and nothing dialled.
+    fn reactor() -> (Reactor, std_mpsc::Receiver<Event>) {
+        let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
+        let (bytes, sha256) = nats_component();
+        let component = ComponentSpec {
+            name: "nats".into(),
+            version: "test".into(),
+            bytes,
+            sha256,
+        };
+        let setup = CarrierSetup {
+            config: r#"{"servers": ["127.0.0.1:9"]}"#.into(),
+            database_url: None,
+            allowed_endpoints: Vec::new(),
+        };
+        let (ready, _ready) = watch::channel(false);
+        let (mut engine, inbox) = Reactor::new(
+            component,
+            setup,
+            runtime,
+            tokio::runtime::Handle::current(),
+            ready,
+            Arc::new(Counters::default()),
+        );
+        engine.load().expect("the first load");
+        (engine, inbox)
+    }
+
+    fn delivery(subscription: u64, body: Body) -> Delivery {
+        Delivery {
+            subscription,
+            subject: "jobs.1".into(),
+            reply_to: None,
+            headers: Vec::new(),
+            body,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_kept_payload_outlives_its_call_and_is_delivered_once() {
+        let (mut engine, _inbox) = reactor();
+        let (handler, mut messages) = mpsc::channel(4);
+        engine.subscriptions.insert(
+            7,
+            Subscription {
+                subject: "jobs.*".into(),
+                queue_group: None,
+                handler,
+            },
+        );
+        // Under the plugin's inline-below: inline; over it: held.
+        assert!(matches!(
+            engine.payload(Bytes::from_static(b"small")),
+            Payload::Inline(_)
+        ));
+        let big = Bytes::from(vec![5u8; 10_000]);
+        let Payload::Held(held) = engine.payload(big.clone()) else {
+            panic!("a 10 KB payload is held for nats");
+        };
+        assert_eq!(held.len, 10_000);
+        engine.perform(vec![Action::Keep(held.id)]);
+        engine.perform(vec![Action::Deliver(delivery(7, Body::Held(held.id)))]);
+        assert_eq!(messages.recv().await.unwrap().payload, big);
+        // Used once: naming it again fails the plugin (a waiting request
+        // learns why) and it is rebuilt.
+        let (done, waiting) = oneshot::channel();
+        engine.requests.insert(1, done);
+        engine.perform(vec![Action::Deliver(delivery(7, Body::Held(held.id)))]);
+        let failed = waiting.await.unwrap().unwrap_err().to_string();
+        assert!(failed.contains("is not held"), "{failed}");
+        assert!(engine.plugin.is_some(), "rebuilt");
+        assert!(messages.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn an_unkept_payload_is_gone_after_its_call_and_a_held_cell_binds_as_bytes() {
+        let (mut engine, _inbox) = reactor();
+        let Payload::Held(dropped) = engine.payload(Bytes::from(vec![1u8; 5_000])) else {
+            panic!("held");
+        };
+        engine.perform(Vec::new());
+        assert_eq!(
+            engine.payloads.take(dropped.id),
+            Err(PayloadError::Unknown(dropped.id))
+        );
+
+        let rows = vec![vec![Some(b"k".to_vec()), Some(b"spilled".to_vec()), None]];
+        let cells = engine.cells(rows, Some(1));
+        let [Some(Cell::Bytes(key)), Some(Cell::Held(cell)), None] = &cells[0][..] else {
+            panic!("{cells:?}");
+        };
+        assert_eq!((key.as_slice(), cell.len), (&b"k"[..], 7));
+        let mut params = vec![Param::Int(1), Param::Payload(cell.id)];
+        bind_payloads(&mut engine.payloads, &mut params).unwrap();
+        assert_eq!(params[1], Param::Bytes(b"spilled".to_vec()));
+        assert!(bind_payloads(&mut engine.payloads, &mut [Param::Payload(cell.id)]).is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //!
 //! | set | fan-out and work queue | control | streams |
 //! |---|---|---|---|
-//! | `nats` | `nats` | `nats` (requests to the node's subject) | dialled to the worker's address |
+//! | `nats` | `nats` | `nats` (requests to the node's subject) | `tunnel` sessions the frontend dials to the worker's address |
 //! | `tunnel` | `pgbus` | over streams | `tunnel` sessions the worker dials |
 //!
 //! Nothing here picks an implementation by matching a name elsewhere: the
@@ -21,7 +21,8 @@ use switchyard_runtime::inspect::PluginKind;
 use crate::client::{Carrier, CarrierSetup};
 use crate::component::ComponentSpec;
 use crate::control::{CarrierControl, ControlSeam, StreamControl};
-use crate::direct::{DirectStreams, Resolver};
+use crate::dialled::DialledSessions;
+use crate::direct::Resolver;
 use crate::message::SendError;
 use crate::stream_seam::StreamsSeam;
 use crate::tunnel::TunnelRegistry;
@@ -36,7 +37,8 @@ const QUEUE_ROOT: &str = "work";
 /// A named carrier set, the value an admin switches between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SetName {
-    /// NATS for fan-out, queue and control; streams dial the worker's address.
+    /// NATS for fan-out, queue and control; streams ride sessions dialled
+    /// to the worker's address.
     Nats,
     /// pgbus for fan-out and queue; tunnel sessions for control and streams.
     Tunnel,
@@ -91,10 +93,20 @@ pub enum ControlVia {
 /// Where a set's streams ride.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamsVia {
-    /// A TCP connection the frontend dials to the worker's address.
-    Direct,
+    /// TCP sessions the frontend dials to the worker's address (one per
+    /// worker and lane), run by this tunnel component.
+    Dialled(&'static str),
     /// Websocket sessions the worker dials, run by this tunnel component.
     Tunnel(&'static str),
+}
+
+impl StreamsVia {
+    /// The tunnel component the sessions run.
+    pub fn component(self) -> &'static str {
+        match self {
+            StreamsVia::Dialled(name) | StreamsVia::Tunnel(name) => name,
+        }
+    }
 }
 
 /// One set of the catalog.
@@ -117,7 +129,7 @@ const NATS: SetEntry = SetEntry {
     messages: "nats",
     messages_on_database: false,
     control: ControlVia::Messages,
-    streams: StreamsVia::Direct,
+    streams: StreamsVia::Dialled("tunnel"),
 };
 
 const TUNNEL: SetEntry = SetEntry {
@@ -139,8 +151,8 @@ pub struct Needed {
 
 impl SetEntry {
     /// The components `side` runs for this set: a frontend runs every seam;
-    /// a worker runs the messages carrier only where control rides it, and
-    /// the tunnel component where streams ride sessions.
+    /// a worker runs the messages carrier only where control rides it;
+    /// both run the tunnel component (every set's streams ride sessions).
     pub fn components(&self, side: SideKind) -> Vec<Needed> {
         let mut needed = Vec::new();
         if side == SideKind::Frontend || self.control == ControlVia::Messages {
@@ -149,12 +161,10 @@ impl SetEntry {
                 kind: PluginKind::Carrier,
             });
         }
-        if let StreamsVia::Tunnel(name) = self.streams {
-            needed.push(Needed {
-                name,
-                kind: PluginKind::Tunnel,
-            });
-        }
+        needed.push(Needed {
+            name: self.streams.component(),
+            kind: PluginKind::Tunnel,
+        });
         needed
     }
 
@@ -214,7 +224,7 @@ pub struct Frontend {
     pub database_url: Option<String>,
     /// The replica's worker sessions: the `tunnel` set's streams seam.
     pub sessions: Arc<TunnelRegistry>,
-    /// Where the `nats` set dials a node's streams.
+    /// Where the `nats` set dials a node's sessions.
     pub resolve: Resolver,
 }
 
@@ -308,7 +318,7 @@ pub enum SetError {
 
 /// A started set: the seams the side runs. A frontend gets all four
 /// (fan-out and the work queue ride `messages`); a worker gets `messages`
-/// where control rides it and `tunnel` where streams ride sessions.
+/// where control rides it, and `tunnel`.
 pub struct Seams {
     /// The set.
     pub name: SetName,
@@ -319,7 +329,8 @@ pub struct Seams {
     pub control: Option<Arc<dyn ControlSeam>>,
     /// Streams to nodes' services (a frontend's).
     pub streams: Option<Arc<dyn StreamsSeam>>,
-    /// The component tunnel sessions run, where streams ride them.
+    /// The component the set's tunnel sessions run (the worker dials them
+    /// or serves them by [`SetEntry::streams`]).
     pub tunnel: Option<ComponentSpec>,
 }
 
@@ -339,6 +350,8 @@ impl std::fmt::Debug for Seams {
 pub fn start(set: SetName, env: &SetEnv, side: Side) -> Result<Seams, SetError> {
     let entry = set.entry();
     let wanted = entry.components(side.kind());
+    // Checked before the carrier starts: a set missing it starts nothing.
+    let tunnel = env.component(set, entry.streams.component())?;
     let mut messages = None;
     if wanted.iter().any(|n| n.name == entry.messages) {
         let component = env.component(set, entry.messages)?;
@@ -351,15 +364,15 @@ pub fn start(set: SetName, env: &SetEnv, side: Side) -> Result<Seams, SetError> 
         })?;
         messages = Some(carrier);
     }
-    let tunnel = match entry.streams {
-        StreamsVia::Tunnel(name) => Some(env.component(set, name)?),
-        StreamsVia::Direct => None,
-    };
     let (control, streams) = match side {
         Side::Worker => (None, None),
         Side::Frontend(frontend) => {
             let streams: Arc<dyn StreamsSeam> = match entry.streams {
-                StreamsVia::Direct => Arc::new(DirectStreams::new(frontend.resolve)),
+                StreamsVia::Dialled(_) => Arc::new(DialledSessions::new(
+                    env.runtime.clone(),
+                    tunnel.clone(),
+                    frontend.resolve,
+                )),
                 StreamsVia::Tunnel(_) => frontend.sessions,
             };
             let control: Arc<dyn ControlSeam> = match (entry.control, &messages) {
@@ -376,7 +389,7 @@ pub fn start(set: SetName, env: &SetEnv, side: Side) -> Result<Seams, SetError> 
         messages,
         control,
         streams,
-        tunnel,
+        tunnel: Some(tunnel),
     })
 }
 
@@ -405,11 +418,17 @@ mod tests {
         };
         assert_eq!(
             names(SetName::Nats, SideKind::Frontend),
-            [("nats", PluginKind::Carrier)]
+            [
+                ("nats", PluginKind::Carrier),
+                ("tunnel", PluginKind::Tunnel)
+            ]
         );
         assert_eq!(
             names(SetName::Nats, SideKind::Worker),
-            [("nats", PluginKind::Carrier)]
+            [
+                ("nats", PluginKind::Carrier),
+                ("tunnel", PluginKind::Tunnel)
+            ]
         );
         assert_eq!(
             names(SetName::Tunnel, SideKind::Frontend),

@@ -4,8 +4,9 @@
 //! - [`crate::tunnel::TunnelRegistry`]: the `tunnel` set. The worker's
 //!   websocket sessions this replica holds, and a relay to the replica that
 //!   holds the others.
-//! - [`DirectStreams`]: the `nats` set. A TCP connection dialled to the
-//!   worker's address per stream (see [`crate::direct`]).
+//! - [`crate::dialled::DialledSessions`]: the `nats` set. Tunnel sessions
+//!   over TCP connections the frontend dials to the worker's address, one
+//!   per worker and lane.
 
 use std::sync::Arc;
 

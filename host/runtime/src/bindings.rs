@@ -23,8 +23,23 @@ pub mod grant {
     });
 }
 
-/// The `switchyard:carrier/carrier@0.1.0` world (completed by the carriers work).
+/// The `switchyard:carrier/carrier@0.3.0` world: payloads the host moves.
 pub mod carrier {
+    wasmtime::component::bindgen!({
+        world: "switchyard:carrier/carrier@0.3.0",
+        path: "../../wit",
+        additional_derives: [PartialEq],
+        with: {
+            "switchyard:plugin/types@0.1.0": crate::bindings::policy::switchyard::plugin::types,
+            "switchyard:plugin/log@0.1.0": crate::bindings::policy::switchyard::plugin::log,
+            "switchyard:plugin/clock@0.1.0": crate::bindings::policy::switchyard::plugin::clock,
+        },
+    });
+}
+
+/// The `switchyard:carrier/carrier@0.1.0` world, still loaded: its types are
+/// turned into 0.3.0's in one place, `carrier::v0_1`.
+pub mod carrier_v0_1 {
     wasmtime::component::bindgen!({
         world: "switchyard:carrier/carrier@0.1.0",
         path: "../../wit",

@@ -29,9 +29,15 @@ const SERVED: &[ServedWorld] = &[
         world: "switchyard:grant/grant-evaluator@0.1.0",
         export: "switchyard:grant/evaluator@0.1.0",
     },
+    // The newest version first.
     ServedWorld {
         kind: PluginKind::Carrier,
-        world: "switchyard:carrier/carrier@0.1.0",
+        world: CARRIER_WORLD,
+        export: "switchyard:carrier/protocol@0.3.0",
+    },
+    ServedWorld {
+        kind: PluginKind::Carrier,
+        world: CARRIER_WORLD_V0_1,
         export: "switchyard:carrier/protocol@0.1.0",
     },
     // The newest version first.
@@ -47,6 +53,10 @@ const SERVED: &[ServedWorld] = &[
     },
 ];
 
+/// The carrier world with payload bypass (held payloads, body claims).
+pub(crate) const CARRIER_WORLD: &str = "switchyard:carrier/carrier@0.3.0";
+/// The carrier world's first version, still loaded (payloads cross the guest).
+pub(crate) const CARRIER_WORLD_V0_1: &str = "switchyard:carrier/carrier@0.1.0";
 /// The tunnel world this build's tunnel plugin targets.
 pub(crate) const TUNNEL_WORLD: &str = "switchyard:carrier/tunnel@0.2.0";
 /// The tunnel world's first version, still loaded (its `open` answers a string).

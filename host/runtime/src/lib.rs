@@ -13,7 +13,8 @@
 //! - [`sandbox`]: per-store state: the memory limiter, WASI with an empty context, host imports.
 //! - [`policy`]: an admission policy ready to call, with its pool of warm instances.
 //! - [`grant`]: a grant evaluator ready to call, pooled like a policy.
-//! - [`carrier`]: a carrier plugin, one stateful protocol engine driven by the host's reactor.
+//! - [`carrier`]: a carrier plugin, one stateful protocol engine driven by the host's reactor
+//!   (`carrier@0.3.0`, and 0.1.0 turned into it).
 //! - [`tunnel`]: a tunnel session plugin (`tunnel@0.2.0`, and 0.1.0 turned into it).
 //! - [`admission`]: admission points, requests, decisions and the ordered chain.
 //! - [`metrics`]: per-plugin counters and latency histograms.

@@ -63,6 +63,13 @@ const SERVED_WIT: &[(&str, &[(&str, &str)])] = &[
             include_str!("../../../wit/deps/carrier@0.2.0/tunnel.wit"),
         )],
     ),
+    (
+        "carrier@0.3.0",
+        &[(
+            "carrier.wit",
+            include_str!("../../../wit/deps/carrier@0.3.0/carrier.wit"),
+        )],
+    ),
 ];
 
 fn served() -> &'static Resolve {
@@ -329,6 +336,7 @@ mod tests {
             "switchyard:policy/admission@0.1.0",
             "switchyard:grant/evaluator@0.1.0",
             "switchyard:carrier/protocol@0.1.0",
+            "switchyard:carrier/protocol@0.3.0",
             "switchyard:carrier/session@0.2.0",
             "switchyard:carrier/session@0.1.0",
         ] {

@@ -102,6 +102,28 @@ impl Store {
             .ok_or_else(|| StoreError::NotFound("cluster_carrier row".into()))
     }
 
+    /// Adds pins for the components the active set `carrier` runs but its
+    /// row does not pin (a set that came to run another component: the
+    /// `nats` set's streams now ride `tunnel` sessions); a pin the row has
+    /// is kept. Nothing changes if another set became active meanwhile.
+    /// Returns the row as it is after.
+    pub async fn pin_missing_cluster_plugins(
+        &self,
+        carrier: &str,
+        missing: &Pins,
+    ) -> Result<ClusterCarrier, StoreError> {
+        self.conn()
+            .await?
+            .execute(
+                "UPDATE cluster_carrier SET plugins = $2::jsonb || plugins WHERE carrier = $1",
+                &[&carrier, &Json(missing)],
+            )
+            .await?;
+        self.cluster_carrier()
+            .await?
+            .ok_or_else(|| StoreError::NotFound("cluster_carrier row".into()))
+    }
+
     /// The carrier row, if seeded.
     pub async fn cluster_carrier(&self) -> Result<Option<ClusterCarrier>, StoreError> {
         let row = self

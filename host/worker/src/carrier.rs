@@ -4,7 +4,8 @@
 //! plugin registry, verified by digest ([`crate::components`]). For
 //! `tunnel`, a websocket per lane dialled to the frontend (inference first;
 //! bulk on the replica that took it); for `nats`, control verbs on NATS and
-//! streams served on the worker's own address. Either way the same
+//! stream sessions (one per frontend replica and lane) served on the
+//! worker's own address. Either way the same
 //! services answer.
 //!
 //! During a carrier change several sets run side by side, each keyed by its
@@ -26,6 +27,7 @@ use std::time::Duration;
 use sha2::Digest;
 use switchyard_carrier::client::Carrier;
 use switchyard_carrier::control::{CarrierControl, subscribe_control_on_carrier};
+use switchyard_carrier::dialled::SessionServer;
 use switchyard_carrier::set::{self, SetEnv, Side, SideKind, StreamsVia};
 use switchyard_carrier::stream_seam::Acceptor;
 use switchyard_carrier::tunnel::{Lane, Side as TunnelSide, TunnelSession, websocket};
@@ -311,12 +313,22 @@ struct Pending {
     failures: u32,
 }
 
-/// The worker's streams listener on `--address`: one for every `nats` set
-/// that runs (two versions of the set share it), with the streams it serves
+/// The worker's sessions listener on `--address`: one for every `nats` set
+/// that runs (two versions of the set share it; the newest attached names
+/// the tunnel component new sessions run), with the streams it serves
 /// counted.
 struct Direct {
     task: JoinHandle<()>,
+    server: Arc<SessionServer>,
     in_flight: InFlight,
+}
+
+impl Direct {
+    /// Stops listening and ends the sessions.
+    fn close(self) {
+        self.task.abort();
+        self.server.close();
+    }
 }
 
 /// What runs for the carrier sets the cluster names.
@@ -412,7 +424,7 @@ impl CarrierLink {
             running.close();
         }
         if let Some(direct) = self.direct.take() {
-            direct.task.abort();
+            direct.close();
         }
         self.publish(None);
     }
@@ -597,7 +609,12 @@ impl CarrierLink {
             released_at: None,
             in_flight: in_flight.clone(),
             probe: None,
-            tunnel: seams.tunnel.map(|spec| (spec, Arc::default())),
+            // Lanes this worker dials (`tunnel`); a `nats` set's sessions
+            // are dialled to it instead.
+            tunnel: match name.entry().streams {
+                StreamsVia::Tunnel(_) => seams.tunnel.clone().map(|spec| (spec, Arc::default())),
+                StreamsVia::Dialled(_) => None,
+            },
             tasks: Vec::new(),
         };
         if let Some(carrier) = seams.messages {
@@ -608,8 +625,8 @@ impl CarrierLink {
                     NATS_CONNECT.as_secs()
                 ));
             }
-            if name.entry().streams == StreamsVia::Direct {
-                self.serve_direct(identity).await?;
+            if let (StreamsVia::Dialled(_), Some(spec)) = (name.entry().streams, &seams.tunnel) {
+                self.serve_direct(identity, spec.clone()).await?;
             }
             // Subscribed before the set counts as attached: a frontend's
             // first call must find this worker answering. Two versions of a
@@ -652,24 +669,32 @@ impl CarrierLink {
         Ok(components)
     }
 
-    /// Serves streams on the worker's own address (the frontend dials it),
-    /// once for every `nats` set: a second version of the set shares it.
-    async fn serve_direct(&mut self, identity: &Identity) -> Result<(), String> {
-        if self.direct.as_ref().is_some_and(|d| !d.task.is_finished()) {
+    /// Serves sessions on the worker's own address (the frontend dials
+    /// it), once for every `nats` set: a second version of the set shares
+    /// it, and the sessions dialled from then on run its `tunnel`.
+    async fn serve_direct(
+        &mut self,
+        identity: &Identity,
+        tunnel: ComponentSpec,
+    ) -> Result<(), String> {
+        if let Some(direct) = self.direct.as_ref().filter(|d| !d.task.is_finished()) {
+            direct.server.set_component(tunnel);
             return Ok(());
         }
         let address = self.address.clone().ok_or(NO_ADDRESS)?;
         let listener = tokio::net::TcpListener::bind(&address)
             .await
             .map_err(|e| format!("cannot serve streams on {address}: {e}"))?;
-        tracing::info!(%address, "serving streams");
+        tracing::info!(%address, "serving stream sessions");
         let key = switchyard_carrier::direct::stream_key(&sha2::Sha256::digest(
             identity.credential.as_bytes(),
         ));
         let in_flight = InFlight::default();
         let acceptor = self.node.acceptor_counted(in_flight.clone());
+        let server = SessionServer::new(self.runtime.clone(), key, tunnel, acceptor);
         self.direct = Some(Direct {
-            task: tokio::spawn(switchyard_carrier::direct::serve(listener, key, acceptor)),
+            task: tokio::spawn(server.clone().serve(listener)),
+            server,
             in_flight,
         });
         Ok(())
@@ -739,7 +764,7 @@ impl CarrierLink {
         let nats_sets = self
             .running
             .values()
-            .filter(|r| r.name.entry().streams == StreamsVia::Direct)
+            .filter(|r| matches!(r.name.entry().streams, StreamsVia::Dialled(_)))
             .count();
         let direct_in_flight = self.direct.as_ref().map_or(0, |d| d.in_flight.count());
         let closing: Vec<SetKey> = self
@@ -748,9 +773,9 @@ impl CarrierLink {
             .filter_map(|(key, r)| {
                 let released = r.released_at?;
                 let mut in_flight = r.in_flight.count();
-                // Direct streams belong to every `nats` set: they hold the
-                // last one only.
-                if r.name.entry().streams == StreamsVia::Direct && nats_sets == 1 {
+                // Dialled sessions' streams belong to every `nats` set:
+                // they hold the last one only.
+                if matches!(r.name.entry().streams, StreamsVia::Dialled(_)) && nats_sets == 1 {
                     in_flight += direct_in_flight;
                 }
                 // An aborted target goes by the same rule: nothing runs on
@@ -781,10 +806,11 @@ impl CarrierLink {
         let direct_needed = self
             .running
             .values()
-            .any(|r| r.name.entry().streams == StreamsVia::Direct);
+            .any(|r| matches!(r.name.entry().streams, StreamsVia::Dialled(_)));
         if !direct_needed && let Some(direct) = self.direct.take() {
-            // Streams it accepted run on tasks of their own and finish.
-            direct.task.abort();
+            // The last `nats` set closed once nothing ran on it (or its
+            // drain time passed): its sessions end with it.
+            direct.close();
         }
         // A tunnel set left alone dials again (an aborted target's set).
         self.dial_newest();

@@ -13,6 +13,9 @@ pub type Output = Vec<Action>;
 pub enum Action {
     /// Write these bytes to the transport, before acting on the rest.
     Write(Vec<u8>),
+    /// Write the host's held payload with this id here, between the writes
+    /// around it (a publish of a [`Payload::Held`]).
+    WritePayload(u64),
     /// A message for the subscription `sid` (from MSG or HMSG).
     Deliver {
         /// The caller's sid.
@@ -52,6 +55,87 @@ pub enum Action {
     Error(Error),
     /// Close the transport, then call `on_closed`.
     Close,
+}
+
+/// A payload to publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload<'a> {
+    /// The bytes themselves.
+    Bytes(&'a [u8]),
+    /// A payload the host holds: the engine writes the framing around it
+    /// and an [`Action::WritePayload`] where its bytes go.
+    Held {
+        /// The host's id.
+        id: u64,
+        /// Its length.
+        len: usize,
+    },
+}
+
+impl Payload<'_> {
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Bytes(bytes) => bytes.len(),
+            Payload::Held { len, .. } => *len,
+        }
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What [`crate::Connection::on_read`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intake {
+    /// The actions, as [`crate::Connection::on_bytes`] returns them.
+    pub output: Output,
+    /// How many bytes of the data were parsed (an unfinished frame the
+    /// engine keeps counts as parsed); the rest comes again after the
+    /// claimed body.
+    pub consumed: usize,
+    /// The payload that follows the parsed bytes, for the host to take.
+    pub claim: Option<Claim>,
+}
+
+/// A payload the host takes beside the engine: `len` bytes, then the
+/// engine reads again (from the CRLF after it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The payload's length.
+    pub len: usize,
+    /// Where it goes.
+    pub target: ClaimTarget,
+}
+
+/// Where a claimed payload goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimTarget {
+    /// A delivery to the subscription `sid`, as [`Action::Deliver`] without its payload.
+    Deliver {
+        /// The caller's sid.
+        sid: u64,
+        /// The subject it was published to.
+        subject: String,
+        /// Where a reply should go.
+        reply_to: Option<String>,
+        /// The headers, for HMSG.
+        headers: Option<Headers>,
+    },
+    /// The reply to a request, as [`Action::Reply`] without its payload.
+    Reply {
+        /// The id `request` returned.
+        request_id: RequestId,
+        /// The inbox subject.
+        subject: String,
+        /// The reply's headers.
+        headers: Option<Headers>,
+    },
+    /// Nobody takes it (an ended subscription, a late reply, bad headers):
+    /// the host reads past it and drops it.
+    Drop,
 }
 
 /// A reply to a request.

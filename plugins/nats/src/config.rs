@@ -37,6 +37,11 @@ pub struct Config {
     /// Seeds the inbox token and the reconnect jitter: give each connection
     /// a different random value.
     pub seed: u64,
+    /// Payloads of at least this many bytes are claimed, not read: the
+    /// engine parses a message's line and headers and answers a [`crate::Claim`]
+    /// from [`crate::Connection::on_read`], and the host takes the payload
+    /// beside it. `None` (the default) reads every payload.
+    pub claim_bodies_from: Option<usize>,
 }
 
 impl Default for Config {
@@ -52,6 +57,7 @@ impl Default for Config {
             max_payload: None,
             subject_policy: SubjectPolicy::allow_all(),
             seed: 0,
+            claim_bodies_from: None,
         }
     }
 }

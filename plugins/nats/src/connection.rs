@@ -89,6 +89,8 @@ pub struct Connection {
     /// Whether `read_buf` is the start of a protocol line with no newline
     /// yet: the next read is then searched for the newline on its own.
     awaiting_newline: bool,
+    /// Bytes of the CRLF after a claimed payload not read yet.
+    after_claim: usize,
     subs: Subscriptions,
     requests: Requests,
     backoff: Backoff,
@@ -114,6 +116,7 @@ impl Connection {
             info: None,
             read_buf: Vec::new(),
             awaiting_newline: false,
+            after_claim: 0,
             subs: Subscriptions::default(),
             requests,
             backoff,
@@ -141,6 +144,7 @@ impl Connection {
             deadline: now_ms.saturating_add(self.config.handshake_timeout_ms),
         };
         self.read_buf.clear();
+        self.after_claim = 0;
         self.pings_out = 0;
         batch.finish()
     }
@@ -157,6 +161,7 @@ impl Connection {
         self.lose_requests(&mut batch);
         self.phase = Phase::Disconnected;
         self.read_buf.clear();
+        self.after_claim = 0;
         batch.push(Action::Reconnect {
             after_ms: self.backoff.next_delay(),
         });
@@ -212,6 +217,7 @@ impl Connection {
         }
         self.phase = Phase::Closed;
         self.read_buf.clear();
+        self.after_claim = 0;
         batch.finish()
     }
 
@@ -292,6 +298,7 @@ impl Connection {
         self.lose_requests(batch);
         self.phase = Phase::Closing;
         self.read_buf.clear();
+        self.after_claim = 0;
     }
 
     fn lose_requests(&mut self, batch: &mut Batch) {

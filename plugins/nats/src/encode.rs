@@ -24,6 +24,21 @@ pub(crate) fn publish(
     headers: Option<(&[(String, String)], usize)>,
     payload: &[u8],
 ) -> Result<(), Error> {
+    publish_head(out, subject, reply_to, headers, payload.len())?;
+    out.extend_from_slice(payload);
+    out.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+/// Appends what [`publish`] writes before the payload: the line and the
+/// header block. The payload of `payload_len` bytes and `\r\n` must follow.
+pub(crate) fn publish_head(
+    out: &mut Vec<u8>,
+    subject: &str,
+    reply_to: Option<&str>,
+    headers: Option<(&[(String, String)], usize)>,
+    payload_len: usize,
+) -> Result<(), Error> {
     let start = out.len();
     out.extend_from_slice(if headers.is_some() { b"HPUB " } else { b"PUB " });
     out.extend_from_slice(subject.as_bytes());
@@ -37,14 +52,12 @@ pub(crate) fn publish(
         push_number(out, header_len as u64);
     }
     out.push(b' ');
-    push_number(out, (header_len + payload.len()) as u64);
+    push_number(out, (header_len + payload_len) as u64);
     check_line(out, start)?;
     out.extend_from_slice(b"\r\n");
     if let Some((entries, _)) = headers {
         headers::encode(out, entries);
     }
-    out.extend_from_slice(payload);
-    out.extend_from_slice(b"\r\n");
     Ok(())
 }
 

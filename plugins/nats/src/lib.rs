@@ -62,7 +62,7 @@ mod server_error;
 use switchyard_carrier_kit::subject;
 mod subscription;
 
-pub use action::{Action, Message, Output};
+pub use action::{Action, Claim, ClaimTarget, Intake, Message, Output, Payload};
 pub use auth::Auth;
 pub use backoff::{BACKOFF_MAX_MS, BACKOFF_START_MS, Backoff};
 pub use component_config::ComponentConfig;

@@ -25,6 +25,9 @@ thread_local! {
 pub(crate) enum ServerOp<'a> {
     Info(Box<ServerInfo>),
     Msg(MsgFrame<'a>),
+    /// MSG or HMSG whose payload is claimed: everything up to the payload
+    /// was read; the payload and its CRLF follow.
+    MsgHead(MsgHead<'a>),
     Ping,
     Pong,
     Ok,
@@ -41,13 +44,36 @@ pub(crate) struct MsgFrame<'a> {
     pub payload: &'a [u8],
 }
 
+/// MSG or HMSG up to its payload: the payload is `payload_len` bytes after
+/// what was read, then CRLF.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct MsgHead<'a> {
+    pub subject: &'a [u8],
+    pub sid: u64,
+    pub reply_to: Option<&'a [u8]>,
+    pub header: Option<&'a [u8]>,
+    pub payload_len: usize,
+}
+
 /// Parses the frame at the start of `buf`: `Ok(None)` when it is not complete
 /// yet, `Ok(Some((op, used)))` when it is. A message larger than
 /// `max_payload` is an error as soon as its line is read, so the caller never
 /// buffers it.
+#[cfg(test)]
 pub(crate) fn parse_frame(
     buf: &[u8],
     max_payload: usize,
+) -> Result<Option<(ServerOp<'_>, usize)>, Error> {
+    parse_frame_claiming(buf, max_payload, None)
+}
+
+/// [`parse_frame`], except that a MSG or HMSG whose payload has at least
+/// `claim_from` bytes is a [`ServerOp::MsgHead`] as soon as its line and
+/// header block are read.
+pub(crate) fn parse_frame_claiming(
+    buf: &[u8],
+    max_payload: usize,
+    claim_from: Option<usize>,
 ) -> Result<Option<(ServerOp<'_>, usize)>, Error> {
     #[cfg(test)]
     PARSES.with(|n| n.set(n.get() + 1));
@@ -67,10 +93,14 @@ pub(crate) fn parse_frame(
     let line = buf[..nl].strip_suffix(b"\r").unwrap_or(&buf[..nl]);
     let body = nl + 1;
     let (op, rest) = split_op(line);
+    let limits = Limits {
+        max_payload,
+        claim_from,
+    };
     let op = if op.eq_ignore_ascii_case(b"MSG") {
-        return msg(buf, rest, body, false, max_payload);
+        return msg(buf, rest, body, false, limits);
     } else if op.eq_ignore_ascii_case(b"HMSG") {
-        return msg(buf, rest, body, true, max_payload);
+        return msg(buf, rest, body, true, limits);
     } else if op.eq_ignore_ascii_case(b"PING") {
         ServerOp::Ping
     } else if op.eq_ignore_ascii_case(b"PONG") {
@@ -118,6 +148,14 @@ fn split_op(line: &[u8]) -> (&[u8], &[u8]) {
     (&line[..end], &rest[rest_start..])
 }
 
+/// What a message may be: its largest size, and from what payload size on
+/// it is claimed.
+#[derive(Clone, Copy)]
+struct Limits {
+    max_payload: usize,
+    claim_from: Option<usize>,
+}
+
 /// `MSG <subject> <sid> [reply-to] <#bytes>` or
 /// `HMSG <subject> <sid> [reply-to] <#header bytes> <#total bytes>`.
 fn msg<'a>(
@@ -125,8 +163,9 @@ fn msg<'a>(
     args: &'a [u8],
     body: usize,
     headers: bool,
-    max_payload: usize,
+    limits: Limits,
 ) -> Result<Option<(ServerOp<'a>, usize)>, Error> {
+    let max_payload = limits.max_payload;
     let name = if headers { "HMSG" } else { "MSG" };
     let mut fields = [&b""[..]; 5];
     let mut count = 0;
@@ -160,6 +199,27 @@ fn msg<'a>(
     if total > max_payload {
         return Err(Error::Protocol(format!(
             "{name} of {total} bytes exceeds max_payload of {max_payload} bytes"
+        )));
+    }
+    let header_bytes = header_len.unwrap_or(0);
+    let payload_len = total - header_bytes;
+    if limits
+        .claim_from
+        .is_some_and(|from| payload_len >= from.max(1))
+    {
+        let payload_start = body + header_bytes;
+        if buf.len() < payload_start {
+            return Ok(None);
+        }
+        return Ok(Some((
+            ServerOp::MsgHead(MsgHead {
+                subject: fields[0],
+                sid,
+                reply_to,
+                header: header_len.map(|_| &buf[body..payload_start]),
+                payload_len,
+            }),
+            payload_start,
         )));
     }
     // Saturating: a huge size must read as "not complete", never wrap.

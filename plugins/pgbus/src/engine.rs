@@ -5,9 +5,10 @@
 //!
 //! The connections (publisher, listener, readers) and their reconnects are
 //! in `engine/links.rs`; publishing, hearing, spill reads and delivery in
-//! `engine/fanout.rs`; the claim queue (queueing, claiming, acknowledging)
-//! in `engine/queue.rs`.
+//! `engine/fanout.rs`, what waits for the publisher in `engine/batch.rs`;
+//! the claim queue (queueing, claiming, acknowledging) in `engine/queue.rs`.
 
+mod batch;
 mod fanout;
 mod links;
 mod queue;
@@ -27,8 +28,8 @@ use crate::rng::XorShift;
 use crate::sql::TableStatements;
 use crate::subscriptions::Subscriptions;
 
-use fanout::Batch;
-pub use fanout::{MAX_BATCH_BYTES, MAX_BATCH_NOTIFICATIONS};
+use batch::{Batch, Spills};
+pub use batch::{MAX_BATCH_BYTES, MAX_BATCH_NOTIFICATIONS, MAX_SPILL_BATCH, MAX_SPILL_BATCH_BYTES};
 use links::Link;
 
 /// The largest payload a message may carry, the same for every carrier so
@@ -149,9 +150,13 @@ pub struct Engine {
     subscriptions: Subscriptions,
     requests: Requests,
     arrivals: Arrivals,
+    /// Inline messages waiting for the publish queries in flight.
     batch: Batch,
-    /// Publish queries sent and not answered; new inline messages wait in
-    /// `batch` while there are any.
+    /// Spilled messages waiting for the publish queries in flight (never
+    /// at the same time as `batch`).
+    spills: Spills,
+    /// Publish queries sent and not answered; new messages wait in `batch`
+    /// or `spills` while there are any.
     publishes_in_flight: usize,
     /// Where the round robin over readers starts next.
     next_reader: usize,
@@ -216,6 +221,7 @@ impl Engine {
             requests,
             arrivals: Arrivals::default(),
             batch: Batch::default(),
+            spills: Spills::default(),
             publishes_in_flight: 0,
             next_reader: 0,
             retention_at: now_ms.saturating_add(RETENTION_INTERVAL_MS),

@@ -6,6 +6,9 @@
 //! notification would be `spill_threshold` (8000) bytes or more is written
 //! to the spill table and the notification names its row; spill reads run on
 //! several reader connections at once, and deliveries keep arrival order.
+//! While a publish query is in flight, later messages wait and go out
+//! together in one statement (inline notifications, or spills: rows and
+//! markers), one transaction for PostgreSQL's global notify lock.
 //! Spill rows expire by the database's clock.
 //!
 //! Subjects under the queue roots (`work.` by default) are a work queue
@@ -53,6 +56,7 @@
 //! - `engine.rs`: the state machine and its calls; `engine/links.rs` the
 //!   connections, their setup, loss and reopening; `engine/fanout.rs`
 //!   publishing, batching, spilling, hearing, spill reads and delivery;
+//!   `engine/batch.rs` what waits for the publisher (inline texts or spills);
 //!   `engine/queue.rs` queueing, claiming and acknowledging work units.
 //! - `action.rs`: what the engine answers, and the values that cross with it.
 //! - `notification.rs`: the text of a notification (the wire format).
@@ -94,8 +98,8 @@ pub use config::{
     MAX_RETENTION_SECONDS, MAX_SPILL_READERS, WAKE_SUFFIX,
 };
 pub use engine::{
-    Counters, Engine, MAX_BATCH_BYTES, MAX_BATCH_NOTIFICATIONS, MAX_PAYLOAD, QUEUE_GROUPS_REFUSED,
-    RETENTION_INTERVAL_MS,
+    Counters, Engine, MAX_BATCH_BYTES, MAX_BATCH_NOTIFICATIONS, MAX_PAYLOAD, MAX_SPILL_BATCH,
+    MAX_SPILL_BATCH_BYTES, QUEUE_GROUPS_REFUSED, RETENTION_INTERVAL_MS,
 };
 pub use queue::{
     CLAIM_BATCH, CLAIM_INTERVAL_MS, CLAIM_PREFIX, MAX_UNACKED, MAX_UNIT_ID_LEN, UNIT_ID_HEADER,

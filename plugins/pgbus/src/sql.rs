@@ -57,6 +57,31 @@ pub const SPILL: &str = "WITH s AS (\
 INSERT INTO switchyard_carrier_spill (subject, payload) VALUES ($1, $2) RETURNING id) \
 SELECT pg_notify($3, 's ' || s.id::text || ' ' || $4)::text FROM s";
 
+/// Spills `count` messages in one transaction, so that they take
+/// PostgreSQL's global notify lock (held across the commit's WAL flush) once:
+/// `$1` channel, `$2` the marker tails joined by newlines, then one payload
+/// each from `$3` on (separate parameters: no payload is copied to join
+/// them, and the carrier world's parameters have no arrays). Each message's
+/// row id is drawn first from the table's sequence, so that its notification
+/// names its own row; the markers are notified in the tails' order, which is
+/// the order subscribers hear them in. `m` is evaluated once (it is
+/// referenced twice and draws from a sequence) and holds no payload; the
+/// insert picks each row's payload parameter by position. Answers the count.
+pub fn spill_batch(count: u64) -> String {
+    let payloads: String = (1..=count)
+        .map(|i| format!("WHEN {i} THEN ${}::bytea ", i + 2))
+        .collect();
+    format!(
+        "WITH m AS (\
+SELECT t.ord, nextval(pg_get_serial_sequence('switchyard_carrier_spill', 'id')) AS id, t.tail \
+FROM unnest(string_to_array($2::text, E'\\n')) WITH ORDINALITY AS t(tail, ord) ORDER BY t.ord), \
+i AS (INSERT INTO switchyard_carrier_spill (id, subject, payload) \
+SELECT id, split_part(tail, ' ', 1), CASE ord {payloads}END FROM m) \
+SELECT count(pg_notify($1::text, 's ' || n.id::text || ' ' || n.tail))::text \
+FROM (SELECT id, tail FROM m ORDER BY ord) AS n"
+    )
+}
+
 /// Fetches a spilled payload (`$1` row id); no row once retention deleted it.
 pub const READ_SPILL: &str = "SELECT payload FROM switchyard_carrier_spill WHERE id = $1";
 

@@ -3,7 +3,8 @@
 //! [`Stream`]s on it.
 //!
 //! The host owns the websocket (the frontend's connect endpoint or the
-//! worker's dialer move its messages); [`TunnelSession::start`] gives back
+//! worker's dialer move its messages), or the TCP connection of a `nats`
+//! set's dialled session ([`tcp`], [`crate::dialled`]); [`TunnelSession::start`] gives back
 //! the [`Transport`] to move them through. [`TunnelRegistry`] holds the
 //! sessions a frontend replica has, whatever carrier set is active.
 
@@ -11,6 +12,7 @@ mod core;
 mod driver;
 pub mod loopback;
 mod registry;
+pub mod tcp;
 pub mod websocket;
 
 use std::sync::Arc;

@@ -10,6 +10,7 @@ use switchyard_carrier::set::{self, SideKind};
 use switchyard_carrier::{FanOut, Holder, SetName, TunnelRegistry, WorkQueue};
 use switchyard_protocol::carrier::{Pin, Pins};
 use switchyard_runtime::{PluginKind, Runtime, RuntimeConfig};
+use switchyard_store::cluster::ClusterCarrier;
 use switchyard_store::{PoolTimeouts, Store};
 
 use super::build::{Builder, SetKey};
@@ -75,6 +76,7 @@ pub async fn start(
         }
         false => row,
     };
+    let row = pin_missing(store, name, row).await?;
     // Carriers run beside the policies with limits of their own.
     let runtime = Runtime::new(RuntimeConfig::for_carriers(Some(
         config.data_dir.join("cache"),
@@ -138,6 +140,34 @@ pub async fn start(
     probe::listen(cluster.clone()).await?;
     tracing::info!(carrier = %row.carrier, epoch = row.epoch, "carrier set started");
     Ok(Some(cluster))
+}
+
+/// A row pinned before its set ran one of its components now (the `nats`
+/// set before its streams rode `tunnel` sessions) pins the newest version
+/// of those it lacks; its other pins stay.
+async fn pin_missing(
+    store: &Store,
+    set: SetName,
+    row: ClusterCarrier,
+) -> anyhow::Result<ClusterCarrier> {
+    let lacks = set
+        .entry()
+        .components(SideKind::Frontend)
+        .iter()
+        .any(|needed| !row.plugins.contains_key(needed.name));
+    if !lacks {
+        return Ok(row);
+    }
+    let mut missing = newest_pins(store, set).await?;
+    missing.retain(|name, _| !row.plugins.contains_key(name));
+    if missing.is_empty() {
+        // The registry holds none: building the set says which.
+        return Ok(row);
+    }
+    tracing::info!(carrier = %set, components = ?missing.keys().collect::<Vec<_>>(), "pinning the components the cluster's set now runs");
+    Ok(store
+        .pin_missing_cluster_plugins(set.as_str(), &missing)
+        .await?)
 }
 
 /// The newest registered version of each component a frontend runs for `set`.

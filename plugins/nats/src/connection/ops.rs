@@ -3,7 +3,7 @@
 //! written.
 
 use super::Connection;
-use crate::action::{Action, Output};
+use crate::action::{Action, Output, Payload};
 use crate::encode;
 use crate::error::Error;
 use crate::headers;
@@ -21,15 +21,30 @@ impl Connection {
         headers: Option<&[(String, String)]>,
         payload: &[u8],
     ) -> Result<Output, Error> {
+        self.publish_payload(subject, reply_to, headers, Payload::Bytes(payload))
+    }
+
+    /// [`Connection::publish`] of a payload that may be held by the host:
+    /// its framing is written around an [`Action::WritePayload`].
+    pub fn publish_payload(
+        &mut self,
+        subject: &str,
+        reply_to: Option<&str>,
+        headers: Option<&[(String, String)]>,
+        payload: Payload<'_>,
+    ) -> Result<Output, Error> {
         self.ensure_connected()?;
         let policy = &self.config.subject_policy;
         policy.check(subject, false)?;
         if let Some(reply) = reply_to {
             policy.check(reply, false)?;
         }
-        let mut write = Vec::with_capacity(payload.len() + subject.len() + 48);
-        self.write_publish(&mut write, subject, reply_to, headers, payload)?;
-        Ok(vec![Action::Write(write)])
+        let inline = match payload {
+            Payload::Bytes(bytes) => bytes.len(),
+            Payload::Held { .. } => 0,
+        };
+        let write = Vec::with_capacity(inline + subject.len() + 48);
+        self.write_publish(write, subject, reply_to, headers, payload)
     }
 
     /// Subscribes `sid` (from 1; 0 is the inbox's) to `subject`, which may
@@ -104,29 +119,54 @@ impl Connection {
         timeout_ms: u64,
         now_ms: u64,
     ) -> Result<(RequestId, Output), Error> {
+        self.request_payload(
+            subject,
+            headers,
+            Payload::Bytes(payload),
+            timeout_ms,
+            now_ms,
+        )
+    }
+
+    /// [`Connection::request_with_headers`] of a payload that may be held by
+    /// the host.
+    pub fn request_payload(
+        &mut self,
+        subject: &str,
+        headers: Option<&[(String, String)]>,
+        payload: Payload<'_>,
+        timeout_ms: u64,
+        now_ms: u64,
+    ) -> Result<(RequestId, Output), Error> {
         self.ensure_connected()?;
         self.config.subject_policy.check(subject, false)?;
         let (_, reply_to) = self.requests.peek();
-        let mut write = Vec::with_capacity(payload.len() + subject.len() + reply_to.len() + 64);
+        let inline = match payload {
+            Payload::Bytes(bytes) => bytes.len(),
+            Payload::Held { .. } => 0,
+        };
+        let mut write = Vec::with_capacity(inline + subject.len() + reply_to.len() + 64);
         if !self.requests.is_active() {
             // The engine's own inbox: not a caller's subject, so the policy
             // does not apply to it.
             encode::subscribe(&mut write, &self.requests.pattern(), None, INBOX_SID)?;
         }
-        self.write_publish(&mut write, subject, Some(&reply_to), headers, payload)?;
+        let output = self.write_publish(write, subject, Some(&reply_to), headers, payload)?;
         self.requests.activate();
         let id = self.requests.start(now_ms.saturating_add(timeout_ms));
-        Ok((id, vec![Action::Write(write)]))
+        Ok((id, output))
     }
 
+    /// The publish after what `out` holds already: one write, or for a held
+    /// payload the framing around the host's bytes.
     fn write_publish(
         &self,
-        out: &mut Vec<u8>,
+        mut out: Vec<u8>,
         subject: &str,
         reply_to: Option<&str>,
         headers: Option<&[(String, String)]>,
-        payload: &[u8],
-    ) -> Result<(), Error> {
+        payload: Payload<'_>,
+    ) -> Result<Output, Error> {
         let header = match headers {
             Some(entries) => {
                 if !self.info.as_ref().is_some_and(|i| i.headers) {
@@ -141,7 +181,20 @@ impl Connection {
         if size > max {
             return Err(Error::PayloadTooLarge { size, max });
         }
-        encode::publish(out, subject, reply_to, header, payload)
+        match payload {
+            Payload::Bytes(bytes) => {
+                encode::publish(&mut out, subject, reply_to, header, bytes)?;
+                Ok(vec![Action::Write(out)])
+            }
+            Payload::Held { id, len } => {
+                encode::publish_head(&mut out, subject, reply_to, header, len)?;
+                Ok(vec![
+                    Action::Write(out),
+                    Action::WritePayload(id),
+                    Action::Write(b"\r\n".to_vec()),
+                ])
+            }
+        }
     }
 
     fn if_connect_sent(&self, write: Vec<u8>) -> Output {

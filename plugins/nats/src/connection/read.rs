@@ -2,25 +2,50 @@
 //! replies.
 
 use super::{Connection, Phase, READ_ROOM};
-use crate::action::{Action, Batch, Message, Output};
+use crate::action::{Action, Batch, Claim, ClaimTarget, Intake, Message, Output};
 use crate::connect::{ClientOptions, write_connect};
 use crate::encode;
 use crate::error::Error;
 use crate::headers::{Headers, parse_headers};
 use crate::info::ServerInfo;
-use crate::parser::{MAX_SERVER_LINE, MsgFrame, ServerOp, parse_frame};
+use crate::parser::{MAX_SERVER_LINE, MsgFrame, MsgHead, ServerOp, parse_frame_claiming};
 use crate::request::{INBOX_SID, RequestError};
 use crate::server_error::ServerError;
 
 impl Connection {
     /// Bytes arrived: one whole read, with any number of frames and possibly
     /// an unfinished one at the end, which the engine keeps for the next read.
+    /// For an engine that claims no payloads (`Config::claim_bodies_from`
+    /// unset); one that does reads with [`Connection::on_read`].
     pub fn on_bytes(&mut self, data: &[u8], now_ms: u64) -> Output {
+        let intake = self.on_read(data, now_ms);
+        debug_assert!(intake.claim.is_none(), "on_bytes on a claiming engine");
+        intake.output
+    }
+
+    /// Bytes arrived, as [`Connection::on_bytes`]; with
+    /// `Config::claim_bodies_from` set, reading stops at the first payload at
+    /// least that large: the answer's [`Claim`] says where it goes, and the
+    /// host hands the bytes after it (from its CRLF) to the next call.
+    pub fn on_read(&mut self, data: &[u8], now_ms: u64) -> Intake {
         let mut batch = Batch::default();
+        let all = data.len();
         if !self.has_transport() {
             // Bytes from a transport that is closing or gone mean nothing.
-            return batch.finish();
+            return intake(batch, all, None);
         }
+        // The CRLF after a claimed payload, possibly split across reads.
+        let mut skip = 0;
+        while self.after_claim > 0 && skip < data.len() {
+            if data[skip] != b"\r\n"[2 - self.after_claim] {
+                let error = Error::Protocol("a claimed payload is not followed by CRLF".into());
+                self.fail(error, &mut batch);
+                return intake(batch, all, None);
+            }
+            skip += 1;
+            self.after_claim -= 1;
+        }
+        let data = &data[skip..];
         // A protocol line arriving in pieces: its newline can only be in the
         // new bytes, so only they are searched. Parsing what is held again on
         // every read would make a server that sends a 64 KiB line one byte
@@ -33,9 +58,10 @@ impl Connection {
             && !data.contains(&b'\n')
         {
             self.read_buf.extend_from_slice(data);
-            return batch.finish();
+            return intake(batch, all, None);
         }
         let mut held = std::mem::take(&mut self.read_buf);
+        let held_before = held.len();
         let from_held = !held.is_empty();
         if from_held {
             held.extend_from_slice(data);
@@ -43,7 +69,15 @@ impl Connection {
         // Common case: no unfinished frame, so parse the caller's buffer in
         // place and copy only its tail.
         let input: &[u8] = if from_held { &held } else { data };
-        let (used, result) = self.read_frames(input, now_ms, &mut batch);
+        let (used, result, claim) = self.read_frames(input, now_ms, &mut batch);
+        if let Some(claim) = claim {
+            // Everything held was the claimed message's line: the payload
+            // starts in this read's bytes.
+            self.awaiting_newline = false;
+            self.after_claim = 2;
+            let consumed = skip + used.saturating_sub(held_before);
+            return intake(batch, consumed, Some(claim));
+        }
         let rest = input.len() - used;
         match result {
             Err(error) => self.fail(error, &mut batch),
@@ -67,7 +101,7 @@ impl Connection {
                 self.read_buf = held;
             }
         }
-        batch.finish()
+        intake(batch, all, None)
     }
 
     /// The most an unfinished frame may hold.
@@ -86,27 +120,36 @@ impl Connection {
     }
 
     /// Handles every complete frame; returns the bytes used and the first
-    /// fault, after which nothing more is read.
+    /// fault, after which nothing more is read, or the claim that ends the read.
     fn read_frames(
         &mut self,
         input: &[u8],
         now_ms: u64,
         batch: &mut Batch,
-    ) -> (usize, Result<(), Error>) {
+    ) -> (usize, Result<(), Error>, Option<Claim>) {
         let mut used = 0;
+        let claim_from = self.config.claim_bodies_from;
         while self.has_transport() {
-            match parse_frame(&input[used..], self.max_payload_for_reading()) {
+            match parse_frame_claiming(&input[used..], self.max_payload_for_reading(), claim_from) {
                 Ok(None) => break,
+                Ok(Some((ServerOp::MsgHead(head), len))) => {
+                    used += len;
+                    if matches!(self.phase, Phase::AwaitInfo { .. }) {
+                        return (used, Err(Error::Protocol("MSG before INFO".into())), None);
+                    }
+                    let claim = self.on_msg_head(head, batch);
+                    return (used, Ok(()), Some(claim));
+                }
                 Ok(Some((op, len))) => {
                     used += len;
                     if let Err(error) = self.handle(op, now_ms, batch) {
-                        return (used, Err(error));
+                        return (used, Err(error), None);
                     }
                 }
-                Err(error) => return (used, Err(error)),
+                Err(error) => return (used, Err(error), None),
             }
         }
-        (used, Ok(()))
+        (used, Ok(()), None)
     }
 
     fn handle(&mut self, op: ServerOp<'_>, now_ms: u64, batch: &mut Batch) -> Result<(), Error> {
@@ -138,6 +181,8 @@ impl Connection {
                 self.on_msg(frame, batch);
                 Ok(())
             }
+            // Only `read_frames` asks for heads, and handles them itself.
+            ServerOp::MsgHead(_) => Err(Error::Protocol("unexpected message head".into())),
         }
     }
 
@@ -224,6 +269,47 @@ impl Connection {
         });
     }
 
+    /// A message whose payload the host takes: where it goes, decided as
+    /// [`Connection::on_msg`] and `on_reply` decide for a whole message.
+    fn on_msg_head(&mut self, head: MsgHead<'_>, batch: &mut Batch) -> Claim {
+        let len = head.payload_len;
+        let target = match head.header.map(parse_headers).transpose() {
+            Err(error) => {
+                if head.sid != INBOX_SID {
+                    self.subs.deliver(head.sid);
+                }
+                self.dropped += 1;
+                batch.push(Action::Error(Error::Header(error)));
+                ClaimTarget::Drop
+            }
+            Ok(headers) if head.sid == INBOX_SID => match self.requests.resolve(head.subject) {
+                // A claimed payload is never empty, so never "no responders".
+                Some(request_id) => ClaimTarget::Reply {
+                    request_id,
+                    subject: lossy(head.subject),
+                    headers,
+                },
+                None => {
+                    self.dropped += 1;
+                    ClaimTarget::Drop
+                }
+            },
+            Ok(headers) => match self.subs.deliver(head.sid) {
+                true => ClaimTarget::Deliver {
+                    sid: head.sid,
+                    subject: lossy(head.subject),
+                    reply_to: head.reply_to.map(lossy),
+                    headers,
+                },
+                false => {
+                    self.dropped += 1;
+                    ClaimTarget::Drop
+                }
+            },
+        };
+        Claim { len, target }
+    }
+
     fn on_reply(&mut self, frame: MsgFrame<'_>, headers: Option<Headers>, batch: &mut Batch) {
         let Some(request_id) = self.requests.resolve(frame.subject) else {
             // Late (timed out) or not ours.
@@ -242,6 +328,14 @@ impl Connection {
             })
         };
         batch.push(Action::Reply { request_id, result });
+    }
+}
+
+fn intake(batch: Batch, consumed: usize, claim: Option<Claim>) -> Intake {
+    Intake {
+        output: batch.finish(),
+        consumed,
+        claim,
     }
 }
 

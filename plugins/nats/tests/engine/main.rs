@@ -1,5 +1,6 @@
 //! The engine driven with raw protocol bytes, as a host would drive it.
 
+mod claims;
 mod fuzz;
 mod handshake;
 mod messages;

@@ -1,9 +1,6 @@
 //! Fan-out: publishing (inline, batched or spilled), hearing notifications,
 //! reading spilled rows on the readers, and delivering in arrival order.
 
-use std::collections::HashSet;
-use std::hash::{DefaultHasher, Hash, Hasher};
-
 use crate::action::{
     Action, CarrierError, Delivery, Handle, Header, LogLevel, Notification, Param, Reply, Row,
 };
@@ -12,53 +9,6 @@ use crate::sql;
 
 use super::links::{LISTENER, PUBLISHER};
 use super::{Engine, MAX_PAYLOAD, Pending};
-
-/// Most notifications in one batch query.
-pub const MAX_BATCH_NOTIFICATIONS: u64 = 256;
-/// Most bytes of notification text in one batch query.
-pub const MAX_BATCH_BYTES: usize = 1 << 20;
-
-/// Inline notifications waiting while a publish query is in flight. They go
-/// out together in one transaction, which takes PostgreSQL's global notify
-/// lock once for all of them: under load, messages wait one round trip at
-/// most and the database commits far fewer times.
-#[derive(Debug, Default)]
-pub(super) struct Batch {
-    /// The texts, joined by newlines.
-    texts: String,
-    count: u64,
-    /// Hashes of the texts: PostgreSQL delivers identical notifications of
-    /// one transaction once, so a repeat starts a new batch.
-    seen: HashSet<u64>,
-}
-
-impl Batch {
-    /// Drops the batch; answers how many messages it held.
-    pub(super) fn discard(&mut self) -> u64 {
-        let count = self.count;
-        *self = Self::default();
-        count
-    }
-
-    fn fits(&self, text: &str, hash: u64) -> bool {
-        self.texts.len() + 1 + text.len() <= MAX_BATCH_BYTES && !self.seen.contains(&hash)
-    }
-
-    fn push(&mut self, text: &str, hash: u64) {
-        if self.count > 0 {
-            self.texts.push('\n');
-        }
-        self.texts.push_str(text);
-        self.count += 1;
-        self.seen.insert(hash);
-    }
-}
-
-fn hash(text: &str) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    text.hash(&mut hasher);
-    hasher.finish()
-}
 
 impl Engine {
     /// Checks and sends one message (a publish or a request).
@@ -92,24 +42,7 @@ impl Engine {
                     "the subject, reply-to and headers take {marker} bytes of notification; PostgreSQL carries fewer than {PG_NOTIFY_LIMIT}"
                 )));
             }
-            // Earlier inline messages go first: the publisher runs queries in order.
-            self.flush_batch(out);
-            let handle = self.publisher();
-            let query = self.query(
-                Pending::Publish {
-                    handle,
-                    messages: 1,
-                },
-                sql::SPILL,
-                vec![
-                    Param::Text(subject.to_owned()),
-                    Param::Bytes(payload),
-                    Param::Text(self.config.channel.clone()),
-                    Param::Text(envelope.marker_tail()),
-                ],
-            );
-            out.push(query);
-            self.publishes_in_flight += 1;
+            self.spill(subject, envelope.marker_tail(), payload, out);
             self.counters.spilled += 1;
         }
         self.counters.published += 1;
@@ -123,10 +56,16 @@ impl Engine {
             .expect("a ready carrier has a publisher")
     }
 
+    /// Whether nothing is in flight or waiting on the publisher: a message
+    /// may go out at once.
+    fn publisher_idle(&self) -> bool {
+        self.publishes_in_flight == 0 && self.batch.is_empty() && self.spills.is_empty()
+    }
+
     /// Sends an inline notification now, or batches it behind the publish
-    /// queries in flight.
+    /// queries in flight (after the spills waiting before it).
     fn notify(&mut self, text: String, out: &mut Vec<Action>) {
-        if self.publishes_in_flight == 0 && self.batch.count == 0 {
+        if self.publisher_idle() {
             let handle = self.publisher();
             let query = self.query(
                 Pending::Publish {
@@ -140,42 +79,98 @@ impl Engine {
             self.publishes_in_flight += 1;
             return;
         }
-        let hash = hash(&text);
-        if !self.batch.fits(&text, hash) {
+        self.flush_spills(out);
+        if !self.batch.fits(&text) {
             self.flush_batch(out);
         }
-        self.batch.push(&text, hash);
-        if self.batch.count >= MAX_BATCH_NOTIFICATIONS {
+        self.batch.push(&text);
+        if self.batch.is_full() {
             self.flush_batch(out);
         }
     }
 
-    /// Sends the waiting batch, if any, as one query.
-    pub(super) fn flush_batch(&mut self, out: &mut Vec<Action>) {
-        let batch = std::mem::take(&mut self.batch);
-        if batch.count == 0 {
+    /// Spills a message now (its row and its marker in one statement), or
+    /// batches it behind the publish queries in flight (after the inline
+    /// messages waiting before it): a burst of spills commits a few at a
+    /// time instead of once per message.
+    fn spill(&mut self, subject: &str, tail: String, payload: Vec<u8>, out: &mut Vec<Action>) {
+        if self.publisher_idle() {
+            let handle = self.publisher();
+            let query = self.query(
+                Pending::Publish {
+                    handle,
+                    messages: 1,
+                },
+                sql::SPILL,
+                vec![
+                    Param::Text(subject.to_owned()),
+                    Param::Bytes(payload),
+                    Param::Text(self.config.channel.clone()),
+                    Param::Text(tail),
+                ],
+            );
+            out.push(query);
+            self.publishes_in_flight += 1;
             return;
         }
-        let handle = self.publisher();
-        let channel = Param::Text(self.config.channel.clone());
-        let sql = if batch.count == 1 {
+        self.flush_batch(out);
+        if !self.spills.fits(payload.len()) {
+            self.flush_spills(out);
+        }
+        self.spills.push(&tail, payload);
+        if self.spills.is_full() {
+            self.flush_spills(out);
+        }
+    }
+
+    /// Sends whatever waits (inline messages or spills: never both), in
+    /// order before a statement that must follow them.
+    pub(super) fn flush_waiting(&mut self, out: &mut Vec<Action>) {
+        self.flush_batch(out);
+        self.flush_spills(out);
+    }
+
+    /// Sends the waiting inline batch, if any, as one query.
+    fn flush_batch(&mut self, out: &mut Vec<Action>) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let (count, texts) = self.batch.take();
+        let sql = if count == 1 {
             sql::NOTIFY
         } else {
             sql::NOTIFY_BATCH
         };
-        let query = self.query(
-            Pending::Publish {
-                handle,
-                messages: batch.count,
-            },
-            sql,
-            vec![channel, Param::Text(batch.texts)],
-        );
+        let params = vec![Param::Text(self.config.channel.clone()), Param::Text(texts)];
+        self.send_publish(count, sql, params, out);
+    }
+
+    /// Sends the waiting spills, if any, as one statement.
+    fn flush_spills(&mut self, out: &mut Vec<Action>) {
+        if self.spills.is_empty() {
+            return;
+        }
+        let (count, spills) = self.spills.take();
+        let mut params = Vec::with_capacity(1 + spills.len());
+        params.push(Param::Text(self.config.channel.clone()));
+        params.extend(spills);
+        self.send_publish(count, sql::spill_batch(count), params, out);
+    }
+
+    fn send_publish(
+        &mut self,
+        messages: u64,
+        sql: impl Into<std::borrow::Cow<'static, str>>,
+        params: Vec<Param>,
+        out: &mut Vec<Action>,
+    ) {
+        let handle = self.publisher();
+        let query = self.query(Pending::Publish { handle, messages }, sql, params);
         out.push(query);
         self.publishes_in_flight += 1;
     }
 
-    /// A publish query answered; the batch goes out once none is in flight.
+    /// A publish query answered; what waits goes out once none is in flight.
     pub(super) fn publish_answered(
         &mut self,
         messages: u64,
@@ -192,7 +187,7 @@ impl Engine {
             ));
         }
         if self.publishes_in_flight == 0 && self.links[PUBLISHER].is_usable() {
-            self.flush_batch(out);
+            self.flush_waiting(out);
         }
     }
 

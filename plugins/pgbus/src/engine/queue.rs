@@ -55,7 +55,7 @@ impl Engine {
             return Err(CarrierError::NotConnected);
         }
         // Fan-out messages published earlier go first.
-        self.flush_batch(out);
+        self.flush_waiting(out);
         let handle = self.publisher();
         let query = self.query(
             Pending::Enqueue {

@@ -2,7 +2,8 @@
 //! batching, and refusals.
 
 use switchyard_plugin_pgbus::{
-    Action, CarrierError, Header, MAX_BATCH_NOTIFICATIONS, MAX_PAYLOAD, Param, notification, sql,
+    Action, CarrierError, Header, MAX_BATCH_NOTIFICATIONS, MAX_PAYLOAD, MAX_SPILL_BATCH, Param,
+    notification, sql,
 };
 
 use crate::support::*;
@@ -83,8 +84,9 @@ fn a_64_kib_payload_is_spilled_with_its_reply_to_and_headers_in_the_marker() {
 #[test]
 fn a_lower_threshold_spills_sooner() {
     let mut e = ready(r#"{"spill_threshold": 100}"#);
-    let out = e.publish("jobs.x", None, &[], binary(66), 1).unwrap();
-    assert_eq!(only_query(&out).sql, sql::NOTIFY, "99 bytes");
+    let notify = only_query(&e.publish("jobs.x", None, &[], binary(66), 1).unwrap());
+    assert_eq!(notify.sql, sql::NOTIFY, "99 bytes");
+    e.answered(notify.id, Ok(rows(b"")), 1);
     let out = e.publish("jobs.x", None, &[], binary(67), 1).unwrap();
     assert_eq!(only_query(&out).sql, sql::SPILL, "103 bytes");
 }
@@ -260,11 +262,98 @@ fn a_full_batch_goes_out_at_once() {
 #[test]
 fn a_spill_goes_after_the_batched_messages_before_it() {
     let mut e = ready("{}");
-    e.publish("jobs.a", None, &[], Vec::new(), 1).unwrap();
+    let first = only_query(&e.publish("jobs.a", None, &[], Vec::new(), 1).unwrap());
     e.publish("jobs.b", None, &[], Vec::new(), 1).unwrap();
+    // The spill waits behind the query in flight; the inline batch before
+    // it goes out first.
     let out = e.publish("jobs.c", None, &[], binary(65536), 1).unwrap();
     let sent: Vec<String> = queries(&out).into_iter().map(|q| q.sql.into()).collect();
-    assert_eq!(sent, [sql::NOTIFY, sql::SPILL]);
+    assert_eq!(sent, [sql::NOTIFY]);
+    let out = e.answered(first.id, Ok(rows(b"")), 2);
+    assert!(queries(&out).is_empty(), "one query still in flight");
+}
+
+#[test]
+fn spills_published_while_a_query_runs_go_out_in_one_statement() {
+    let mut e = ready("{}");
+    let first = only_query(&e.publish("jobs.a", None, &[], binary(9000), 1).unwrap());
+    assert_eq!(first.sql, sql::SPILL);
+    let headers = [Header::new("trace", "t-1")];
+    for (subject, size) in [("jobs.b", 9000), ("jobs.c", 7000), ("jobs.d", 65536)] {
+        let (reply_to, headers) = match subject {
+            "jobs.c" => (Some("jobs.r"), &headers[..]),
+            _ => (None, &[][..]),
+        };
+        let out = e
+            .publish(subject, reply_to, headers, binary(size), 1)
+            .unwrap();
+        assert!(queries(&out).is_empty(), "{subject} waits");
+    }
+    assert_eq!(e.counters().spilled, 4);
+    let batch = only_query(&e.answered(first.id, Ok(rows(b"")), 2));
+    assert_eq!(batch.sql, sql::spill_batch(3));
+    assert_eq!(batch.connection, PUBLISHER);
+    let header = notification::encode_headers(&headers);
+    assert_eq!(
+        batch.params,
+        vec![
+            Param::Text("switchyard_bus".into()),
+            Param::Text(format!("jobs.b  \njobs.c jobs.r {header}\njobs.d  ")),
+            Param::Bytes(binary(9000)),
+            Param::Bytes(binary(7000)),
+            Param::Bytes(binary(65536)),
+        ]
+    );
+    // Nothing waits once it is answered.
+    assert!(queries(&e.answered(batch.id, Ok(rows(b"3")), 3)).is_empty());
+}
+
+#[test]
+fn a_full_spill_batch_goes_out_at_once_and_inline_messages_wait_behind_it() {
+    let mut e = ready("{}");
+    let first = only_query(&e.publish("jobs.a", None, &[], binary(65536), 1).unwrap());
+    let mut sent = Vec::new();
+    for _ in 0..MAX_SPILL_BATCH {
+        sent.extend(queries(
+            &e.publish("jobs.b", None, &[], binary(65536), 1).unwrap(),
+        ));
+    }
+    assert_eq!(sent.len(), 1, "the sixteenth spill sends the batch");
+    assert_eq!(sent[0].sql, sql::spill_batch(MAX_SPILL_BATCH));
+    assert_eq!(sent[0].params.len() as u64, 2 + MAX_SPILL_BATCH);
+    // Inline, spill, inline: each kind goes out before the next starts
+    // waiting, so the publisher runs them in publish order.
+    assert!(queries(&e.publish("jobs.c", None, &[], b"1".to_vec(), 1).unwrap()).is_empty());
+    let out = e.publish("jobs.d", None, &[], binary(65536), 1).unwrap();
+    assert_eq!(only_query(&out).sql, sql::NOTIFY, "jobs.c before jobs.d");
+    let out = e.publish("jobs.e", None, &[], b"2".to_vec(), 1).unwrap();
+    let spill = only_query(&out);
+    assert_eq!(
+        (&*spill.sql, text(&spill, 1)),
+        (&*sql::spill_batch(1), "jobs.d  ")
+    );
+    e.answered(first.id, Ok(rows(b"")), 2);
+    e.answered(sent[0].id, Ok(rows(b"")), 2);
+    let out = e.answered(spill.id - 1, Ok(rows(b"")), 2);
+    assert!(queries(&out).is_empty(), "the spill is still in flight");
+    let last = only_query(&e.answered(spill.id, Ok(rows(b"1")), 2));
+    assert_eq!(
+        (&*last.sql, text(&last, 1)),
+        (sql::NOTIFY, "m jobs.e   Mg==")
+    );
+}
+
+#[test]
+fn a_failed_spill_batch_counts_every_message() {
+    let mut e = ready("{}");
+    let first = only_query(&e.publish("jobs.a", None, &[], binary(65536), 1).unwrap());
+    for _ in 0..3 {
+        e.publish("jobs.b", None, &[], binary(65536), 1).unwrap();
+    }
+    let batch = only_query(&e.answered(first.id, Ok(rows(b"")), 2));
+    let out = e.answered(batch.id, Err("disk full".into()), 3);
+    assert!(matches!(&out[..], [Action::Log(_, m)] if m.contains("3 message(s) failed")));
+    assert_eq!(e.counters().failed_publishes, 3);
 }
 
 #[test]

@@ -205,6 +205,20 @@ fn messages_batched_when_the_publisher_closes_are_counted() {
 }
 
 #[test]
+fn spills_waiting_when_the_publisher_closes_are_counted() {
+    let mut e = ready("{}");
+    let big = vec![1u8; 65536];
+    for subject in ["jobs.a", "jobs.b", "jobs.c", "jobs.d"] {
+        e.publish(subject, None, &[], big.clone(), 1).unwrap();
+    }
+    let out = e.closed(PUBLISHER, "gone", 2);
+    assert!(out.iter().any(
+        |a| matches!(a, Action::Log(LogLevel::Warn, m) if m.contains("3 message(s) unsent") && m.contains("1 unconfirmed"))
+    ));
+    assert_eq!(e.counters().failed_publishes, 3);
+}
+
+#[test]
 fn an_unknown_open_is_closed() {
     let mut e = ready("{}");
     assert_eq!(e.opened(77, 1), vec![Action::Close(77)]);

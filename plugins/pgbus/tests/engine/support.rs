@@ -110,13 +110,19 @@ pub fn heard(payload: impl Into<String>) -> Notification {
 }
 
 /// What a publish query notifies, as the database would deliver it: the
-/// texts of NOTIFY / NOTIFY_BATCH, or the marker of a SPILL (as row `id`).
+/// texts of NOTIFY / NOTIFY_BATCH, or the markers of a SPILL or spill batch
+/// (as rows `spill_id`, `spill_id + 1`, ...).
 pub fn notified_by(query: &Query, spill_id: i64) -> Vec<Notification> {
     use switchyard_plugin_pgbus::{notification, sql};
     match &*query.sql {
         sql::NOTIFY => vec![heard(text(query, 1))],
         sql::NOTIFY_BATCH => text(query, 1).split('\n').map(heard).collect(),
         sql::SPILL => vec![heard(notification::marker(spill_id, text(query, 3)))],
+        other if other.contains("unnest(string_to_array($2::text") => text(query, 1)
+            .split('\n')
+            .zip(spill_id..)
+            .map(|(tail, id)| heard(notification::marker(id, tail)))
+            .collect(),
         other => panic!("not a publish query: {other}"),
     }
 }
