@@ -10,13 +10,21 @@
 //!   stream anywhere);
 //! - deliveries go only to subscribed sids, within max_payload;
 //! - the heap held stays within a bound of the input's size, whatever sizes
-//!   the input claims.
+//!   the input claims;
+//! - an engine that claims payloads (`claim_bodies_from`, the carrier world
+//!   0.3.0's payload bypass), fed as the host's reactor feeds it (at most
+//!   `peek` bytes a call, unparsed bytes handed again, a claimed payload
+//!   gathered beside the engine), is never handed more than `peek` bytes,
+//!   and gives the same writes and deliveries as one read of a stream the
+//!   plain engine read without error.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use switchyard_fuzz::peak_during;
-use switchyard_plugin_nats::{Action, Auth, Config, Connection, MAX_PAYLOAD_CEILING};
+use switchyard_plugin_nats::{
+    Action, Auth, Claim, ClaimTarget, Config, Connection, MAX_PAYLOAD_CEILING, Message,
+};
 
 /// What one run leaves behind, with every write joined: where the reads are
 /// cut changes how writes batch, never what is written.
@@ -43,8 +51,102 @@ fn config(control: u8) -> Config {
     }
 }
 
-fn run(control: u8, input: &[u8], cut: usize) -> Outcome {
-    let mut conn = Connection::new(config(control)).expect("valid config");
+/// How the bytes reach the engine.
+enum Feed {
+    /// `on_bytes`, in reads of this many bytes.
+    Plain(usize),
+    /// As the reactor feeds a claiming engine, in reads of this many bytes.
+    Claiming(usize),
+}
+
+/// Payloads from this size on are claimed; small, so that short inputs
+/// claim too.
+const CLAIM_FROM: usize = 8;
+
+/// The reactor's side of a claiming engine (`host/carrier/src/intake.rs`).
+struct Host {
+    pending: Vec<u8>,
+    body: Option<(Claim, Vec<u8>)>,
+    peek: usize,
+}
+
+impl Host {
+    /// One read; a claimed payload, once whole, becomes the action the
+    /// engine would have answered for the whole message.
+    fn read(&mut self, conn: &mut Connection, data: &[u8]) -> Vec<Action> {
+        self.pending.extend_from_slice(data);
+        let mut out = Vec::new();
+        loop {
+            if let Some((claim, mut body)) = self.body.take() {
+                let n = (claim.len - body.len()).min(self.pending.len());
+                body.extend(self.pending.drain(..n));
+                if body.len() < claim.len {
+                    self.body = Some((claim, body));
+                    break;
+                }
+                out.extend(landed(claim.target, body));
+            }
+            if self.pending.is_empty() {
+                break;
+            }
+            let window = self.pending.len().min(self.peek);
+            let intake = conn.on_read(&self.pending[..window], 1);
+            assert!(intake.consumed <= window, "parsed more than it was handed");
+            self.pending.drain(..intake.consumed);
+            out.extend(intake.output);
+            match intake.claim {
+                Some(claim) => {
+                    assert!(
+                        claim.len >= CLAIM_FROM,
+                        "claimed a {}-byte payload",
+                        claim.len
+                    );
+                    self.body = Some((claim, Vec::new()));
+                }
+                None if intake.consumed < window => break,
+                None => {}
+            }
+        }
+        out
+    }
+}
+
+fn landed(target: ClaimTarget, payload: Vec<u8>) -> Option<Action> {
+    match target {
+        ClaimTarget::Deliver {
+            sid,
+            subject,
+            reply_to,
+            headers,
+        } => Some(Action::Deliver {
+            sid,
+            subject,
+            reply_to,
+            headers,
+            payload,
+        }),
+        ClaimTarget::Reply {
+            request_id,
+            subject,
+            headers,
+        } => Some(Action::Reply {
+            request_id,
+            result: Ok(Message {
+                subject,
+                headers,
+                payload,
+            }),
+        }),
+        ClaimTarget::Drop => None,
+    }
+}
+
+fn run(control: u8, input: &[u8], feed: Feed) -> Outcome {
+    let mut config = config(control);
+    if let Feed::Claiming(_) = feed {
+        config.claim_bodies_from = Some(CLAIM_FROM);
+    }
+    let mut conn = Connection::new(config).expect("valid config");
     let mut written = Vec::new();
     let mut actions = Vec::new();
     let mut take = |out: Vec<Action>| {
@@ -70,9 +172,26 @@ fn run(control: u8, input: &[u8], cut: usize) -> Outcome {
     take(out);
     let out = conn.on_connected(0);
     take(out);
-    for piece in input.chunks(cut.max(1)) {
-        let out = conn.on_bytes(piece, 1);
-        take(out);
+    match feed {
+        Feed::Plain(cut) => {
+            for piece in input.chunks(cut.max(1)) {
+                let out = conn.on_bytes(piece, 1);
+                take(out);
+            }
+        }
+        Feed::Claiming(cut) => {
+            // Small windows (the component's is 16 KiB): the engine keeps
+            // an unfinished line itself, so any window works.
+            let mut host = Host {
+                pending: Vec::new(),
+                body: None,
+                peek: 16 + 8 * cut,
+            };
+            for piece in input.chunks(cut.max(1)) {
+                let out = host.read(&mut conn, piece);
+                take(out);
+            }
+        }
     }
     Outcome {
         written,
@@ -87,7 +206,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&control, input)) = data.split_first() else {
         return;
     };
-    let (whole, peak) = peak_during(|| run(control, input, input.len()));
+    let (whole, peak) = peak_during(|| run(control, input, Feed::Plain(input.len())));
     // Copies of the input (the held read, the parsed INFO, deliveries and
     // their Debug text) and a fixed allowance; never a claimed size.
     assert!(
@@ -97,7 +216,20 @@ fuzz_target!(|data: &[u8]| {
     );
     let cut = usize::from(control >> 3) + 1;
     if cut < input.len() {
-        let pieces = run(control, input, cut);
+        let pieces = run(control, input, Feed::Plain(cut));
         assert_eq!(whole, pieces, "reads of {cut} bytes differ from one read");
+    }
+    let claiming = run(control, input, Feed::Claiming(cut));
+    let failed = |o: &Outcome| {
+        o.actions
+            .iter()
+            .any(|a| a.starts_with("Close") || a.starts_with("Error"))
+    };
+    if !failed(&whole) {
+        assert_eq!(
+            (&whole.written, &whole.actions),
+            (&claiming.written, &claiming.actions),
+            "a claiming engine fed {cut}-byte reads differs from one read"
+        );
     }
 });

@@ -361,3 +361,166 @@ async fn a_burst_of_spills_is_batched_and_every_message_heard_once_in_publish_or
         assert_eq!(frontend.stats().dropped, 0);
     }
 }
+
+/// `len` bytes that do not compress, different for each `seed`.
+fn incompressible(len: usize, seed: u64) -> Bytes {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spilled_payloads_are_held_by_the_host_and_arrive_byte_exact() {
+    let db = fresh_database().await;
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
+    let a = Carrier::start(pgbus(), setup(&db, serde_json::json!({})), runtime.clone()).unwrap();
+    let b = Carrier::start(pgbus(), setup(&db, serde_json::json!({})), runtime).unwrap();
+    assert!(a.wait_ready(WAIT).await && b.wait_ready(WAIT).await);
+    let (_s, mut on_b) = b.subscribe("jobs.big", None).await.unwrap();
+    let (_w, mut units) = b.subscribe("work.big", Some("workers")).await.unwrap();
+    let (_q, mut asked) = b.subscribe("jobs.ask", None).await.unwrap();
+
+    let small = incompressible(100, 1);
+    let big = incompressible(65_536, 2);
+    let unit = incompressible(65_536, 3);
+    let question = incompressible(70_000, 4);
+    let answer = incompressible(300_000, 5);
+    a.publish("jobs.big", small.clone()).await.unwrap();
+    a.publish("jobs.big", big.clone()).await.unwrap();
+    let unit_id = vec![("switchyard-unit-id".to_string(), "u-big".to_string())];
+    a.publish_with_headers("work.big", unit_id, unit.clone())
+        .await
+        .unwrap();
+    for (i, expected) in [&small, &big].into_iter().enumerate() {
+        let m = tokio::time::timeout(WAIT, on_b.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(m.payload == *expected, "message {i} byte-exact");
+    }
+    // A held payload bound into a work unit's row, and claimed held.
+    let claimed = tokio::time::timeout(WAIT, units.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(claimed.payload == unit, "the work unit byte-exact");
+    let ack = claimed
+        .reply_to
+        .expect("a claimed unit names its acknowledgement");
+    b.publish(&ack, Bytes::new()).await.unwrap();
+
+    // A spilled request and a spilled reply: held on both sides.
+    let responder = {
+        let b = b.clone();
+        let answer = answer.clone();
+        tokio::spawn(async move {
+            let m = tokio::time::timeout(WAIT, asked.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            b.publish(&m.reply_to.unwrap(), answer).await.unwrap();
+            m.payload
+        })
+    };
+    let reply = a.request("jobs.ask", question.clone(), WAIT).await.unwrap();
+    assert!(
+        responder.await.unwrap() == question,
+        "the request byte-exact"
+    );
+    assert!(reply.payload == answer, "the reply byte-exact");
+
+    // The guest was handed only the payload short enough to go inline:
+    // outgoing, and in the rows read back (spill reads, the claim).
+    assert_eq!(a.stats().inline_payload_bytes, small.len() as u64);
+    assert_eq!(b.stats().inline_payload_bytes, 0);
+    for (name, frontend) in [("a", &a), ("b", &b)] {
+        let stats = frontend.stats();
+        assert!(stats.cell_bytes < 1024, "{name}: {stats:?}");
+    }
+    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let spilled: Vec<i64> = client
+        .query(
+            "SELECT length(payload)::bigint FROM switchyard_carrier_spill ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(
+        spilled,
+        [65_536, 70_000, 300_000],
+        "the three large ones spilled"
+    );
+    assert_eq!(b.stats().dropped, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pgbus_of_the_0_1_0_world_still_passes_and_talks_to_the_current_one() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/pgbus-0.1.0/pgbus.wasm"
+    );
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let info = switchyard_runtime::inspect::inspect(&bytes).unwrap();
+    assert_eq!(info.world, "switchyard:carrier/carrier@0.1.0");
+    let current = switchyard_runtime::inspect::inspect(&component("pgbus")).unwrap();
+    assert_eq!(current.world, "switchyard:carrier/carrier@0.3.0");
+    let old = ComponentSpec::new("pgbus", "0.1.0", bytes);
+
+    // The host's 0.1.0 database path (queries, rows, notifications).
+    let db = fresh_database().await;
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
+    let config = serde_json::json!({"roots": ["jobs", "cache"]});
+    let results =
+        switchyard_carrier::conformance::run(old.clone(), setup(&db, config), runtime.clone())
+            .await
+            .unwrap();
+    let failed = switchyard_carrier::conformance::failures(&results);
+    assert!(failed.is_empty(), "{failed:#?}");
+
+    // The notification and spill formats did not change: during a set's
+    // upgrade both versions hear each other, spills included.
+    let db = fresh_database().await;
+    let a = Carrier::start(old, setup(&db, serde_json::json!({})), runtime.clone()).unwrap();
+    let b = Carrier::start(pgbus(), setup(&db, serde_json::json!({})), runtime).unwrap();
+    assert!(a.wait_ready(WAIT).await && b.wait_ready(WAIT).await);
+    let (_a, mut on_a) = a.subscribe("jobs.mixed", None).await.unwrap();
+    let (_b, mut on_b) = b.subscribe("jobs.mixed", None).await.unwrap();
+    let from_old = incompressible(65_536, 6);
+    let from_new = incompressible(65_536, 7);
+    a.publish("jobs.mixed", from_old.clone()).await.unwrap();
+    b.publish("jobs.mixed", from_new.clone()).await.unwrap();
+    for (name, inbox) in [("old", &mut on_a), ("new", &mut on_b)] {
+        // Two publishers: no order between them.
+        let mut heard = Vec::new();
+        for _ in 0..2 {
+            let m = tokio::time::timeout(WAIT, inbox.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            heard.push(m.payload);
+        }
+        assert!(
+            heard.contains(&from_old) && heard.contains(&from_new),
+            "{name} heard both byte-exact"
+        );
+    }
+    // The old one took its payloads into the guest, as 0.1.0 promised.
+    let stats = a.stats();
+    assert!(stats.inline_payload_bytes >= 65_536, "{stats:?}");
+    assert!(stats.cell_bytes >= 2 * 65_536, "{stats:?}");
+    let stats = b.stats();
+    assert_eq!(stats.inline_payload_bytes, 0, "{stats:?}");
+    assert!(stats.cell_bytes < 1024, "{stats:?}");
+}

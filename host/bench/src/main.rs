@@ -32,6 +32,7 @@ mod activation;
 mod anchors;
 mod batch;
 mod copy;
+mod cpu;
 mod federation;
 mod fixtures;
 mod idle_memory;
@@ -56,10 +57,7 @@ const SECTIONS: [(&str, fn()); 16] = [
     ("swap", swap::run),
     ("idle-memory", idle_memory::run),
     ("nats", nats::run),
-    // pgbus also answers its figures; the section table takes none.
-    ("pgbus", || {
-        pgbus::run();
-    }),
+    ("pgbus", pgbus::run),
     ("tunnel", tunnel::run),
     ("lanes", lanes::run),
     ("routing", routing::run),

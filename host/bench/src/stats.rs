@@ -29,3 +29,9 @@ pub fn header(title: &str, columns: &[&str]) {
     println!("| {} |", columns.join(" | "));
     println!("|{}", "---|".repeat(columns.len()));
 }
+
+/// The median of some figures (the upper one of an even count).
+pub fn median(mut figures: Vec<f64>) -> f64 {
+    figures.sort_by(f64::total_cmp);
+    figures[figures.len() / 2]
+}

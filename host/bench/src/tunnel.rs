@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::anchors;
 use crate::fixtures::component;
-use crate::stats::header;
+use crate::stats::{header, median};
 
 /// Bytes per run.
 const BYTES: usize = 512 * 1024 * 1024;
@@ -48,14 +48,16 @@ pub fn run() {
             loopback::pair(&plugins, &spec(), listener, &address, Lane::Bulk, services)
                 .await
                 .expect("a session pair");
-        let tcp = median(bare_tcp().await);
-        let mut up = Vec::new();
-        let mut down = Vec::new();
+        // The paths take turns in each round, so that a change in the
+        // machine's load (it is shared) falls on all three alike.
+        let bare = bare_listener().await;
+        let (mut tcp, mut up, mut down) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..RUNS {
+            tcp.push(bare_tcp(bare).await);
             up.push(upload(&frontend).await);
             down.push(download(&frontend).await);
         }
-        let (up, down) = (median(up), median(down));
+        let (tcp, up, down) = (median(tcp), median(up), median(down));
         header(
             &format!(
                 "Tunnel: one stream on loopback, {} MiB per run, median of {RUNS}",
@@ -86,16 +88,12 @@ pub fn run() {
     });
 }
 
-fn median(mut figures: Vec<f64>) -> f64 {
-    figures.sort_by(f64::total_cmp);
-    figures[figures.len() / 2]
-}
-
 fn rate(bytes: usize, elapsed: Duration) -> f64 {
     bytes as f64 / elapsed.as_secs_f64() / 1e6
 }
 
-async fn bare_tcp() -> Vec<f64> {
+/// A loopback listener whose connections read `BYTES` and answer one byte.
+async fn bare_listener() -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -115,20 +113,21 @@ async fn bare_tcp() -> Vec<f64> {
             });
         }
     });
+    address
+}
+
+/// One run of bare TCP: `BYTES` in 64 KiB writes, until the reader's answer.
+async fn bare_tcp(address: std::net::SocketAddr) -> f64 {
     let block = vec![7u8; 64 * 1024];
-    let mut figures = Vec::new();
-    for _ in 0..RUNS {
-        let mut socket = tokio::net::TcpStream::connect(address).await.expect("dial");
-        let _ = socket.set_nodelay(true);
-        let started = Instant::now();
-        for _ in 0..BYTES / block.len() {
-            socket.write_all(&block).await.expect("write");
-        }
-        let mut ack = [0u8; 1];
-        socket.read_exact(&mut ack).await.expect("ack");
-        figures.push(rate(BYTES, started.elapsed()));
+    let mut socket = tokio::net::TcpStream::connect(address).await.expect("dial");
+    let _ = socket.set_nodelay(true);
+    let started = Instant::now();
+    for _ in 0..BYTES / block.len() {
+        socket.write_all(&block).await.expect("write");
     }
-    figures
+    let mut ack = [0u8; 1];
+    socket.read_exact(&mut ack).await.expect("ack");
+    rate(BYTES, started.elapsed())
 }
 
 async fn upload(frontend: &TunnelSession) -> f64 {

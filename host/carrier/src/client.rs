@@ -247,6 +247,7 @@ impl Carrier {
             largest_received: self.counters.largest_received.load(Ordering::Relaxed),
             claimed_bytes: self.counters.claimed_bytes.load(Ordering::Relaxed),
             inline_payload_bytes: self.counters.inline_payload_bytes.load(Ordering::Relaxed),
+            cell_bytes: self.counters.cell_bytes.load(Ordering::Relaxed),
         }
     }
 

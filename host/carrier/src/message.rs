@@ -76,4 +76,7 @@ pub struct CarrierStats {
     /// Outgoing payload bytes handed into the plugin inline; a plugin that
     /// takes payloads held never sees them.
     pub inline_payload_bytes: u64,
+    /// Query result bytes handed into the plugin; a query's `hold-column`
+    /// cells stay in the host and are not counted.
+    pub cell_bytes: u64,
 }

@@ -92,6 +92,8 @@ pub(crate) struct Counters {
     pub claimed_bytes: AtomicU64,
     /// Outgoing payload bytes handed to the plugin inline.
     pub inline_payload_bytes: AtomicU64,
+    /// Result-cell bytes handed to the plugin (held cells are not).
+    pub cell_bytes: AtomicU64,
     /// The largest payload, as the plugin reports it once connected.
     pub max_payload: AtomicU64,
     /// Rebuilds that failed in a row (0 while the plugin runs).

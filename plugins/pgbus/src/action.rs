@@ -10,6 +10,52 @@ pub type Handle = u64;
 /// One result row: each column's bytes, or `None` for NULL.
 pub type Row = Vec<Option<Vec<u8>>>;
 
+/// A payload the host holds (carrier world 0.3.0): the engine names it by
+/// id and knows its length, never its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    /// The host's id; used once (a query parameter or a delivery takes it).
+    pub id: u64,
+    /// Its length in bytes.
+    pub len: u64,
+}
+
+/// An outgoing payload: the bytes, or a payload the host holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Payload {
+    /// Inline bytes (shorter than [`crate::Engine::hold_from`]).
+    Bytes(Vec<u8>),
+    /// Held by the host; always spilled.
+    Held(Held),
+}
+
+impl Payload {
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Payload::Bytes(bytes) => bytes.len() as u64,
+            Payload::Held(held) => held.len,
+        }
+    }
+
+    /// Whether it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One result cell of a query that names a `hold_column`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cell {
+    /// The column's bytes.
+    Bytes(Vec<u8>),
+    /// A cell of the hold column, kept by the host.
+    Held(Held),
+}
+
+/// One result row as cells.
+pub type CellRow = Vec<Option<Cell>>;
+
 /// A query parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Param {
@@ -21,6 +67,8 @@ pub enum Param {
     Bytes(Vec<u8>),
     /// A `bigint` value.
     Int(i64),
+    /// A payload the host holds, bound as `bytea`; takes it.
+    Payload(u64),
 }
 
 /// A query for one database connection. Every result column is cast to
@@ -36,6 +84,8 @@ pub struct Query {
     pub sql: Cow<'static, str>,
     /// `$1`, `$2`, ...
     pub params: Vec<Param>,
+    /// A column whose cells the host keeps (they come back as [`Cell::Held`]).
+    pub hold_column: Option<u32>,
 }
 
 /// One message header.
@@ -77,8 +127,10 @@ pub struct Delivery {
     pub reply_to: Option<String>,
     /// The message's headers.
     pub headers: Vec<Header>,
-    /// The message's payload.
+    /// The message's payload (empty when `held` names it).
     pub payload: Vec<u8>,
+    /// The payload is the host's held payload of this id, not `payload`.
+    pub held: Option<u64>,
 }
 
 /// Why an operation was refused or a request failed.
@@ -149,4 +201,8 @@ pub enum Action {
     Lost(String),
     /// Write a line to the host's log (the component does it in place).
     Log(LogLevel, String),
+    /// Hold a payload of this call for later calls, until used or released.
+    Keep(u64),
+    /// Drop a kept payload unused.
+    Release(u64),
 }

@@ -5,7 +5,15 @@
 
 use std::collections::VecDeque;
 
+use crate::action::Held;
 use crate::notification::Message;
+
+/// A read spill row's payload: its bytes, or the host's held cell.
+#[derive(Debug)]
+pub(crate) enum Body {
+    Bytes(Vec<u8>),
+    Held(Held),
+}
 
 /// How long a spilled message may hold up the messages behind it: well
 /// above a loaded reader's lag (0.2-0.3 s p50 with one reader in the
@@ -19,7 +27,8 @@ pub const MAX_WAITING: usize = 65_536;
 
 #[derive(Debug)]
 enum Entry {
-    Ready(Message),
+    /// Deliverable; `held` names the payload when the host holds it.
+    Ready(Message, Option<Held>),
     Reading {
         id: i64,
         message: Message,
@@ -51,7 +60,7 @@ impl Arrivals {
 
     /// Queues a whole message.
     pub(crate) fn push_ready(&mut self, message: Message) {
-        self.entries.push_back(Entry::Ready(message));
+        self.entries.push_back(Entry::Ready(message, None));
     }
 
     /// Queues a spilled message whose row must be read before `now + timeout`.
@@ -80,6 +89,20 @@ impl Arrivals {
         None
     }
 
+    /// The subject of the spilled entry `seq`, while it waits for its read.
+    pub(crate) fn subject_of(&self, seq: u64) -> Option<&str> {
+        let index = usize::try_from(seq.checked_sub(self.first)?).ok()?;
+        match self.entries.get(index)? {
+            Entry::Reading { message, .. } => Some(&message.subject),
+            _ => None,
+        }
+    }
+
+    /// Whether the entry `seq` is still queued (not yet delivered).
+    pub(crate) fn is_queued(&self, seq: u64) -> bool {
+        seq >= self.first && seq - self.first < self.entries.len() as u64
+    }
+
     /// The read of `seq` will not be answered (its connection closed): it
     /// needs a read again, before younger ones.
     pub(crate) fn requeue(&mut self, seq: u64) {
@@ -92,7 +115,7 @@ impl Arrivals {
     /// The read of `seq` answered: the payload, or `None` when the row is
     /// gone or the read failed. False if the entry no longer waited (it timed
     /// out), so that nothing is counted twice.
-    pub(crate) fn complete(&mut self, seq: u64, payload: Option<Vec<u8>>) -> bool {
+    pub(crate) fn complete(&mut self, seq: u64, payload: Option<Body>) -> bool {
         let Some(entry) = self.get_mut(seq) else {
             return false;
         };
@@ -102,9 +125,11 @@ impl Arrivals {
         let Entry::Reading { message, .. } = std::mem::replace(entry, Entry::Gone) else {
             unreachable!("checked above");
         };
-        if let Some(payload) = payload {
-            *entry = Entry::Ready(Message { payload, ..message });
-        }
+        *entry = match payload {
+            Some(Body::Bytes(payload)) => Entry::Ready(Message { payload, ..message }, None),
+            Some(Body::Held(held)) => Entry::Ready(message, Some(held)),
+            None => Entry::Gone,
+        };
         true
     }
 
@@ -125,16 +150,17 @@ impl Arrivals {
         expired
     }
 
-    /// The messages at the front that no read holds up, in arrival order.
-    pub(crate) fn pop_ready(&mut self) -> Vec<Message> {
+    /// The messages at the front that no read holds up, in arrival order,
+    /// each with its held payload if the host holds it.
+    pub(crate) fn pop_ready(&mut self) -> Vec<(Message, Option<Held>)> {
         let mut ready = Vec::new();
         while let Some(entry) = self.entries.front() {
             if matches!(entry, Entry::Reading { .. }) {
                 break;
             }
             self.first += 1;
-            if let Some(Entry::Ready(message)) = self.entries.pop_front() {
-                ready.push(message);
+            if let Some(Entry::Ready(message, held)) = self.entries.pop_front() {
+                ready.push((message, held));
             }
         }
         ready
@@ -167,8 +193,12 @@ mod tests {
         }
     }
 
-    fn subjects(messages: Vec<Message>) -> Vec<String> {
-        messages.into_iter().map(|m| m.subject).collect()
+    fn subjects(messages: Vec<(Message, Option<Held>)>) -> Vec<String> {
+        messages.into_iter().map(|(m, _)| m.subject).collect()
+    }
+
+    fn bytes(payload: &[u8]) -> Option<Body> {
+        Some(Body::Bytes(payload.to_vec()))
     }
 
     #[test]
@@ -184,12 +214,12 @@ mod tests {
         assert_eq!(a.take_unissued(), Some((3, 11)));
         assert_eq!(a.take_unissued(), None);
 
-        assert!(a.complete(3, Some(b"D".to_vec())));
+        assert!(a.complete(3, bytes(b"D")));
         assert!(a.pop_ready().is_empty(), "b still holds the queue");
-        assert!(a.complete(1, Some(b"B".to_vec())));
+        assert!(a.complete(1, Some(Body::Held(Held { id: 5, len: 1 }))));
         let ready = a.pop_ready();
-        assert_eq!(ready[0].payload, b"B");
-        assert_eq!(ready[2].payload, b"D");
+        assert_eq!(ready[0].1, Some(Held { id: 5, len: 1 }), "held by the host");
+        assert_eq!(ready[2].0.payload, b"D");
         assert_eq!(subjects(ready), ["b", "c", "d", "e"]);
         assert_eq!(a.len(), 0);
         assert!(!a.complete(3, None), "already delivered");
@@ -213,7 +243,7 @@ mod tests {
         assert!(a.pop_ready().is_empty());
         assert_eq!(a.expire(SPILL_READ_TIMEOUT_MS + 9), 0);
         assert_eq!(a.expire(SPILL_READ_TIMEOUT_MS + 10), 1);
-        assert!(!a.complete(1, Some(b"late".to_vec())), "timed out already");
+        assert!(!a.complete(1, bytes(b"late")), "timed out already");
         assert_eq!(subjects(a.pop_ready()), ["c"]);
         assert_eq!(a.next_deadline(), None);
     }

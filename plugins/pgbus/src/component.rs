@@ -1,6 +1,12 @@
-//! The `switchyard:carrier/carrier@0.1.0` component around the engine: maps
+//! The `switchyard:carrier/carrier@0.3.0` component around the engine: maps
 //! the host's calls to engine calls and the engine's actions to the host's,
 //! writing the engine's log lines through the host's logger as they come.
+//!
+//! Payloads bypass the guest: `rules().inline-below` is the engine's
+//! `hold_from` (every payload that long spills whatever its envelope), so a
+//! spilled payload is bound into its row by id; spill reads hold their
+//! payload column and the delivery names the held cell. pgbus opens no byte
+//! stream: `received` parses nothing and claims nothing.
 
 use std::cell::RefCell;
 
@@ -8,13 +14,14 @@ use crate::{Action as EngineAction, Config, Engine};
 
 wit_bindgen::generate!({
     path: "../../wit",
-    world: "switchyard:carrier/carrier@0.1.0",
+    world: "switchyard:carrier/carrier@0.3.0",
     generate_all,
 });
 
-use exports::switchyard::carrier0_1_0::protocol::Guest;
-use switchyard::carrier0_1_0::types::{
-    Action, CarrierError, Delivery, Endpoint, Header, Notification, Outgoing, Param, Query, Reply,
+use exports::switchyard::carrier0_3_0::protocol::Guest;
+use switchyard::carrier0_3_0::types::{
+    Action, Body, CarrierError, Cell, Delivery, Endpoint, Header, Intake, Notification, Outgoing,
+    Param, Payload, PayloadRef, PayloadRules, Query, Reply,
 };
 use switchyard::plugin::log::log;
 use switchyard::plugin::types::LogLevel;
@@ -41,6 +48,7 @@ fn translate(actions: Vec<EngineAction>) -> Vec<Action> {
                     connection: q.connection,
                     sql: q.sql.into_owned(),
                     params: q.params.into_iter().map(param).collect(),
+                    hold_column: q.hold_column,
                 }),
                 EngineAction::SetTimer(ms) => Action::SetTimer(ms),
                 EngineAction::Deliver(d) => Action::Deliver(delivery(d)),
@@ -50,6 +58,8 @@ fn translate(actions: Vec<EngineAction>) -> Vec<Action> {
                 }),
                 EngineAction::Ready => Action::Ready,
                 EngineAction::Lost(reason) => Action::Lost(reason),
+                EngineAction::Keep(id) => Action::Keep(id),
+                EngineAction::Release(id) => Action::Release(id),
                 EngineAction::Log(level, message) => {
                     log(level_of(level), &message);
                     return None;
@@ -65,6 +75,21 @@ fn param(p: crate::Param) -> Param {
         crate::Param::Text(t) => Param::Text(t),
         crate::Param::Bytes(b) => Param::Bytes(b),
         crate::Param::Int(i) => Param::Int(i),
+        crate::Param::Payload(id) => Param::Payload(id),
+    }
+}
+
+fn engine_payload(payload: Payload) -> crate::Payload {
+    match payload {
+        Payload::Inline(bytes) => crate::Payload::Bytes(bytes),
+        Payload::Held(PayloadRef { id, len }) => crate::Payload::Held(crate::Held { id, len }),
+    }
+}
+
+fn engine_cell(cell: Cell) -> crate::Cell {
+    match cell {
+        Cell::Bytes(bytes) => crate::Cell::Bytes(bytes),
+        Cell::Held(PayloadRef { id, len }) => crate::Cell::Held(crate::Held { id, len }),
     }
 }
 
@@ -81,7 +106,10 @@ fn delivery(d: crate::Delivery) -> Delivery {
                 value: h.value,
             })
             .collect(),
-        payload: d.payload,
+        body: match d.held {
+            Some(id) => Body::Held(id),
+            None => Body::Inline(d.payload),
+        },
     }
 }
 
@@ -134,6 +162,14 @@ impl Guest for PgbusCarrier {
         Ok(translate(actions))
     }
 
+    fn rules() -> PayloadRules {
+        PayloadRules {
+            inline_below: with(|e| e.hold_from(), u64::MAX),
+            // No byte stream: the window never matters.
+            peek: u32::MAX,
+        }
+    }
+
     fn endpoints() -> Vec<Endpoint> {
         with(|_| vec![Endpoint::Database], Vec::new())
     }
@@ -150,9 +186,13 @@ impl Guest for PgbusCarrier {
         translate(with(|e| e.closed(connection, &reason, now_ms), Vec::new()))
     }
 
-    fn received(_connection: u64, _data: Vec<u8>, _now_ms: u64) -> Vec<Action> {
-        // pgbus opens no byte stream.
-        Vec::new()
+    fn received(_connection: u64, data: Vec<u8>, _now_ms: u64) -> Intake {
+        // pgbus opens no byte stream: whatever comes is parsed as nothing.
+        Intake {
+            actions: Vec::new(),
+            consumed: data.len() as u64,
+            claim: None,
+        }
     }
 
     fn timer(now_ms: u64) -> Vec<Action> {
@@ -180,26 +220,34 @@ impl Guest for PgbusCarrier {
 
     fn answered(
         query: u64,
-        outcome: Result<Vec<Vec<Option<Vec<u8>>>>, String>,
+        outcome: Result<Vec<Vec<Option<Cell>>>, String>,
         now_ms: u64,
     ) -> Vec<Action> {
-        translate(with(|e| e.answered(query, outcome, now_ms), Vec::new()))
+        let outcome = outcome.map(|rows| {
+            rows.into_iter()
+                .map(|row| row.into_iter().map(|c| c.map(engine_cell)).collect())
+                .collect()
+        });
+        translate(with(
+            |e| e.answered_cells(query, outcome, now_ms),
+            Vec::new(),
+        ))
     }
 
     fn publish(
         subject: String,
         reply_to: Option<String>,
         headers: Vec<Header>,
-        payload: Vec<u8>,
+        payload: Payload,
         now_ms: u64,
     ) -> Result<Vec<Action>, CarrierError> {
         with(
             |e| {
-                e.publish(
+                e.publish_payload(
                     &subject,
                     reply_to.as_deref(),
                     &engine_headers(headers),
-                    payload,
+                    engine_payload(payload),
                     now_ms,
                 )
             },
@@ -222,11 +270,11 @@ impl Guest for PgbusCarrier {
                     .map(|m| {
                         let headers = engine_headers(m.headers);
                         let more = e
-                            .publish(
+                            .publish_payload(
                                 &m.subject,
                                 m.reply_to.as_deref(),
                                 &headers,
-                                m.payload,
+                                engine_payload(m.payload),
                                 now_ms,
                             )
                             .map_err(error)?;
@@ -262,17 +310,17 @@ impl Guest for PgbusCarrier {
         id: u64,
         subject: String,
         headers: Vec<Header>,
-        payload: Vec<u8>,
+        payload: Payload,
         timeout_ms: u64,
         now_ms: u64,
     ) -> Result<Vec<Action>, CarrierError> {
         with(
             |e| {
-                e.request(
+                e.request_payload(
                     id,
                     &subject,
                     &engine_headers(headers),
-                    payload,
+                    engine_payload(payload),
                     timeout_ms,
                     now_ms,
                 )

@@ -18,10 +18,12 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::action::{
-    Action, CarrierError, Handle, Header, LogLevel, Notification, Param, Query, Reply, Row,
+    Action, CarrierError, Cell, CellRow, Handle, Header, LogLevel, Notification, Param, Payload,
+    Query, Reply, Row,
 };
 use crate::arrivals::Arrivals;
 use crate::config::Config;
+use crate::notification::Envelope;
 use crate::queue::{CLAIM_INTERVAL_MS, Consumers, Route};
 use crate::requests::Requests;
 use crate::rng::XorShift;
@@ -36,6 +38,16 @@ use links::Link;
 /// that a carrier switch changes no caller's limit (and NATS's default
 /// `max_payload`). A payload this large is always spilled.
 pub const MAX_PAYLOAD: u64 = 1_048_576;
+
+/// Most bytes of read spill payloads the engine keeps in the host (waiting
+/// behind earlier reads), counting every held read in flight as a payload of
+/// [`MAX_PAYLOAD`]: under the host's 64 MiB of kept payloads, with room for
+/// the spills waiting on the publisher ([`MAX_SPILL_BATCH_BYTES`]). A read
+/// past it takes its payload as bytes instead.
+pub const MAX_KEPT_READ_BYTES: u64 = 48 << 20;
+/// Most read spill payloads kept in the host, held reads in flight included
+/// (the host keeps at most 4,096 payloads per plugin).
+pub const MAX_KEPT_READS: usize = 2048;
 
 /// How often the publisher deletes expired spill rows. Rows live for
 /// `retention_seconds` by the database's clock; this only bounds how much
@@ -99,11 +111,13 @@ enum Pending {
     Setup { link: usize, handle: Handle },
     /// Notifications (one, a batch, or a spill).
     Publish { handle: Handle, messages: u64 },
-    /// A spill read for the arrival `seq`.
+    /// A spill read for the arrival `seq`; `held` when the host holds its
+    /// payload cell.
     Read {
         link: usize,
         handle: Handle,
         seq: u64,
+        held: bool,
     },
     /// Deleting expired spill rows.
     Retention { handle: Handle },
@@ -170,6 +184,9 @@ pub struct Engine {
     claim_at: Option<u64>,
     /// When the host's timer fires, if one is set.
     timer_at: Option<u64>,
+    /// Read spill payloads kept in the host while earlier arrivals wait: id
+    /// to length.
+    kept: HashMap<u64, u64>,
     counters: Counters,
 }
 
@@ -183,12 +200,17 @@ impl Engine {
     /// Replaces a running engine (a new configuration): closes its
     /// connections and numbers the new connections and queries after the
     /// old ones, so that a late event or answer is recognised as stale.
-    pub fn replace(self, config: Config, seed: u64, now_ms: u64) -> (Self, Vec<Action>) {
+    /// Payloads it kept in the host are released.
+    pub fn replace(mut self, config: Config, seed: u64, now_ms: u64) -> (Self, Vec<Action>) {
         let mut out: Vec<Action> = self.by_handle.keys().map(|&h| Action::Close(h)).collect();
         out.sort_by_key(|a| match a {
             Action::Close(h) => *h,
             _ => 0,
         });
+        let mut kept: Vec<u64> = self.kept.keys().copied().collect();
+        kept.sort_unstable();
+        out.extend(kept.into_iter().map(Action::Release));
+        self.spills.discard(&mut out);
         let (engine, actions) =
             Self::starting_at(config, seed, now_ms, self.next_handle, self.next_query);
         out.extend(actions);
@@ -230,6 +252,7 @@ impl Engine {
             wake_listener: None,
             claim_at: None,
             timer_at: None,
+            kept: HashMap::new(),
             counters: Counters::default(),
         };
         let mut out = Vec::new();
@@ -253,6 +276,24 @@ impl Engine {
     /// What the engine has counted.
     pub fn counters(&self) -> Counters {
         self.counters
+    }
+
+    /// The shortest payload that always spills, whatever its subject and
+    /// headers: the host may hold any payload this long or longer (carrier
+    /// world 0.3.0's `inline-below`); shorter ones come as bytes, since
+    /// they may go into notification text. A held payload always spills.
+    pub fn hold_from(&self) -> u64 {
+        let shortest = Envelope::new("x", None, &[]);
+        let threshold = self.config.spill_threshold;
+        // inline_len grows by 4 every 3 bytes: step to the first that spills.
+        let mut len = (threshold.saturating_sub(shortest.inline_len(0)) / 4) * 3;
+        while len > 0 && shortest.inline_len(len - 1) >= threshold {
+            len -= 1;
+        }
+        while shortest.inline_len(len) < threshold {
+            len += 1;
+        }
+        len as u64
     }
 
     /// Whether publishing is possible now.
@@ -331,8 +372,50 @@ impl Engine {
         outcome: Result<Vec<Row>, String>,
         now_ms: u64,
     ) -> Vec<Action> {
+        let cells = outcome.map(|rows| {
+            rows.into_iter()
+                .map(|row| row.into_iter().map(|c| c.map(Cell::Bytes)).collect())
+                .collect()
+        });
+        self.answered_cells(query, cells, now_ms)
+    }
+
+    /// A query's answer as cells: a spill read's payload may be held by the
+    /// host (the only query that names a `hold_column`).
+    pub fn answered_cells(
+        &mut self,
+        query: u64,
+        outcome: Result<Vec<CellRow>, String>,
+        now_ms: u64,
+    ) -> Vec<Action> {
         let mut out = Vec::new();
         if let Some(pending) = self.queries.remove(&query) {
+            match pending {
+                Pending::Read {
+                    link, handle, seq, ..
+                } => {
+                    self.read_answered(link, handle, seq, outcome, &mut out);
+                    return self.finish(out, now_ms);
+                }
+                Pending::Claim { subject, .. } => {
+                    self.claim_answered(query, &subject, outcome, now_ms, &mut out);
+                    return self.finish(out, now_ms);
+                }
+                _ => {}
+            }
+            // No other query holds a column: a held cell here is read as NULL.
+            let outcome = outcome.map(|rows| {
+                rows.into_iter()
+                    .map(|row| {
+                        row.into_iter()
+                            .map(|cell| match cell {
+                                Some(Cell::Bytes(bytes)) => Some(bytes),
+                                _ => None,
+                            })
+                            .collect()
+                    })
+                    .collect()
+            });
             match pending {
                 Pending::Setup { link, handle } => {
                     self.setup_answered(link, handle, outcome, now_ms, &mut out)
@@ -340,15 +423,10 @@ impl Engine {
                 Pending::Publish { messages, .. } => {
                     self.publish_answered(messages, outcome, &mut out)
                 }
-                Pending::Read { link, handle, seq } => {
-                    self.read_answered(link, handle, seq, outcome, &mut out)
-                }
+                Pending::Read { .. } | Pending::Claim { .. } => unreachable!("answered above"),
                 Pending::Retention { .. } => self.retention_answered(outcome, &mut out),
                 Pending::Enqueue { request, .. } => {
                     self.enqueue_answered(request, outcome, &mut out)
-                }
-                Pending::Claim { subject, .. } => {
-                    self.claim_answered(query, &subject, outcome, now_ms, &mut out)
                 }
                 Pending::Ack { row, .. } => self.ack_answered(row, outcome, &mut out),
             }
@@ -367,6 +445,21 @@ impl Engine {
         reply_to: Option<&str>,
         headers: &[Header],
         payload: Vec<u8>,
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CarrierError> {
+        self.publish_payload(subject, reply_to, headers, Payload::Bytes(payload), now_ms)
+    }
+
+    /// [`Engine::publish`] of bytes or of a payload the host holds (which
+    /// always spills; a work unit binds it into its row). A held payload
+    /// not used (refused, or an acknowledgement) is dropped by the host
+    /// after the call.
+    pub fn publish_payload(
+        &mut self,
+        subject: &str,
+        reply_to: Option<&str>,
+        headers: &[Header],
+        payload: Payload,
         now_ms: u64,
     ) -> Result<Vec<Action>, CarrierError> {
         let mut out = Vec::new();
@@ -452,6 +545,20 @@ impl Engine {
         timeout_ms: u64,
         now_ms: u64,
     ) -> Result<Vec<Action>, CarrierError> {
+        let payload = Payload::Bytes(payload);
+        self.request_payload(id, subject, headers, payload, timeout_ms, now_ms)
+    }
+
+    /// [`Engine::request`] of bytes or of a payload the host holds.
+    pub fn request_payload(
+        &mut self,
+        id: u64,
+        subject: &str,
+        headers: &[Header],
+        payload: Payload,
+        timeout_ms: u64,
+        now_ms: u64,
+    ) -> Result<Vec<Action>, CarrierError> {
         if self.requests.is_waiting(id) {
             return Err(CarrierError::Refused(format!(
                 "request {id} is already waiting"
@@ -492,6 +599,7 @@ impl Engine {
             connection,
             sql: sql.into(),
             params,
+            hold_column: None,
         })
     }
 

@@ -11,6 +11,16 @@
 //! markers), one transaction for PostgreSQL's global notify lock.
 //! Spill rows expire by the database's clock.
 //!
+//! Payloads beside the guest (carrier world 0.3.0): a payload at least
+//! [`Engine::hold_from`] long (it always spills) may be held by the host and
+//! named by id ([`Payload::Held`]): the spill binds it as a parameter
+//! ([`Param::Payload`]), kept ([`Action::Keep`]) while it waits in a batch.
+//! A spill read with one recipient leaves its payload cell in the host
+//! (`Query::hold_column`) and the delivery names it (`Delivery::held`),
+//! kept while earlier arrivals are read. Work units bind a held payload into
+//! their row, and a claim holds its payload column: each claimed unit goes
+//! to one subscription in the same call, naming its held cell.
+//!
 //! Subjects under the queue roots (`work.` by default) are a work queue
 //! instead, the claim queue ([`queue`]): a unit published there (with the
 //! `switchyard-unit-id` header) is inserted into the queue table, once per
@@ -86,8 +96,8 @@ use switchyard_carrier_kit::subject;
 mod subscriptions;
 
 pub use action::{
-    Action, CarrierError, Delivery, Handle, Header, LogLevel, Notification, Param, Query, Reply,
-    Row,
+    Action, CarrierError, Cell, CellRow, Delivery, Handle, Header, Held, LogLevel, Notification,
+    Param, Payload, Query, Reply, Row,
 };
 pub use arrivals::{MAX_WAITING, SPILL_READ_TIMEOUT_MS};
 pub use backoff::{BACKOFF_MAX_MS, BACKOFF_START_MS, Backoff};
@@ -98,8 +108,9 @@ pub use config::{
     MAX_RETENTION_SECONDS, MAX_SPILL_READERS, WAKE_SUFFIX,
 };
 pub use engine::{
-    Counters, Engine, MAX_BATCH_BYTES, MAX_BATCH_NOTIFICATIONS, MAX_PAYLOAD, MAX_SPILL_BATCH,
-    MAX_SPILL_BATCH_BYTES, QUEUE_GROUPS_REFUSED, RETENTION_INTERVAL_MS,
+    Counters, Engine, MAX_BATCH_BYTES, MAX_BATCH_NOTIFICATIONS, MAX_KEPT_READ_BYTES,
+    MAX_KEPT_READS, MAX_PAYLOAD, MAX_SPILL_BATCH, MAX_SPILL_BATCH_BYTES, QUEUE_GROUPS_REFUSED,
+    RETENTION_INTERVAL_MS,
 };
 pub use queue::{
     CLAIM_BATCH, CLAIM_INTERVAL_MS, CLAIM_PREFIX, MAX_UNACKED, MAX_UNIT_ID_LEN, UNIT_ID_HEADER,

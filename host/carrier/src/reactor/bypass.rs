@@ -50,7 +50,12 @@ impl Reactor {
                     .map(|(column, cell)| {
                         cell.map(|bytes| match hold == Some(column) {
                             true => Cell::Held(self.payloads.hand(Bytes::from(bytes))),
-                            false => Cell::Bytes(bytes),
+                            false => {
+                                self.counters
+                                    .cell_bytes
+                                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                                Cell::Bytes(bytes)
+                            }
                         })
                     })
                     .collect()

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::action::Param;
+use crate::action::{Action, Param};
 #[cfg(doc)]
 use crate::sql;
 
@@ -85,8 +85,9 @@ pub(super) struct Spills {
     /// The marker tails (`<subject> <reply-to> <headers>`), joined by
     /// newlines (which no tail contains: subjects have no control characters).
     tails: String,
-    /// The payloads, each its own parameter (never copied together).
-    payloads: Vec<Vec<u8>>,
+    /// The payloads, each its own parameter (never copied together): bytes,
+    /// or a payload the host holds, kept across calls while it waits here.
+    payloads: Vec<Param>,
     /// Their bytes in all.
     bytes: usize,
 }
@@ -100,9 +101,16 @@ impl Spills {
         self.payloads.len() as u64
     }
 
-    /// Drops the waiting messages; answers how many there were.
-    pub(super) fn discard(&mut self) -> u64 {
-        std::mem::take(self).count()
+    /// Drops the waiting messages, releasing the held payloads among them
+    /// (each was kept when it joined); answers how many there were.
+    pub(super) fn discard(&mut self, out: &mut Vec<Action>) -> u64 {
+        let spills = std::mem::take(self);
+        for param in &spills.payloads {
+            if let Param::Payload(id) = param {
+                out.push(Action::Release(*id));
+            }
+        }
+        spills.count()
     }
 
     /// Whether a payload of `len` bytes may join; otherwise the waiting
@@ -113,12 +121,14 @@ impl Spills {
             || (self.count() < MAX_SPILL_BATCH && self.bytes + len <= MAX_SPILL_BATCH_BYTES)
     }
 
-    pub(super) fn push(&mut self, tail: &str, payload: Vec<u8>) {
+    /// Adds a message: its payload is `Param::Bytes`, or `Param::Payload`
+    /// of `len` bytes (the caller keeps it in the host while it waits).
+    pub(super) fn push(&mut self, tail: &str, payload: Param, len: usize) {
         if !self.is_empty() {
             self.tails.push('\n');
         }
         self.tails.push_str(tail);
-        self.bytes += payload.len();
+        self.bytes += len;
         self.payloads.push(payload);
     }
 
@@ -133,7 +143,7 @@ impl Spills {
         let spills = std::mem::take(self);
         let count = spills.count();
         let params = std::iter::once(Param::Text(spills.tails))
-            .chain(spills.payloads.into_iter().map(Param::Bytes))
+            .chain(spills.payloads)
             .collect();
         (count, params)
     }
@@ -149,7 +159,7 @@ mod tests {
         for i in 0..MAX_SPILL_BATCH {
             assert!(spills.fits(10), "message {i} fits");
             assert!(!spills.is_full());
-            spills.push("jobs.a  ", vec![1; 10]);
+            spills.push("jobs.a  ", Param::Bytes(vec![1; 10]), 10);
         }
         assert!(spills.is_full());
         assert!(!spills.fits(0));
@@ -160,11 +170,11 @@ mod tests {
         let mib = vec![0u8; 1 << 20];
         let mut spills = Spills::default();
         for _ in 0..3 {
-            spills.push("jobs.a  ", mib.clone());
+            spills.push("jobs.a  ", Param::Bytes(mib.clone()), mib.len());
         }
         assert!(spills.fits(1 << 20), "exactly 4 MiB fits");
         assert!(!spills.fits((1 << 20) + 1));
-        spills.push("jobs.a  ", mib);
+        spills.push("jobs.a  ", Param::Payload(9), mib.len());
         assert!(spills.is_full());
         // An empty batch takes even an oversized payload: publish bounds it.
         assert!(Spills::default().fits(MAX_SPILL_BATCH_BYTES + 1));
@@ -173,9 +183,9 @@ mod tests {
     #[test]
     fn spill_parameters_keep_publish_order() {
         let mut spills = Spills::default();
-        spills.push("jobs.a  ", b"one".to_vec());
-        spills.push("jobs.b r.1 ", Vec::new());
-        spills.push("jobs.c  ", b"three".to_vec());
+        spills.push("jobs.a  ", Param::Bytes(b"one".to_vec()), 3);
+        spills.push("jobs.b r.1 ", Param::Payload(7), 0);
+        spills.push("jobs.c  ", Param::Bytes(b"three".to_vec()), 5);
         let (count, params) = spills.take();
         assert_eq!(count, 3);
         assert_eq!(
@@ -183,11 +193,16 @@ mod tests {
             [
                 Param::Text("jobs.a  \njobs.b r.1 \njobs.c  ".into()),
                 Param::Bytes(b"one".to_vec()),
-                Param::Bytes(Vec::new()),
+                Param::Payload(7),
                 Param::Bytes(b"three".to_vec()),
             ]
         );
         assert!(spills.is_empty(), "taken");
+        spills.push("jobs.a  ", Param::Payload(8), 100);
+        spills.push("jobs.b  ", Param::Bytes(vec![1]), 1);
+        let mut out = Vec::new();
+        assert_eq!(spills.discard(&mut out), 2);
+        assert_eq!(out, [Action::Release(8)], "a held payload is released");
     }
 
     #[test]

@@ -2,13 +2,15 @@
 //! reading spilled rows on the readers, and delivering in arrival order.
 
 use crate::action::{
-    Action, CarrierError, Delivery, Handle, Header, LogLevel, Notification, Param, Reply, Row,
+    Action, CarrierError, Cell, CellRow, Delivery, Handle, Header, Held, LogLevel, Notification,
+    Param, Payload, Reply, Row,
 };
+use crate::arrivals::Body;
 use crate::notification::{self, Envelope, Message, Notice, PG_NOTIFY_LIMIT};
 use crate::sql;
 
 use super::links::{LISTENER, PUBLISHER};
-use super::{Engine, MAX_PAYLOAD, Pending};
+use super::{Engine, MAX_KEPT_READ_BYTES, MAX_KEPT_READS, MAX_PAYLOAD, Pending};
 
 impl Engine {
     /// Checks and sends one message (a publish or a request).
@@ -17,7 +19,7 @@ impl Engine {
         subject: &str,
         reply_to: Option<&str>,
         headers: &[Header],
-        payload: Vec<u8>,
+        payload: Payload,
         out: &mut Vec<Action>,
     ) -> Result<(), CarrierError> {
         let invalid = |e: crate::subject::SubjectError| CarrierError::InvalidSubject(e.to_string());
@@ -25,7 +27,7 @@ impl Engine {
         if let Some(reply_to) = reply_to {
             self.config.policy.check(reply_to, false).map_err(invalid)?;
         }
-        let size = payload.len() as u64;
+        let size = payload.len();
         if size > MAX_PAYLOAD {
             return Err(CarrierError::PayloadTooLarge(size, MAX_PAYLOAD));
         }
@@ -33,8 +35,13 @@ impl Engine {
             return Err(CarrierError::NotConnected);
         }
         let envelope = Envelope::new(subject, reply_to, headers);
-        if envelope.inline_len(payload.len()) < self.config.spill_threshold {
-            self.notify(envelope.inline(&payload), out);
+        // A held payload is at least `hold_from` long, so it spills anyway.
+        let inline = match &payload {
+            Payload::Bytes(bytes) => envelope.inline_len(bytes.len()) < self.config.spill_threshold,
+            Payload::Held(_) => false,
+        };
+        if let (true, Payload::Bytes(bytes)) = (inline, &payload) {
+            self.notify(envelope.inline(bytes), out);
         } else {
             let marker = envelope.marker_len();
             if marker >= PG_NOTIFY_LIMIT {
@@ -93,7 +100,14 @@ impl Engine {
     /// batches it behind the publish queries in flight (after the inline
     /// messages waiting before it): a burst of spills commits a few at a
     /// time instead of once per message.
-    fn spill(&mut self, subject: &str, tail: String, payload: Vec<u8>, out: &mut Vec<Action>) {
+    /// A held payload that waits is kept in the host until it goes out (or
+    /// is released if the waiting spills are discarded).
+    fn spill(&mut self, subject: &str, tail: String, payload: Payload, out: &mut Vec<Action>) {
+        let len = payload.len() as usize;
+        let (payload, held) = match payload {
+            Payload::Bytes(bytes) => (Param::Bytes(bytes), None),
+            Payload::Held(Held { id, .. }) => (Param::Payload(id), Some(id)),
+        };
         if self.publisher_idle() {
             let handle = self.publisher();
             let query = self.query(
@@ -104,7 +118,7 @@ impl Engine {
                 sql::SPILL,
                 vec![
                     Param::Text(subject.to_owned()),
-                    Param::Bytes(payload),
+                    payload,
                     Param::Text(self.config.channel.clone()),
                     Param::Text(tail),
                 ],
@@ -114,10 +128,13 @@ impl Engine {
             return;
         }
         self.flush_batch(out);
-        if !self.spills.fits(payload.len()) {
+        if !self.spills.fits(len) {
             self.flush_spills(out);
         }
-        self.spills.push(&tail, payload);
+        if let Some(id) = held {
+            out.push(Action::Keep(id));
+        }
+        self.spills.push(&tail, payload, len);
         if self.spills.is_full() {
             self.flush_spills(out);
         }
@@ -292,22 +309,58 @@ impl Engine {
             let handle = self.links[link]
                 .handle()
                 .expect("a usable link has a handle");
-            let query = self.query(
-                Pending::Read { link, handle, seq },
+            let held = self.may_hold_read(seq);
+            let mut query = self.query(
+                Pending::Read {
+                    link,
+                    handle,
+                    seq,
+                    held,
+                },
                 sql::READ_SPILL,
                 vec![Param::Int(id)],
             );
+            if let (true, Action::Query(query)) = (held, &mut query) {
+                query.hold_column = Some(0);
+            }
             out.push(query);
         }
     }
 
-    /// A spill read answered: the row's payload, or a loss.
+    /// Whether the read of `seq` may leave its payload in the host: its
+    /// message has one recipient here (a held payload is used once), and
+    /// what the engine keeps, with every held read in flight counted as the
+    /// largest payload, stays within [`MAX_KEPT_READ_BYTES`] and
+    /// [`MAX_KEPT_READS`]. Otherwise the payload comes as bytes.
+    fn may_hold_read(&self, seq: u64) -> bool {
+        let Some(subject) = self.arrivals.subject_of(seq) else {
+            return false;
+        };
+        let recipients = self.subscriptions.matching(subject).len()
+            + usize::from(self.requests.answered_by(subject).is_some());
+        if recipients != 1 {
+            return false;
+        }
+        let reading = self
+            .queries
+            .values()
+            .filter(|p| matches!(p, Pending::Read { held: true, .. }))
+            .count()
+            + 1;
+        let kept: u64 = self.kept.values().sum();
+        self.kept.len() + reading <= MAX_KEPT_READS
+            && kept + reading as u64 * MAX_PAYLOAD <= MAX_KEPT_READ_BYTES
+    }
+
+    /// A spill read answered: the row's payload (bytes, or held by the
+    /// host), or a loss. A held payload that must wait behind earlier
+    /// arrivals is kept in the host until it is delivered.
     pub(super) fn read_answered(
         &mut self,
         link: usize,
         handle: Handle,
         seq: u64,
-        outcome: Result<Vec<Row>, String>,
+        outcome: Result<Vec<CellRow>, String>,
         out: &mut Vec<Action>,
     ) {
         if self.links[link].handle() == Some(handle) {
@@ -317,7 +370,11 @@ impl Engine {
             Ok(rows) => rows
                 .into_iter()
                 .next()
-                .and_then(|row| row.into_iter().next().flatten()),
+                .and_then(|row| row.into_iter().next().flatten())
+                .map(|cell| match cell {
+                    Cell::Bytes(bytes) => Body::Bytes(bytes),
+                    Cell::Held(held) => Body::Held(held),
+                }),
             Err(e) => {
                 out.push(Action::Log(
                     LogLevel::Warn,
@@ -327,22 +384,39 @@ impl Engine {
             }
         };
         let found = payload.is_some();
-        if self.arrivals.complete(seq, payload) && !found {
+        let held = match &payload {
+            Some(Body::Held(held)) => Some(*held),
+            _ => None,
+        };
+        let completed = self.arrivals.complete(seq, payload);
+        if completed && !found {
             // The row expired (or the read failed) before it was read.
             self.counters.lost += 1;
         }
         self.issue_reads(out);
         self.deliver_ready(out);
+        // A read that timed out left nothing to deliver: its cell is dropped.
+        if let Some(held) = held
+            && completed
+            && self.arrivals.is_queued(seq)
+        {
+            out.push(Action::Keep(held.id));
+            self.kept.insert(held.id, held.len);
+        }
     }
 
     /// Hands the messages no read holds up to their subscriptions and requests.
     pub(super) fn deliver_ready(&mut self, out: &mut Vec<Action>) {
-        for message in self.arrivals.pop_ready() {
-            self.dispatch(message, out);
+        for (message, held) in self.arrivals.pop_ready() {
+            self.dispatch(message, held, out);
         }
     }
 
-    fn dispatch(&mut self, message: Message, out: &mut Vec<Action>) {
+    /// Hands a message to its recipients; a held payload goes to one
+    /// recipient (the read was held only for one): if there are more now,
+    /// the others miss it and are counted lost; if none, it is dropped.
+    fn dispatch(&mut self, message: Message, held: Option<Held>, out: &mut Vec<Action>) {
+        let kept = held.is_some_and(|held| self.kept.remove(&held.id).is_some());
         let ids = self.subscriptions.matching(&message.subject);
         self.counters.delivered += ids.len() as u64;
         let request = self.requests.answered_by(&message.subject);
@@ -356,12 +430,29 @@ impl Engine {
             .collect();
         // The last recipient takes the message; the others get copies.
         let Some(last) = recipients.pop() else {
+            if let (Some(held), true) = (held, kept) {
+                out.push(Action::Release(held.id));
+            }
             return;
         };
-        for recipient in recipients {
-            out.push(recipient.action(message.clone()));
+        if let Some(held) = held {
+            if !recipients.is_empty() {
+                self.counters.lost += recipients.len() as u64;
+                out.push(Action::Log(
+                    LogLevel::Warn,
+                    format!(
+                        "pgbus: a spilled message read for one subscription now has {}; the others miss it",
+                        recipients.len() + 1
+                    ),
+                ));
+            }
+            out.push(last.action(message, Some(held.id)));
+            return;
         }
-        out.push(last.action(message));
+        for recipient in recipients {
+            out.push(recipient.action(message.clone(), None));
+        }
+        out.push(last.action(message, None));
     }
 
     /// Deletes expired spill rows, unless the last deletion still runs.
@@ -418,13 +509,14 @@ enum Recipient {
 }
 
 impl Recipient {
-    fn action(self, message: Message) -> Action {
+    fn action(self, message: Message, held: Option<u64>) -> Action {
         let delivery = |subscription| Delivery {
             subscription,
             subject: message.subject,
             reply_to: message.reply_to,
             headers: message.headers,
             payload: message.payload,
+            held,
         };
         match self {
             Recipient::Subscription(id) => Action::Deliver(delivery(id)),

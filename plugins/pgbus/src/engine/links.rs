@@ -219,7 +219,7 @@ impl Engine {
         }
         if link == PUBLISHER {
             self.publishes_in_flight = 0;
-            let unsent = self.batch.discard() + self.spills.discard();
+            let unsent = self.batch.discard() + self.spills.discard(out);
             self.counters.failed_publishes += unsent;
             if unsent + unconfirmed > 0 {
                 out.push(Action::Log(

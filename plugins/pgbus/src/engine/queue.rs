@@ -4,7 +4,9 @@
 //! in order with the fan-out publishes, so a claim sent after an
 //! acknowledgement finds its row gone.
 
-use crate::action::{Action, CarrierError, Delivery, Header, LogLevel, Param, Reply, Row};
+use crate::action::{
+    Action, CarrierError, Cell, CellRow, Delivery, Header, LogLevel, Param, Payload, Reply, Row,
+};
 use crate::notification::{decode_headers, encode_headers};
 use crate::queue::{self, CLAIM_BATCH, CLAIM_INTERVAL_MS, CLAIM_PREFIX, Route, UNIT_ID_HEADER};
 use crate::subject::validate_subject;
@@ -12,8 +14,12 @@ use crate::subject::validate_subject;
 use super::links::{LISTENER, PUBLISHER};
 use super::{Engine, MAX_PAYLOAD, Pending};
 
-/// One claimed row: its id, unit id, headers field and payload.
-type Unit = (i64, String, String, Vec<u8>);
+/// One claimed row: its id, unit id, headers field and payload (bytes, or
+/// the host's held cell).
+type Unit = (i64, String, String, Cell);
+
+/// The claim statement's payload column, which the host holds.
+const CLAIM_PAYLOAD_COLUMN: u32 = 3;
 
 impl Engine {
     /// Where `subject` goes: an acknowledgement, a queued subject (literal
@@ -37,7 +43,7 @@ impl Engine {
         subject: &str,
         reply_to: Option<&str>,
         headers: &[Header],
-        payload: Vec<u8>,
+        payload: Payload,
         request: Option<u64>,
         out: &mut Vec<Action>,
     ) -> Result<(), CarrierError> {
@@ -46,7 +52,7 @@ impl Engine {
                 "a work unit carries no reply-to: its consumer answers on `{CLAIM_PREFIX}<row id>`"
             )));
         }
-        let size = payload.len() as u64;
+        let size = payload.len();
         if size > MAX_PAYLOAD {
             return Err(CarrierError::PayloadTooLarge(size, MAX_PAYLOAD));
         }
@@ -67,7 +73,10 @@ impl Engine {
                 Param::Text(unit_id),
                 Param::Text(subject.to_owned()),
                 Param::Text(encode_headers(headers)),
-                Param::Bytes(payload),
+                match payload {
+                    Payload::Bytes(bytes) => Param::Bytes(bytes),
+                    Payload::Held(held) => Param::Payload(held.id),
+                },
                 Param::Text(self.config.wake_channel.clone()),
             ],
         );
@@ -125,6 +134,7 @@ impl Engine {
             reply_to: None,
             headers: Vec::new(),
             payload: Vec::new(),
+            held: None,
         });
         out.push(Action::Reply(Reply {
             request: id,
@@ -234,7 +244,7 @@ impl Engine {
         for subject in self.consumers.due() {
             // The id `query` gives the claim.
             let id = self.next_query;
-            let query = self.query(
+            let mut query = self.query(
                 Pending::Claim {
                     handle,
                     subject: subject.clone(),
@@ -246,18 +256,24 @@ impl Engine {
                     Param::Int(lease),
                 ],
             );
+            // Each unit goes to one subscription, in this call: its payload
+            // can stay in the host.
+            if let Action::Query(query) = &mut query {
+                query.hold_column = Some(CLAIM_PAYLOAD_COLUMN);
+            }
             out.push(query);
             self.consumers.claiming(&subject, id);
         }
     }
 
     /// A claim answered: each unit goes to one subscription of `subject`,
-    /// with the reply-to that acknowledges it.
+    /// with the reply-to that acknowledges it (a held payload is named by
+    /// the delivery; an orphan's is dropped by the host after the call).
     pub(super) fn claim_answered(
         &mut self,
         query: u64,
         subject: &str,
-        outcome: Result<Vec<Row>, String>,
+        outcome: Result<Vec<CellRow>, String>,
         now: u64,
         out: &mut Vec<Action>,
     ) {
@@ -283,6 +299,10 @@ impl Engine {
                 orphans += 1;
                 continue;
             };
+            let (payload, held) = match payload {
+                Cell::Bytes(bytes) => (bytes, None),
+                Cell::Held(cell) => (Vec::new(), Some(cell.id)),
+            };
             let mut headers = decode_headers(&field).unwrap_or_else(|e| {
                 out.push(Action::Log(
                     LogLevel::Warn,
@@ -300,6 +320,7 @@ impl Engine {
                 reply_to: Some(format!("{CLAIM_PREFIX}{row}")),
                 headers,
                 payload,
+                held,
             }));
         }
         if orphans > 0 {
@@ -331,13 +352,16 @@ impl Engine {
 }
 
 /// Reads a claimed row; `None` for a row the claim statement cannot answer.
-fn unit(row: Row) -> Option<Unit> {
-    let [Some(id), Some(unit_id), Some(headers), Some(payload)]: [Option<Vec<u8>>; 4] =
+fn unit(row: CellRow) -> Option<Unit> {
+    let [Some(id), Some(unit_id), Some(headers), Some(payload)]: [Option<Cell>; 4] =
         row.try_into().ok()?
     else {
         return None;
     };
-    let text = |bytes: Vec<u8>| String::from_utf8(bytes).ok();
+    let text = |cell: Cell| match cell {
+        Cell::Bytes(bytes) => String::from_utf8(bytes).ok(),
+        Cell::Held(_) => None,
+    };
     let id = text(id)?.parse().ok()?;
     Some((id, text(unit_id)?, text(headers)?, payload))
 }

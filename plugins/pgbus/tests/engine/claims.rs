@@ -2,8 +2,8 @@
 //! claims and their deliveries, the claim tick, reconnects.
 
 use switchyard_plugin_pgbus::{
-    Action, CLAIM_BATCH, CLAIM_INTERVAL_MS, CarrierError, DEFAULT_QUEUE_TABLE, Delivery, Engine,
-    Header, MAX_UNACKED, Notification, Param, Query, Row, notification, sql,
+    Action, CLAIM_BATCH, CLAIM_INTERVAL_MS, CarrierError, Cell, DEFAULT_QUEUE_TABLE, Delivery,
+    Engine, Header, Held, MAX_UNACKED, Notification, Param, Query, Row, notification, sql,
 };
 
 use crate::support::*;
@@ -117,6 +117,7 @@ fn claimed_rows_become_deliveries_that_reply_to_their_claim() {
                 reply_to: Some("_claim.9".into()),
                 headers: headers.to_vec(),
                 payload: binary(1000),
+                held: None,
             },
             Delivery {
                 subscription: 1,
@@ -125,6 +126,7 @@ fn claimed_rows_become_deliveries_that_reply_to_their_claim() {
                 // The unit id comes with every unit.
                 headers: unit("u-12"),
                 payload: b"second".to_vec(),
+                held: None,
             },
         ]
     );
@@ -138,6 +140,30 @@ fn claimed_rows_become_deliveries_that_reply_to_their_claim() {
     // The host acknowledges through the reply-to.
     let ack = only_query(&e.publish("_claim.9", None, &[], Vec::new(), 11).unwrap());
     assert_eq!(ack.params, vec![Param::Int(9)]);
+}
+
+#[test]
+fn a_claim_holds_the_payload_column_and_a_delivery_names_the_held_cell() {
+    let (mut e, claim) = consuming();
+    assert_eq!(
+        claim.hold_column,
+        Some(3),
+        "the payload column stays in the host"
+    );
+    let mut row: Vec<Option<Cell>> = claimed(9, "u-9", &unit("u-9"), b"")
+        .into_iter()
+        .map(|c| c.map(Cell::Bytes))
+        .collect();
+    row[3] = Some(Cell::Held(Held {
+        id: 40,
+        len: 65_536,
+    }));
+    let out = e.answered_cells(claim.id, Ok(vec![row]), 10);
+    let delivered = deliveries(&out);
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(delivered[0].held, Some(40));
+    assert!(delivered[0].payload.is_empty());
+    assert_eq!(delivered[0].reply_to.as_deref(), Some("_claim.9"));
 }
 
 #[test]

@@ -40,6 +40,7 @@ fn inline_round_trip_with_reply_to_headers_and_binary_payload() {
             reply_to: Some("_INBOX.x.1".into()),
             headers: headers.to_vec(),
             payload: binary(1000),
+            held: None,
         })]
     );
     assert_eq!(e.counters().delivered, 1);
@@ -68,6 +69,7 @@ fn spilled_round_trip_reads_the_row_on_a_reader() {
             reply_to: None,
             headers: headers.to_vec(),
             payload: binary(65536),
+            held: None,
         }]
     );
 }

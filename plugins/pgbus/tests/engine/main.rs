@@ -4,6 +4,7 @@
 mod claims;
 mod delivery;
 mod fuzz;
+mod held;
 mod publish;
 mod queue;
 mod reconnect;

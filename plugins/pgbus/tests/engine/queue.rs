@@ -171,6 +171,7 @@ fn a_request_is_answered_once_the_unit_is_in_the_table() {
                 reply_to: None,
                 headers: Vec::new(),
                 payload: Vec::new(),
+                held: None,
             }),
         })]
     );

@@ -58,6 +58,7 @@ fn the_reply_to_the_inbox_completes_the_request() {
                 reply_to: None,
                 headers: vec![Header::new("a", "b")],
                 payload: b"pong".to_vec(),
+                held: None,
             }),
         })]
     );
