@@ -40,6 +40,11 @@ add("nats_connection", "bad_headers", bytes([0x00]) + HANDSHAKE
     + b"HMSG a.b 1 5 5\r\nHTTP/\r\nHMSG a.b 2 9 20\r\nNATS/1.0 5x3\r\n")
 add("nats_connection", "wrong_size", bytes([0x00]) + HANDSHAKE + b"MSG a.b 1 2\r\nabc\r\n")
 add("nats_connection", "msg_before_info", bytes([0x00]) + b"MSG a.b 1 0\r\n\r\n")
+# The claiming engine's two differences from one read (found by this target):
+# it refuses a message by its line before the payload comes, and the host
+# delivers a claimed payload before the CRLF after it arrives.
+add("nats_connection", "claim_before_info", bytes([0x08]) + b"MSG a.b 1 9\r\n0123")
+add("nats_connection", "claim_without_crlf", bytes([0x30]) + HANDSHAKE + b"MSG a.b 1 12\r\nclaimed-body")
 
 # nats_headers: a header block or an INFO document.
 add("nats_headers", "plain", "NATS/1.0\r\nTrace-Id: abc\r\nX: 1\r\nX: 2\r\n\r\n")

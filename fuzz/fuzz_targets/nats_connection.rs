@@ -225,11 +225,26 @@ fuzz_target!(|data: &[u8]| {
             .iter()
             .any(|a| a.starts_with("Close") || a.starts_with("Error"))
     };
-    if !failed(&whole) {
+    // A claiming engine judges a message by its line, so it may fail on a
+    // frame whose payload never came, which the plain engine still waits
+    // for: compare only streams neither refused. And the host delivers a
+    // claimed payload once its bytes are in, before the CRLF after it (which
+    // the engine checks on the next read: a wrong one fails the connection):
+    // so the claiming engine may have delivered one message more, last.
+    if !failed(&whole) && !failed(&claiming) {
         assert_eq!(
-            (&whole.written, &whole.actions),
-            (&claiming.written, &claiming.actions),
-            "a claiming engine fed {cut}-byte reads differs from one read"
+            whole.written, claiming.written,
+            "writes differ ({cut}-byte reads)"
+        );
+        let (plain, claimed) = (&whole.actions, &claiming.actions);
+        let extra = claimed.len().checked_sub(plain.len());
+        assert!(
+            claimed.starts_with(plain)
+                && extra.is_some_and(|n| n <= 1)
+                && claimed[plain.len()..]
+                    .iter()
+                    .all(|a| a.starts_with("Deliver") || a.starts_with("Reply")),
+            "a claiming engine fed {cut}-byte reads differs from one read:\n{plain:?}\n{claimed:?}"
         );
     }
 });

@@ -10,13 +10,6 @@ mod client;
 mod commands;
 mod config;
 
-/// mimalloc rather than glibc's malloc: a routed request allocates on
-/// several threads (headers, bodies, tasks, the carrier's buffers), and
-/// glibc's allocator took about 12 % of the frontend's and the worker's CPU
-/// in the routing profile (docs/benchmarks.md, "Routing beside nginx").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     tracing_subscriber::fmt()
