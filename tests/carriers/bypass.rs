@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use switchyard_carrier::{Carrier, CarrierSetup, ComponentSpec, Endpoint, Message};
 use switchyard_runtime::{Runtime, RuntimeConfig};
+use switchyard_tests::bytes::pattern;
 use switchyard_tests::nats::NatsServer;
 use switchyard_tests::plugins::component;
 use tokio::sync::mpsc;
@@ -48,23 +49,10 @@ async fn next(messages: &mut mpsc::Receiver<Message>) -> Message {
         .expect("subscription open")
 }
 
-/// Bytes that show any shift, cut or repeat.
-fn pattern(len: usize, seed: u64) -> Bytes {
-    let mut state = seed | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_payloads_cross_without_entering_the_guest_and_arrive_byte_exact() {
     let server = NatsServer::start(&[]);
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
     let spec = || ComponentSpec::new("nats", "test", component("nats"));
     let sender = connected(&runtime, spec(), &server).await;
     let receiver = connected(&runtime, spec(), &server).await;
@@ -151,7 +139,7 @@ async fn a_payload_split_across_many_reads_arrives_whole() {
     // One byte at a time would take minutes; the server's writes to a slow
     // reader are cut anyway: a 1 MB payload arrives in many reads.
     let server = NatsServer::start(&[]);
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
     let spec = || ComponentSpec::new("nats", "test", component("nats"));
     let sender = connected(&runtime, spec(), &server).await;
     let receiver = connected(&runtime, spec(), &server).await;
@@ -176,7 +164,7 @@ async fn a_carrier_of_the_0_1_0_world_still_passes_the_conformance_suite() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/nats-0.1.0/nats.wasm");
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let server = NatsServer::start(&[]);
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
     // Uploads and the registry see its world as it is.
     let info = switchyard_runtime::inspect::inspect(&bytes).unwrap();
     assert_eq!(info.world, "switchyard:carrier/carrier@0.1.0");

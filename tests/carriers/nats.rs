@@ -62,7 +62,7 @@ async fn heard(broadcasts: &mut switchyard_carrier::fanout::Broadcasts) -> Messa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conformance_suite_passes() {
     let server = NatsServer::start(&[]);
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
     let nats = ComponentSpec::new("nats", "test", component("nats"));
     let setup = CarrierSetup {
         config:
@@ -97,7 +97,7 @@ async fn a_plugin_cannot_dial_an_endpoint_the_operator_did_not_allow() {
     let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     elsewhere.set_nonblocking(true).unwrap();
     let elsewhere_address = elsewhere.local_addr().unwrap().to_string();
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
     // The plugin is told to dial `elsewhere` first (and lists it among its
     // endpoints); the operator allowed only the server.
     let carrier = Carrier::start(
@@ -128,7 +128,7 @@ async fn a_plugin_cannot_dial_an_endpoint_the_operator_did_not_allow() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_and_password_authentication() {
     let server = NatsServer::start(&["--user", "switchyard", "--pass", "s3cret"]);
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
     let good = start(
         &runtime,
         "good",
@@ -153,7 +153,7 @@ async fn user_and_password_authentication() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_is_survived_by_reconnecting_and_resubscribing() {
     let mut server = NatsServer::start(&[]);
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
     let (a, b) = (
         connected(&runtime, "a", &server).await,
         connected(&runtime, "b", &server).await,
@@ -182,7 +182,7 @@ async fn a_killed_server_is_survived_by_reconnecting_and_resubscribing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fan_out_holder_listens_on_two_carriers_during_a_change() {
     let server = NatsServer::start(&[]);
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
     let (old, new) = (
         connected(&runtime, "old", &server).await,
         connected(&runtime, "new", &server).await,

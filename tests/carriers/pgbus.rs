@@ -8,6 +8,7 @@ use switchyard_carrier::conformance::Passed;
 use switchyard_carrier::{Carrier, CarrierSetup, ComponentSpec, Endpoint};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use switchyard_store::embedded::EmbeddedPostgres;
+use switchyard_tests::bytes::pattern;
 use switchyard_tests::db::fresh_database;
 use switchyard_tests::plugins::component;
 
@@ -362,19 +363,6 @@ async fn a_burst_of_spills_is_batched_and_every_message_heard_once_in_publish_or
     }
 }
 
-/// `len` bytes that do not compress, different for each `seed`.
-fn incompressible(len: usize, seed: u64) -> Bytes {
-    let mut state = seed | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spilled_payloads_are_held_by_the_host_and_arrive_byte_exact() {
     let db = fresh_database().await;
@@ -386,11 +374,11 @@ async fn spilled_payloads_are_held_by_the_host_and_arrive_byte_exact() {
     let (_w, mut units) = b.subscribe("work.big", Some("workers")).await.unwrap();
     let (_q, mut asked) = b.subscribe("jobs.ask", None).await.unwrap();
 
-    let small = incompressible(100, 1);
-    let big = incompressible(65_536, 2);
-    let unit = incompressible(65_536, 3);
-    let question = incompressible(70_000, 4);
-    let answer = incompressible(300_000, 5);
+    let small = pattern(100, 1);
+    let big = pattern(65_536, 2);
+    let unit = pattern(65_536, 3);
+    let question = pattern(70_000, 4);
+    let answer = pattern(300_000, 5);
     a.publish("jobs.big", small.clone()).await.unwrap();
     a.publish("jobs.big", big.clone()).await.unwrap();
     let unit_id = vec![("switchyard-unit-id".to_string(), "u-big".to_string())];
@@ -497,8 +485,8 @@ async fn a_pgbus_of_the_0_1_0_world_still_passes_and_talks_to_the_current_one() 
     assert!(a.wait_ready(WAIT).await && b.wait_ready(WAIT).await);
     let (_a, mut on_a) = a.subscribe("jobs.mixed", None).await.unwrap();
     let (_b, mut on_b) = b.subscribe("jobs.mixed", None).await.unwrap();
-    let from_old = incompressible(65_536, 6);
-    let from_new = incompressible(65_536, 7);
+    let from_old = pattern(65_536, 6);
+    let from_new = pattern(65_536, 7);
     a.publish("jobs.mixed", from_old.clone()).await.unwrap();
     b.publish("jobs.mixed", from_new.clone()).await.unwrap();
     for (name, inbox) in [("old", &mut on_a), ("new", &mut on_b)] {

@@ -16,7 +16,7 @@ use switchyard_tests::tunnel::{pair, pair_of, spec, spec_v0_1};
 use switchyard_worker::services;
 
 fn runtime() -> Arc<Runtime> {
-    Runtime::new(RuntimeConfig::default()).expect("runtime")
+    Runtime::new(RuntimeConfig::for_carriers(None)).expect("runtime")
 }
 
 fn worker_services() -> Acceptor {

@@ -5,6 +5,7 @@
 //! connection) and the guest components; `scripts/test.sh` provides both.
 
 pub mod batch;
+pub mod bytes;
 pub mod cluster;
 pub mod db;
 pub mod federation;
