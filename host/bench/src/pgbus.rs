@@ -14,6 +14,8 @@ use switchyard_carrier::{Carrier, CarrierSetup, ComponentSpec};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use switchyard_store::embedded::EmbeddedPostgres;
 
+use switchyard_tests::bytes::pattern;
+
 use crate::anchors;
 use crate::fixtures::component;
 use crate::stats::{header, median};
@@ -129,21 +131,6 @@ pub fn run() {
     });
 }
 
-/// `len` bytes that PostgreSQL cannot compress, as real payloads mostly are:
-/// 64 KiB of one byte value compressed to almost nothing and flattered
-/// whichever path stored it compressed.
-pub(crate) fn incompressible(len: usize) -> Vec<u8> {
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
-
 /// A runtime with the limits the server gives carriers. The policies'
 /// default (a 100 ms call deadline, 64 MiB) made a carrier whose call was
 /// descheduled on this busy 2-core machine trap and be rebuilt, losing what
@@ -202,7 +189,7 @@ async fn burst(url: &str) -> Vec<(usize, u64, f64)> {
         publishers.push(start(&runtime, url, serde_json::json!({"spill_readers": 1})).await);
     }
     let started = Instant::now();
-    let payload = Bytes::from(incompressible(BURST_PAYLOAD));
+    let payload = pattern(BURST_PAYLOAD, 1);
     let sends = publishers.iter().map(|p| {
         let (p, payload) = (p.clone(), payload.clone());
         tokio::spawn(async move {

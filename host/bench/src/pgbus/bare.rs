@@ -73,7 +73,7 @@ pub async fn burst(url: &str, shape: Shape) -> Vec<Heard> {
     }
 
     let started = Instant::now();
-    let payload = super::incompressible(shape.payload);
+    let payload = switchyard_tests::bytes::pattern(shape.payload, 1).to_vec();
     let each = shape.messages / shape.publishers;
     let sends: Vec<_> = publishers
         .into_iter()

@@ -154,18 +154,6 @@ fn split(
     out
 }
 
-fn normalise(out: Vec<Action>) -> (Vec<u8>, Vec<Action>) {
-    let mut written = Vec::new();
-    let mut rest = Vec::new();
-    for action in out {
-        match action {
-            Action::Write(bytes) => written.extend(bytes),
-            other => rest.push(other),
-        }
-    }
-    (written, rest)
-}
-
 #[test]
 fn claimed_payloads_arrive_byte_exact_however_the_reads_are_cut() {
     let stream = stream();

@@ -31,19 +31,6 @@ fn subscribed() -> Connection {
     conn
 }
 
-/// Actions with the writes merged, so batches from different splits compare.
-fn normalise(out: Vec<Action>) -> (Vec<u8>, Vec<Action>) {
-    let mut written = Vec::new();
-    let mut rest = Vec::new();
-    for action in out {
-        match action {
-            Action::Write(bytes) => written.extend(bytes),
-            other => rest.push(other),
-        }
-    }
-    (written, rest)
-}
-
 #[test]
 fn random_splits_give_the_same_result_as_one_read() {
     let stream = valid_stream();

@@ -72,6 +72,19 @@ pub fn feed_split(conn: &mut Connection, bytes: &[u8], cut: usize, now: u64) -> 
     out
 }
 
+/// Actions with the writes merged, so batches from different splits compare.
+pub fn normalise(out: Vec<Action>) -> (Vec<u8>, Vec<Action>) {
+    let mut written = Vec::new();
+    let mut rest = Vec::new();
+    for action in out {
+        match action {
+            Action::Write(bytes) => written.extend(bytes),
+            other => rest.push(other),
+        }
+    }
+    (written, rest)
+}
+
 /// The engine's own generator, with the `usize` helpers the tests want.
 pub struct XorShift(switchyard_carrier_kit::rng::XorShift);
 
