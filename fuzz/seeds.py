@@ -246,6 +246,34 @@ for name, text in [
 ]:
     add("federation_messages", name, text)
 
+# websocket_frames: a control byte (bit 0 read as the server, the rest the
+# size of the pieces), then frames.
+def ws(opcode, payload, fin=True, key=None):
+    head = bytes([(0x80 if fin else 0) | opcode])
+    mask = 0x80 if key else 0
+    if len(payload) < 126:
+        head += bytes([mask | len(payload)])
+    elif len(payload) < 65536:
+        head += bytes([mask | 126]) + struct.pack(">H", len(payload))
+    else:
+        head += bytes([mask | 127]) + struct.pack(">Q", len(payload))
+    if key:
+        head += key
+        payload = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    return head + payload
+
+
+KEY = b"\x37\xfa\x21\x3d"
+add("websocket_frames", "server_reads_masked", bytes([0x01 | (7 << 1)])
+    + ws(2, b"\x00\x00\x00\x03\x03hello", key=KEY) + ws(9, b"p", key=KEY)
+    + ws(8, struct.pack(">H", 1000), key=KEY))
+add("websocket_frames", "client_reads_fragments", bytes([3 << 1])
+    + ws(1, b"fi", fin=False) + ws(10, b"") + ws(0, b"n"))
+add("websocket_frames", "client_reads_long", bytes([0])
+    + ws(2, bytes(300)) + ws(2, bytes(65536)))
+add("websocket_frames", "length_claimed_not_sent", bytes([0])
+    + b"\x82\x7f" + struct.pack(">Q", 65536))
+
 for target, files in seeds.items():
     folder = os.path.join(ROOT, target)
     os.makedirs(folder, exist_ok=True)

@@ -2,7 +2,8 @@
 //! servers. First the carriers alone, through the host's reactor and the
 //! fan-out holder (`nats` on a real nats-server, `pgbus` on a real
 //! PostgreSQL, `tunnel` sessions, the `nats` set's sessions dialled over
-//! TCP in `dialled`, two sets side by side in `sets`); then
+//! TCP in `dialled`, two sets side by side in `sets`, the tunnel's own
+//! websocket framing against tungstenite in `websocket`); then
 //! whole clusters of real `serve`, `worker` and engine processes on each
 //! set (`cluster`, `placement`, `lifecycle`, `healing`, `inference`,
 //! `cancel`, `keepalive`, `unhealthy`, `watch`, `up`), and the live switch
@@ -27,3 +28,4 @@ mod tunnel;
 mod unhealthy;
 mod up;
 mod watch;
+mod websocket;

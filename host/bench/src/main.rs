@@ -71,6 +71,7 @@ const SECTIONS: [(&str, fn()); 16] = [
 ];
 
 fn main() {
+    switchyard_carrier::allocator::keep_freed_buffers();
     let mut wanted: Vec<String> = std::env::args().skip(1).collect();
     if wanted.iter().any(|w| w == "anchors") {
         wanted.retain(|w| w != "anchors");

@@ -37,6 +37,7 @@
 //! - [`window`]: the control and streams seams between a change's commit and
 //!   its settle, routing each call by what its worker is attached to.
 
+pub mod allocator;
 pub mod client;
 pub mod component;
 pub mod conformance;

@@ -11,6 +11,7 @@ mod commands;
 mod config;
 
 fn main() -> ExitCode {
+    switchyard_carrier::allocator::keep_freed_buffers();
     let cli = cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

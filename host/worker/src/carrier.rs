@@ -30,7 +30,8 @@ use switchyard_carrier::control::{CarrierControl, subscribe_control_on_carrier};
 use switchyard_carrier::dialled::SessionServer;
 use switchyard_carrier::set::{self, SetEnv, Side, SideKind, StreamsVia};
 use switchyard_carrier::stream_seam::Acceptor;
-use switchyard_carrier::tunnel::{Lane, Side as TunnelSide, TunnelSession, websocket};
+use switchyard_carrier::tunnel::websocket::{frame, handshake, wire};
+use switchyard_carrier::tunnel::{Lane, Side as TunnelSide, TunnelSession};
 use switchyard_carrier::{ComponentSpec, ControlSeam, Refusal, SetName};
 use switchyard_protocol::carrier::{
     Attachment, CarrierNews, ComponentRef, MAX_ATTACH_JITTER_MS, SetRef,
@@ -38,7 +39,6 @@ use switchyard_protocol::carrier::{
 use switchyard_runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::components::ComponentCache;
 use crate::identity::Identity;
@@ -911,7 +911,7 @@ async fn hold_lanes(
 enum DialError {
     /// The frontend answered the upgrade with this status.
     #[error("the frontend answered {0}")]
-    Answered(tokio_tungstenite::tungstenite::http::StatusCode),
+    Answered(u16),
     /// Anything else (no connection, a bad credential header, the session).
     #[error("{0}")]
     Other(String),
@@ -929,7 +929,7 @@ impl DialError {
     /// right after can arrive first. The next dial finds it; a first start
     /// always sees this once, so it is no warning.
     fn is_expected_on_bulk(&self) -> bool {
-        matches!(self, Self::Answered(status) if status.as_u16() == 409)
+        matches!(self, Self::Answered(409))
     }
 }
 
@@ -946,30 +946,15 @@ async fn dial(
         "{}/api/cluster/connect?lane={lane_name}",
         identity.frontend.replacen("http", "ws", 1)
     );
-    let mut request = url.into_client_request().map_err(|e| e.to_string())?;
-    let headers = request.headers_mut();
-    headers.insert(
-        "authorization",
-        format!("Bearer {}", identity.credential)
-            .parse()
-            .map_err(|_| "the credential is not a header value".to_string())?,
-    );
-    headers.insert(
-        "x-switchyard-node",
-        identity
-            .node_id
-            .parse()
-            .map_err(|_| "the node id is not a header value".to_string())?,
-    );
-    let (socket, _) =
-        tokio_tungstenite::connect_async_with_config(request, Some(websocket::config()), true)
-            .await
-            .map_err(|e| match e {
-                tokio_tungstenite::tungstenite::Error::Http(response) => {
-                    DialError::Answered(response.status())
-                }
-                other => DialError::Other(other.to_string()),
-            })?;
+    let bearer = format!("Bearer {}", identity.credential);
+    let headers = [
+        ("authorization", bearer.as_str()),
+        ("x-switchyard-node", identity.node_id.as_str()),
+    ];
+    let (socket, read_ahead) = handshake::dial(&url, &headers).await.map_err(|e| match e {
+        handshake::DialError::Answered(status) => DialError::Answered(status),
+        other => DialError::Other(other.to_string()),
+    })?;
     let (session, transport) = TunnelSession::start(
         runtime.clone(),
         spec.clone(),
@@ -978,7 +963,12 @@ async fn dial(
         acceptor.clone(),
     )
     .await?;
-    tokio::spawn(websocket::pump(socket, transport));
+    tokio::spawn(wire::pump(
+        socket,
+        frame::Role::Client,
+        read_ahead,
+        transport,
+    ));
     // The lane counts once the frontend answers on it: it starts its side
     // only after recording the session (its connection claim), so a round
     // trip here means other replicas can relay to this lane. Counted any
@@ -1012,7 +1002,6 @@ const LANE_ANSWER: Duration = Duration::from_secs(10);
 mod tests {
     use sha2::Digest;
     use switchyard_protocol::state::CarrierRowState;
-    use tokio_tungstenite::tungstenite::http::StatusCode;
 
     use super::*;
     use crate::engines::EngineBinaries;
@@ -1021,8 +1010,8 @@ mod tests {
 
     #[test]
     fn only_a_409_to_the_bulk_lane_is_an_expected_race() {
-        assert!(DialError::Answered(StatusCode::CONFLICT).is_expected_on_bulk());
-        for other in [StatusCode::UNAUTHORIZED, StatusCode::SERVICE_UNAVAILABLE] {
+        assert!(DialError::Answered(409).is_expected_on_bulk());
+        for other in [401, 503] {
             assert!(!DialError::Answered(other).is_expected_on_bulk());
         }
         assert!(!DialError::Other("connection refused".into()).is_expected_on_bulk());

@@ -8,10 +8,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use switchyard_runtime::tunnel::{self as plugin, Event, Step, TunnelPlugin};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::Outbound;
 use super::core::Core;
 use crate::Refusal;
 use crate::stream::{ConsumeSink, Stream, StreamError, StreamReader, StreamWriter, WriteSink};
@@ -65,7 +66,7 @@ pub(crate) struct Driver {
     plugin: TunnelPlugin,
     /// Where the streams' handles send their commands.
     core: Weak<Core>,
-    output: mpsc::UnboundedSender<Bytes>,
+    output: mpsc::UnboundedSender<Outbound>,
     acceptor: Acceptor,
     slots: HashMap<u32, Slot>,
     epoch: Instant,
@@ -76,7 +77,7 @@ impl Driver {
     pub(crate) fn new(
         plugin: TunnelPlugin,
         core: Weak<Core>,
-        output: mpsc::UnboundedSender<Bytes>,
+        output: mpsc::UnboundedSender<Outbound>,
         acceptor: Acceptor,
         epoch: Instant,
         lost: watch::Sender<Option<String>>,
@@ -336,16 +337,16 @@ impl Driver {
             let slot = self.slots.get_mut(&id).expect("checked above");
             let (data, _) = slot.pending.front_mut().expect("checked above");
             let granted = granted as usize;
-            let mut message = BytesMut::with_capacity(header.len() + granted);
-            message.put_slice(&header);
-            message.put_slice(&data[..granted]);
-            data.advance(granted);
+            let message = Outbound {
+                head: Bytes::from(header),
+                body: data.split_to(granted),
+            };
             if data.is_empty() {
                 let (_, done) = slot.pending.pop_front().expect("checked above");
                 let _ = done.send(Ok(()));
             }
             self.output
-                .send(message.freeze())
+                .send(message)
                 .map_err(|_| "the websocket writer has ended".to_string())?;
         }
         let slot = self.slots.get_mut(&id).expect("the loop returns when gone");
@@ -387,7 +388,10 @@ impl Driver {
     fn write_frames(&self, frames: Vec<Vec<u8>>) -> Result<(), String> {
         for frame in frames {
             self.output
-                .send(Bytes::from(frame))
+                .send(Outbound {
+                    head: Bytes::from(frame),
+                    body: Bytes::new(),
+                })
                 .map_err(|_| "the websocket writer has ended".to_string())?;
         }
         Ok(())

@@ -1,4 +1,5 @@
-//! Two ends of a tunnel session over a real websocket, for tests and
+//! Two ends of a tunnel session over a real websocket (the tunnel's own
+//! framing, as a worker and its frontend run it), for tests and
 //! benchmarks: the frontend's side accepts on `address` (loopback, or a
 //! proxy in front of it), the worker's side dials `dial`.
 
@@ -7,7 +8,9 @@ use std::sync::Arc;
 use switchyard_runtime::Runtime;
 use tokio::net::TcpListener;
 
-use super::{Lane, Side, TunnelSession, websocket};
+use super::websocket::frame::Role;
+use super::websocket::{handshake, wire};
+use super::{Lane, Side, TunnelSession};
 use crate::component::ComponentSpec;
 use crate::stream_seam::Acceptor;
 use crate::{Refusal, Stream};
@@ -37,12 +40,9 @@ pub async fn pair(
 ) -> Result<(TunnelSession, TunnelSession), String> {
     let (frontend_runtime, frontend_spec) = (runtime.clone(), spec.clone());
     let frontend = tokio::spawn(async move {
-        let (socket, _) = listener.accept().await.map_err(|e| e.to_string())?;
+        let (mut socket, _) = listener.accept().await.map_err(|e| e.to_string())?;
         let _ = socket.set_nodelay(true);
-        let websocket =
-            tokio_tungstenite::accept_async_with_config(socket, Some(websocket::config()))
-                .await
-                .map_err(|e| e.to_string())?;
+        let read_ahead = handshake::accept(&mut socket).await?;
         let (session, transport) = TunnelSession::start(
             frontend_runtime,
             frontend_spec,
@@ -51,16 +51,12 @@ pub async fn pair(
             refuse_all(),
         )
         .await?;
-        tokio::spawn(websocket::pump(websocket, transport));
+        tokio::spawn(wire::pump(socket, Role::Server, read_ahead, transport));
         Ok::<_, String>(session)
     });
-    let (websocket, _) = tokio_tungstenite::connect_async_with_config(
-        format!("ws://{dial}/"),
-        Some(websocket::config()),
-        true,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    let (socket, read_ahead) = handshake::dial(&format!("ws://{dial}/"), &[])
+        .await
+        .map_err(|e| e.to_string())?;
     let (worker, transport) = TunnelSession::start(
         runtime.clone(),
         spec.clone(),
@@ -69,7 +65,7 @@ pub async fn pair(
         worker_services,
     )
     .await?;
-    tokio::spawn(websocket::pump(websocket, transport));
+    tokio::spawn(wire::pump(socket, Role::Client, read_ahead, transport));
     let frontend = frontend.await.map_err(|e| e.to_string())??;
     Ok((frontend, worker))
 }

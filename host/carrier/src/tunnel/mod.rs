@@ -37,7 +37,7 @@ use crate::stream_seam::Acceptor;
 
 /// The websocket's message size and buffers: one frame per message, at
 /// most 64 KiB.
-pub const WEBSOCKET_BUFFER: usize = 64 * 1024;
+pub const WEBSOCKET_BUFFER: usize = websocket::frame::MAX_MESSAGE;
 
 /// One side of one websocket session. Cloning shares it.
 #[derive(Clone)]
@@ -61,7 +61,40 @@ pub struct Transport {
     pub incoming: Incoming,
     /// Write every message from here as one binary websocket message; the
     /// channel closes when the session has ended (close the websocket then).
-    pub outgoing: mpsc::UnboundedReceiver<Bytes>,
+    pub outgoing: mpsc::UnboundedReceiver<Outbound>,
+}
+
+/// One message of the session to write: a frame the plugin wrote whole, or
+/// its header with the stream's data behind it. The two travel apart so
+/// that the data is never copied to join them ([`websocket::wire`] writes
+/// them side by side).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outbound {
+    pub head: Bytes,
+    pub body: Bytes,
+}
+
+impl Outbound {
+    /// The message's length on the wire.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.body.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The message in one piece, for a writer that takes one (a copy when
+    /// it has a body).
+    pub fn joined(self) -> Bytes {
+        if self.body.is_empty() {
+            return self.head;
+        }
+        let mut joined = bytes::BytesMut::with_capacity(self.len());
+        joined.extend_from_slice(&self.head);
+        joined.extend_from_slice(&self.body);
+        joined.freeze()
+    }
 }
 
 /// The incoming side of a [`Transport`].

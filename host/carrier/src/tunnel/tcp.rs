@@ -6,7 +6,7 @@
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 
-use super::{Transport, WEBSOCKET_BUFFER};
+use super::{Outbound, Transport, WEBSOCKET_BUFFER};
 
 /// The largest message: the tunnel's frames are at most this big, as on a
 /// websocket.
@@ -61,14 +61,15 @@ where
 
 async fn write_message<W: AsyncWrite + Unpin>(
     write: &mut W,
-    message: &[u8],
+    message: &Outbound,
 ) -> std::io::Result<()> {
     let length = u32::try_from(message.len())
         .ok()
         .filter(|&n| n as usize <= MAX_MESSAGE)
         .ok_or_else(|| std::io::Error::other("a session message over the limit"))?;
     write.write_all(&length.to_be_bytes()).await?;
-    write.write_all(message).await
+    write.write_all(&message.head).await?;
+    write.write_all(&message.body).await
 }
 
 /// One message; `None` at a clean end (between messages).
@@ -95,16 +96,23 @@ pub async fn read_message<R: AsyncRead + Unpin>(read: &mut R) -> std::io::Result
 mod tests {
     use super::*;
 
+    fn whole(message: &[u8]) -> Outbound {
+        Outbound {
+            head: Bytes::copy_from_slice(message),
+            body: Bytes::new(),
+        }
+    }
+
     #[tokio::test]
     async fn messages_round_trip_and_a_long_one_ends_the_connection() {
         let (mut ours, mut theirs) = tokio::io::duplex(4 * MAX_MESSAGE);
         for message in [&b"hello"[..], b"", &vec![7u8; MAX_MESSAGE]] {
-            write_message(&mut ours, message).await.unwrap();
+            write_message(&mut ours, &whole(message)).await.unwrap();
             let read = read_message(&mut theirs).await.unwrap().unwrap();
             assert_eq!(&read[..], message);
         }
         assert!(
-            write_message(&mut ours, &vec![0u8; MAX_MESSAGE + 1])
+            write_message(&mut ours, &whole(&vec![0u8; MAX_MESSAGE + 1]))
                 .await
                 .is_err()
         );
@@ -119,7 +127,11 @@ mod tests {
     #[tokio::test]
     async fn an_end_between_messages_is_clean_and_one_inside_is_not() {
         let (mut ours, mut theirs) = tokio::io::duplex(64);
-        write_message(&mut ours, b"whole").await.unwrap();
+        let split = Outbound {
+            head: Bytes::from_static(b"wh"),
+            body: Bytes::from_static(b"ole"),
+        };
+        write_message(&mut ours, &split).await.unwrap();
         ours.write_all(&[0, 0, 0, 9, b'c', b'u']).await.unwrap();
         drop(ours);
         assert_eq!(

@@ -32,6 +32,7 @@ pub mod seed;
 pub mod session;
 pub mod start;
 pub mod units;
+pub mod upgrade;
 
 use std::sync::Arc;
 

@@ -3,16 +3,19 @@
 
 use std::sync::Arc;
 
-use axum::extract::ws::{Message, WebSocket};
+use axum::extract::ws::Message;
+use bytes::BytesMut;
 use switchyard_carrier::stream_seam::{Acceptor, Lane};
-use switchyard_carrier::tunnel::websocket::{self, Codec, Received};
+use switchyard_carrier::tunnel::websocket::frame::Role;
+use switchyard_carrier::tunnel::websocket::{Codec, Received, wire};
 use switchyard_carrier::tunnel::{self, TunnelSession};
 use switchyard_carrier::{Refusal, Stream};
 
+use super::upgrade::UpgradedSocket;
 use crate::state::AppState;
 
 /// Holds a worker's lane until the websocket or the session ends.
-pub async fn hold(state: Arc<AppState>, node: String, lane: Lane, socket: WebSocket) {
+pub async fn hold(state: Arc<AppState>, node: String, lane: Lane, socket: UpgradedSocket) {
     let Some(cluster) = state.carriers.clone() else {
         return;
     };
@@ -56,7 +59,7 @@ pub async fn hold(state: Arc<AppState>, node: String, lane: Lane, socket: WebSoc
         }
     };
     tracing::info!(node, lane = lane.as_str(), epoch, "worker session held");
-    websocket::pump_with(socket, transport, axum_codec()).await;
+    wire::pump(socket, Role::Server, BytesMut::new(), transport).await;
     registry.remove(&node, lane, id);
     match state
         .store

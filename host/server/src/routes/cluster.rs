@@ -5,8 +5,6 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -14,7 +12,7 @@ use std::time::Duration;
 use switchyard_carrier::SetName;
 use switchyard_carrier::set::SideKind;
 use switchyard_carrier::stream_seam::Lane;
-use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
+
 use switchyard_protocol::admin::ErrorDetail;
 use switchyard_protocol::carrier::{
     Blocked, CarrierChange, CarrierStatus, ChangeMoved, Pin, Pins, Preflight,
@@ -27,6 +25,7 @@ use crate::auth::{Admin, Authorized, authenticate_node};
 use crate::carriers::report;
 use crate::carriers::session;
 use crate::carriers::start::newest_pins;
+use crate::carriers::upgrade::{NotAnUpgrade, WebsocketUpgrade};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiQuery};
 use crate::state::AppState;
@@ -74,7 +73,7 @@ pub async fn connect(
     State(state): State<Arc<AppState>>,
     ApiQuery(params): ApiQuery<ConnectParams>,
     headers: HeaderMap,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    upgrade: Result<WebsocketUpgrade, NotAnUpgrade>,
 ) -> ApiResult<Response> {
     let node_id = approved_node(&state, &headers).await?;
     let lane_name = params.lane.as_deref().unwrap_or("inference");
@@ -105,12 +104,7 @@ pub async fn connect(
             "this replica does not hold the node's inference lane; dial the bulk lane where the inference lane is",
         ));
     }
-    Ok(upgrade
-        .write_buffer_size(WEBSOCKET_BUFFER)
-        .max_write_buffer_size(8 * WEBSOCKET_BUFFER)
-        .max_message_size(WEBSOCKET_BUFFER)
-        .max_frame_size(WEBSOCKET_BUFFER)
-        .on_upgrade(move |socket| session::hold(state, node_id, lane, socket)))
+    Ok(upgrade.on_upgrade(move |socket| session::hold(state, node_id, lane, socket)))
 }
 
 /// The cluster's carrier: the row (active set with its component

@@ -1,8 +1,15 @@
-//! Websockets for the tunnel and the relay, whatever library holds them:
-//! the worker's dialled sessions and the tests use tungstenite, the
-//! frontend's endpoints axum. A [`Codec`] says how to build and read the
-//! library's messages; [`pump`] moves a session's messages, [`frames`]
-//! turns a websocket into [`Frame`]s for a relayed stream.
+//! Websockets for the tunnel and the relay. A worker's sessions with its
+//! frontend run on this crate's own framing ([`wire`], with [`handshake`]
+//! and [`frame`]), written for their throughput. The federation's links
+//! and the relay, whose handshakes exchange messages first, use a library
+//! (tungstenite, or axum at a frontend's endpoint): a [`Codec`] says how to
+//! build and read its messages; [`pump`] moves a session's messages over
+//! it, [`frames`] turns it into [`Frame`]s for a relayed stream.
+
+pub mod frame;
+pub mod frames;
+pub mod handshake;
+pub mod wire;
 
 use std::fmt::Display;
 
@@ -91,11 +98,11 @@ where
     let writer = tokio::spawn(async move {
         while let Some(message) = outgoing.recv().await {
             // Feed what is already queued, flush once.
-            if sink.feed(binary(message)).await.is_err() {
+            if sink.feed(binary(message.joined())).await.is_err() {
                 return;
             }
             while let Ok(more) = outgoing.try_recv() {
-                if sink.feed(binary(more)).await.is_err() {
+                if sink.feed(binary(more.joined())).await.is_err() {
                     return;
                 }
             }
