@@ -138,7 +138,10 @@ impl Frames {
                 return Err(FrameError::Fragments.into());
             }
             Opcode::Text | Opcode::Binary if !head.fin => {
-                self.fragments = Some((head.opcode, payload));
+                // A buffer of its own: the payload is a slice of a read
+                // buffer, and growing it would allocate another read
+                // buffer's capacity for every fragment.
+                self.fragments = Some((head.opcode, BytesMut::from(&payload[..])));
                 return Ok(None);
             }
             Opcode::Text | Opcode::Binary => (head.opcode, payload),
