@@ -26,7 +26,7 @@ mod frames;
 
 use bytes::BytesMut;
 use frame::{MAX_MESSAGE, Role};
-use frames::{Frames, Message, READ_AHEAD, SPARE_BUFFERS};
+use frames::{Frames, Message, READ_AHEAD};
 use libfuzzer_sys::fuzz_target;
 use switchyard_fuzz::peak_during;
 
@@ -68,7 +68,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     assert!(
-        peak <= 4 * bytes.len() + (2 + SPARE_BUFFERS) * READ_AHEAD + MAX_MESSAGE,
+        peak <= 4 * bytes.len() + 2 * READ_AHEAD + MAX_MESSAGE,
         "{peak} bytes held for {} of input",
         bytes.len()
     );

@@ -9,10 +9,6 @@ use super::frame::{self, FrameError, Head, MAX_HEAD, MAX_MESSAGE, Opcode, Role};
 
 /// The read buffer's size: several frames per read.
 pub const READ_AHEAD: usize = 4 * MAX_MESSAGE;
-/// Read buffers kept after they filled, while messages read into them may
-/// still be held downstream: one whose messages are all gone is read into
-/// again rather than a new one allocated.
-pub const SPARE_BUFFERS: usize = 2;
 
 /// A message read from the websocket.
 #[derive(Debug, PartialEq, Eq)]
@@ -44,8 +40,6 @@ pub enum ReadError {
 #[derive(Debug)]
 pub struct Frames {
     buffer: BytesMut,
-    /// Earlier buffers, oldest first (see [`SPARE_BUFFERS`]).
-    spare: Vec<BytesMut>,
     role: Role,
     /// A fragmented message so far: its opcode and payload.
     fragments: Option<(Opcode, BytesMut)>,
@@ -57,45 +51,22 @@ impl Frames {
     pub fn new(role: Role, read_ahead: BytesMut) -> Self {
         Self {
             buffer: read_ahead,
-            spare: Vec::with_capacity(SPARE_BUFFERS),
             role,
             fragments: None,
         }
     }
 
-    /// The buffer to read into, with room for at least one whole frame.
+    /// The buffer to read into, with room for at least one whole frame:
+    /// the same buffer again once no message read into it is held any more
+    /// (`reserve` reclaims it), else a new one. A stream may hold up to its
+    /// window of messages, so buffers are freed in bulk while others fill;
+    /// `switchyard_carrier::allocator` keeps the allocator from handing their pages
+    /// back to the kernel each time.
     pub fn buffer(&mut self) -> &mut BytesMut {
         if self.buffer.capacity() - self.buffer.len() < MAX_HEAD + MAX_MESSAGE {
-            self.refill();
+            self.buffer.reserve(READ_AHEAD);
         }
         &mut self.buffer
-    }
-
-    /// Room for [`READ_AHEAD`] more bytes: in this buffer or an earlier
-    /// one if none of their messages is held any more, else in a new one;
-    /// the unread bytes move along. Reading into the same few buffers
-    /// keeps the allocator from returning each one to the kernel and
-    /// faulting its pages in again (glibc trims a large free at the top of
-    /// its heap: a third of an upload's time went to page faults).
-    fn refill(&mut self) {
-        if self.buffer.try_reclaim(READ_AHEAD) {
-            return;
-        }
-        let free_again = self
-            .spare
-            .iter_mut()
-            .position(|b| b.try_reclaim(READ_AHEAD));
-        let mut next = match free_again {
-            Some(i) => self.spare.remove(i),
-            None => BytesMut::with_capacity(READ_AHEAD),
-        };
-        next.extend_from_slice(&self.buffer);
-        let mut filled = std::mem::replace(&mut self.buffer, next);
-        filled.clear();
-        if self.spare.len() == SPARE_BUFFERS {
-            self.spare.remove(0);
-        }
-        self.spare.push(filled);
     }
 
     /// Whether bytes of an unfinished frame or message are held.
@@ -138,9 +109,10 @@ impl Frames {
                 return Err(FrameError::Fragments.into());
             }
             Opcode::Text | Opcode::Binary if !head.fin => {
-                // A buffer of its own: the payload is a slice of a read
-                // buffer, and growing it would allocate another read
-                // buffer's capacity for every fragment.
+                // A buffer of its own, sized to it: the payload is a slice
+                // of a read buffer, and growing that allocates the whole
+                // buffer's remembered capacity (64 KiB), however short the
+                // message (a finding of the `websocket_frames` fuzz target).
                 self.fragments = Some((head.opcode, BytesMut::from(&payload[..])));
                 return Ok(None);
             }
