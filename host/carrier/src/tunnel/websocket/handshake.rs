@@ -95,13 +95,7 @@ pub async fn dial(url: &str, headers: &[(&str, &str)]) -> Result<(TcpStream, Byt
     if status != 101 {
         return Err(DialError::Answered(status));
     }
-    let header = |name: &str| {
-        answer
-            .headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| h.value)
-    };
+    let header = |name: &str| header(answer.headers, name);
     let expected = accept_key(key.as_bytes());
     if header("sec-websocket-accept") != Some(expected.as_bytes()) {
         return Err(DialError::Failed(
@@ -123,13 +117,7 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(socket: &mut S) -> Result
     let mut lines = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut lines);
     request.parse(&head).map_err(|e| e.to_string())?;
-    let header = |name: &str| {
-        request
-            .headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| h.value)
-    };
+    let header = |name: &str| header(request.headers, name);
     let upgrade = request.method == Some("GET")
         && is_upgrade(
             header("connection"),
@@ -152,6 +140,14 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(socket: &mut S) -> Result
         .await
         .map_err(|e| e.to_string())?;
     Ok(rest)
+}
+
+/// A header's value, by name in any case.
+fn header<'h>(headers: &[httparse::Header<'h>], name: &str) -> Option<&'h [u8]> {
+    headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case(name))
+        .map(|h| h.value)
 }
 
 /// Reads up to the blank line that ends an HTTP head; answers the head and
