@@ -58,7 +58,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let piece = usize::from(control >> 1);
     let (whole, peak) = peak_during(|| read(role, bytes, bytes.len()));
-    let (pieces, _) = peak_during(|| read(role, bytes, if piece == 0 { bytes.len() } else { piece }));
+    let (pieces, _) =
+        peak_during(|| read(role, bytes, if piece == 0 { bytes.len() } else { piece }));
     assert_eq!(whole, pieces);
     for message in &whole.0 {
         match message {
