@@ -154,11 +154,14 @@ fn header<'h>(headers: &[httparse::Header<'h>], name: &str) -> Option<&'h [u8]> 
 /// what was read past it.
 async fn read_head<S: AsyncRead + Unpin>(socket: &mut S) -> Result<(BytesMut, BytesMut), String> {
     let mut buffer = BytesMut::with_capacity(1024);
+    // Where the blank line may begin: each read's bytes are searched once.
+    let mut searched = 0;
     loop {
-        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = buffer.split_to(end + 4);
+        if let Some(end) = buffer[searched..].windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = buffer.split_to(searched + end + 4);
             return Ok((head, buffer));
         }
+        searched = buffer.len().saturating_sub(3);
         if buffer.len() > MAX_HEAD {
             return Err(format!("a handshake head over {MAX_HEAD} bytes"));
         }

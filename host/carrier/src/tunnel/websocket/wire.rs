@@ -85,10 +85,7 @@ impl<W: AsyncWrite + Unpin> Writer<W> {
 
     /// Writes each message as one binary frame.
     pub async fn write(&mut self, messages: &[Outbound]) -> std::io::Result<()> {
-        if self.role == Role::Server
-            && self.io.is_write_vectored()
-            && std::env::var_os("NOVEC").is_none()
-        {
+        if self.role == Role::Server && self.io.is_write_vectored() {
             self.write_vectored(messages).await
         } else {
             for message in messages {
@@ -183,14 +180,14 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (read, write) = tokio::io::split(socket);
-    let (reader, writer) = (
-        Reader::new(read, role, read_ahead),
-        Writer::new(write, role),
-    );
+    let mut reader = Reader::new(read, role, read_ahead);
     let Transport { incoming, outgoing } = transport;
     let (pongs, waiting_pongs) = mpsc::channel(PONGS_WAITING);
-    let writer = tokio::spawn(write_loop(writer, outgoing, waiting_pongs));
-    let mut reader = reader;
+    let writer = tokio::spawn(write_loop(
+        Writer::new(write, role),
+        outgoing,
+        waiting_pongs,
+    ));
     let reason = loop {
         match reader.next().await {
             Ok(Some(Message::Binary(message))) => {
