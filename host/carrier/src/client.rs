@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,7 +11,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::component::ComponentSpec;
 use crate::message::{CarrierStats, Message, SendError};
-use crate::reactor::{self, Counters, Event, PluginState};
+use crate::reactor::{self, Core, Counters, Event, Events, PluginState};
 
 /// Messages a subscription's handler may have waiting; beyond that new ones
 /// are dropped and counted (fan-out is at most once; a slow handler must
@@ -63,22 +62,47 @@ pub fn endpoints_named_by(config: &str, database_url: Option<&str>) -> Vec<Endpo
     endpoints
 }
 
-/// A running carrier: a plugin on its reactor thread with its connections.
-/// Dropping the last handle stops it.
-#[derive(Debug)]
+/// A running carrier: a plugin and its connections, run by the tasks that
+/// use it. Dropping the last handle stops it.
 pub struct Carrier {
     name: String,
-    events: std_mpsc::Sender<Event>,
+    core: Arc<Core>,
     ready: watch::Receiver<bool>,
     counters: Arc<Counters>,
     next_subscription: AtomicU64,
 }
 
+impl std::fmt::Debug for Carrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Carrier")
+            .field("name", &self.name)
+            .field("ready", &*self.ready.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
 /// A subscription; dropping it unsubscribes.
-#[derive(Debug)]
 pub struct Subscription {
     id: u64,
-    events: std_mpsc::Sender<Event>,
+    events: Events,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+/// Runs the carrier's queue when dropped: the first publish of a burst
+/// runs it after yielding, and still runs it if it is cancelled meanwhile.
+struct RunsQueue<'a>(&'a Core);
+
+impl Drop for RunsQueue<'_> {
+    fn drop(&mut self) {
+        self.0.drain();
+    }
 }
 
 impl Drop for Subscription {
@@ -88,7 +112,7 @@ impl Drop for Subscription {
 }
 
 impl Carrier {
-    /// Loads the plugin and starts its reactor thread; I/O runs on the current tokio runtime.
+    /// Loads the plugin; its I/O runs on the current tokio runtime.
     pub fn start(
         component: ComponentSpec,
         setup: CarrierSetup,
@@ -100,10 +124,10 @@ impl Carrier {
         let (ready_tx, ready) = watch::channel(false);
         let counters = Arc::new(Counters::default());
         let name = component.name.clone();
-        let events = reactor::spawn(component, setup, runtime, io, ready_tx, counters.clone())?;
+        let core = reactor::start(component, setup, runtime, io, ready_tx, counters.clone())?;
         Ok(Arc::new(Self {
             name,
-            events,
+            core,
             ready,
             counters,
             next_subscription: AtomicU64::new(1),
@@ -151,12 +175,19 @@ impl Carrier {
         payload: Bytes,
     ) -> Result<(), SendError> {
         let (done, answer) = oneshot::channel();
-        self.send(Event::Publish {
+        let first = self.core.defer(Event::Publish {
             subject: subject.into(),
             headers,
             payload,
             done,
-        })?;
+        });
+        if first {
+            // Yield once before running the queue: the publishes the
+            // caller makes meanwhile (a burst, `join_all`) join this one
+            // in one plugin call and one write.
+            let _runs = RunsQueue(&self.core);
+            tokio::task::yield_now().await;
+        }
         answer.await.map_err(|_| stopped())?
     }
 
@@ -170,17 +201,17 @@ impl Carrier {
     ) -> Result<Subscription, SendError> {
         let id = self.next_subscription.fetch_add(1, Ordering::Relaxed);
         let (done, answer) = oneshot::channel();
-        self.send(Event::Subscribe {
+        self.core.submit(Event::Subscribe {
             id,
             subject: subject.into(),
             queue_group: queue_group.map(str::to_string),
             handler,
             done,
-        })?;
+        });
         answer.await.map_err(|_| stopped())??;
         Ok(Subscription {
             id,
-            events: self.events.clone(),
+            events: self.core.events(),
         })
     }
 
@@ -215,13 +246,13 @@ impl Carrier {
         timeout: Duration,
     ) -> Result<Message, SendError> {
         let (done, answer) = oneshot::channel();
-        self.send(Event::Request {
+        self.core.submit(Event::Request {
             subject: subject.into(),
             headers,
             payload,
             timeout_ms: timeout.as_millis() as u64,
             done,
-        })?;
+        });
         answer.await.map_err(|_| stopped())?
     }
 
@@ -250,15 +281,11 @@ impl Carrier {
             cell_bytes: self.counters.cell_bytes.load(Ordering::Relaxed),
         }
     }
-
-    fn send(&self, event: Event) -> Result<(), SendError> {
-        self.events.send(event).map_err(|_| stopped())
-    }
 }
 
 impl Drop for Carrier {
     fn drop(&mut self) {
-        let _ = self.events.send(Event::Shutdown);
+        self.core.submit(Event::Shutdown);
     }
 }
 

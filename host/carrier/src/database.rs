@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc as std_mpsc;
 
 use futures::StreamExt;
 use switchyard_runtime::carrier::{Notification, Param, Query};
@@ -15,9 +14,9 @@ use tokio::sync::mpsc;
 use tokio_postgres::Statement;
 use tokio_postgres::types::{ToSql, Type};
 
-use crate::reactor::Event;
+use crate::reactor::{Event, Events};
 
-/// Notifications waiting for the reactor thread; more are dropped and counted.
+/// Notifications waiting for the reactor; more are dropped and counted.
 pub const NOTIFICATION_QUEUE: usize = 65_536;
 
 /// Notifications handed to the plugin in one call at most.
@@ -47,13 +46,13 @@ impl DbConnection {
         io: &tokio::runtime::Handle,
         handle: u64,
         url: String,
-        events: std_mpsc::Sender<Event>,
+        events: Events,
     ) -> Self {
         let (commands, mut inbox) = mpsc::unbounded_channel::<Command>();
         let (heard, mut queue) = mpsc::channel::<Notification>(NOTIFICATION_QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
 
-        // Hands queued notifications to the reactor thread in batches.
+        // Hands queued notifications to the reactor in batches.
         let batcher = {
             let (events, dropped) = (events.clone(), dropped.clone());
             io.spawn(async move {

@@ -1,15 +1,17 @@
 //! The host side of carriers.
 //!
 //! A carrier plugin is a sans-IO protocol engine; this crate gives it I/O.
-//! The plugin lives on a reactor thread of its own (its calls are
-//! synchronous, and WASI's synchronous host calls must not run on an async
-//! worker); tokio tasks own the sockets and timers and hand events to that
-//! thread, which performs the actions the plugin answers with. ("Engine"
-//! in Switchyard means an inference engine on a worker, nothing else here.)
+//! Its reactor (the plugin and what it has open) runs on whichever task
+//! hands it an event: the connection task that read bytes, the caller that
+//! published, the timer that fired. That task calls the plugin (calls are
+//! short, bounded by the plugin's deadline) and performs the actions it
+//! answers with, writing sockets directly. ("Engine" in Switchyard means an
+//! inference engine on a worker, nothing else here.)
 //!
 //! # Layout
 //! - [`message`]: messages, errors and the public types of a carrier.
-//! - `reactor`: the plugin's thread: events in, plugin calls, actions out;
+//! - `reactor`: events in, plugin calls, actions out; `reactor/core.rs`:
+//!   the queue of events and who runs it;
 //!   `reactor/bypass.rs`: held payloads and windowed reads with claimed bodies (0.3.0).
 //! - [`io`]: connection tasks (dial, read, write) and the timer.
 //! - `payloads`: payloads the host holds for a 0.3.0 plugin (named by id, used once).

@@ -1,11 +1,11 @@
-//! The reactor thread: owns the carrier plugin, takes events from the I/O
-//! tasks and operations from [`crate::Carrier`] handles, calls the plugin and
-//! performs the actions it answers with.
+//! The reactor: owns the carrier plugin, takes events from the I/O tasks
+//! and operations from [`crate::Carrier`] handles, calls the plugin and
+//! performs the actions it answers with. It runs on the tasks that hand it
+//! events (`reactor/core.rs`), not on a thread of its own.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -25,12 +25,10 @@ use crate::message::{Message, SendError};
 use crate::payloads::{PayloadError, Payloads};
 
 mod bypass;
+mod core;
 
 use bypass::bind_payloads;
-
-/// Events handled before the gathered writes go out, so that a steady
-/// stream of events cannot hold writes back indefinitely.
-const EVENTS_PER_FLUSH: usize = 256;
+pub(crate) use core::{Core, Events};
 
 /// The wait before the first retry of a failed rebuild; each failure
 /// doubles it, up to [`REBUILD_BACKOFF_MAX`]. A rebuild fails for reasons
@@ -43,7 +41,7 @@ const REBUILD_BACKOFF_FIRST: Duration = Duration::from_secs(1);
 /// comes back is serving again within this long.
 const REBUILD_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
-/// Something for the reactor thread to handle.
+/// Something for the reactor to handle.
 pub(crate) enum Event {
     Opened(u64),
     Closed(u64, String),
@@ -177,7 +175,9 @@ struct Reactor {
     setup: CarrierSetup,
     runtime: Arc<Runtime>,
     plugin: Option<CarrierPlugin>,
-    events: std_mpsc::Sender<Event>,
+    events: Events,
+    /// Set once the carrier is dropped: later events are ignored.
+    stopped: bool,
     io: tokio::runtime::Handle,
     connections: HashMap<u64, Link>,
     /// Publishes gathered while handling a burst of events, with their answer channels.
@@ -204,27 +204,26 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Starts the reactor thread; returns its event sender.
-pub(crate) fn spawn(
+/// Loads the plugin and performs its first actions; the reactor then runs
+/// on the tasks that hand it events.
+pub(crate) fn start(
     component: ComponentSpec,
     setup: CarrierSetup,
     runtime: Arc<Runtime>,
     io: tokio::runtime::Handle,
     ready: watch::Sender<bool>,
     counters: Arc<Counters>,
-) -> Result<std_mpsc::Sender<Event>, SendError> {
-    let (mut engine, inbox) = Reactor::new(component, setup, runtime, io, ready, counters);
-    let events = engine.events.clone();
-    let first = engine.load().map_err(SendError::Unavailable)?;
-    std::thread::Builder::new()
-        .name(format!("carrier-{}", engine.component.name))
-        .spawn(move || {
-            engine.perform(first);
-            engine.flush_writes();
-            engine.run(inbox)
-        })
-        .map_err(|e| SendError::Unavailable(e.to_string()))?;
-    Ok(events)
+) -> Result<Arc<Core>, SendError> {
+    let core =
+        Core::new(|events| Reactor::new(component, setup, runtime, io, ready, counters, events));
+    core.with(|reactor| {
+        let first = reactor.load()?;
+        reactor.perform(first);
+        reactor.flush_writes();
+        Ok(())
+    })
+    .map_err(SendError::Unavailable)?;
+    Ok(core)
 }
 
 impl Reactor {
@@ -235,14 +234,15 @@ impl Reactor {
         io: tokio::runtime::Handle,
         ready: watch::Sender<bool>,
         counters: Arc<Counters>,
-    ) -> (Self, std_mpsc::Receiver<Event>) {
-        let (events, inbox) = std_mpsc::channel();
-        let engine = Reactor {
+        events: Events,
+    ) -> Self {
+        Reactor {
             component,
             setup,
             runtime,
             plugin: None,
             events,
+            stopped: false,
             io,
             connections: HashMap::new(),
             pending_writes: HashMap::new(),
@@ -256,8 +256,7 @@ impl Reactor {
             ready,
             ever_ready: false,
             counters,
-        };
-        (engine, inbox)
+        }
     }
 
     fn load(&mut self) -> Result<Vec<Action>, String> {
@@ -273,32 +272,35 @@ impl Reactor {
         Ok(actions)
     }
 
-    fn run(mut self, inbox: std_mpsc::Receiver<Event>) {
-        'events: while let Ok(first) = inbox.recv() {
-            // Handle everything already waiting, then write once per
-            // connection: one wake-up of each writer for a whole burst.
-            let mut event = Some(first);
-            let mut handled = 0;
-            while let Some(next) = event.take() {
-                if matches!(next, Event::Shutdown) {
-                    break 'events;
-                }
-                self.handle(next);
-                handled += 1;
-                if handled < EVENTS_PER_FLUSH {
-                    event = inbox.try_recv().ok();
-                }
-            }
-            self.flush_publishes();
-            self.flush_writes();
-        }
+    /// The carrier was dropped: its connections close, its plugin goes,
+    /// and what still waits learns that it stopped.
+    fn stop(&mut self) {
+        self.stopped = true;
+        self.plugin = None;
+        self.pending_publishes.clear();
+        self.pending_writes.clear();
+        self.payloads.clear();
+        self.reads.clear();
+        self.subscriptions.clear();
+        self.requests.clear();
         for (_, connection) in self.connections.drain() {
             connection.close();
         }
         let _ = self.ready.send(false);
     }
 
+    /// Sends what a burst of events gathered: one plugin call for its
+    /// publishes, one write per connection.
+    fn flush(&mut self) {
+        self.flush_publishes();
+        self.flush_writes();
+    }
+
     fn handle(&mut self, event: Event) {
+        if self.stopped {
+            // Dropping the event answers whoever waits on it.
+            return;
+        }
         // Publishes keep their place among the other operations.
         if !matches!(event, Event::Publish { .. }) {
             self.flush_publishes();
@@ -397,7 +399,7 @@ impl Reactor {
                     let _ = done.send(Err(e));
                 }
             }
-            Event::Shutdown => {}
+            Event::Shutdown => self.stop(),
         }
     }
 
@@ -777,27 +779,21 @@ mod tests {
         (bytes.into(), sha256)
     }
 
-    /// Waits (in tokio's clock) for the engine's next rebuild retry.
-    async fn next_rebuild(inbox: &std_mpsc::Receiver<Event>) {
+    /// Waits (in tokio's clock) until `n` rebuilds in a row have failed.
+    async fn failed_rebuilds(counters: &Counters, n: u64) {
         let started = tokio::time::Instant::now();
-        loop {
-            while let Ok(event) = inbox.try_recv() {
-                if matches!(event, Event::Rebuild) {
-                    return;
-                }
-            }
+        while counters.failed_rebuilds.load(Ordering::Relaxed) < n {
             assert!(
                 started.elapsed() < REBUILD_BACKOFF_MAX * 2,
-                "no rebuild retry was scheduled"
+                "no rebuild retry ran"
             );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
-    /// A reactor with the nats plugin loaded and nothing dialled.
-    fn reactor() -> (Reactor, std_mpsc::Receiver<Event>) {
+    /// A reactor on the nats plugin, with nothing dialled, and its counters.
+    fn reactor_with(bytes: Arc<[u8]>, sha256: String) -> (Arc<Core>, Arc<Counters>) {
         let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
-        let (bytes, sha256) = nats_component();
         let component = ComponentSpec {
             name: "nats".into(),
             version: "test".into(),
@@ -807,19 +803,30 @@ mod tests {
         let setup = CarrierSetup {
             config: r#"{"servers": ["127.0.0.1:9"]}"#.into(),
             database_url: None,
+            // Nothing is dialled: the tests are about the plugin, not its connection.
             allowed_endpoints: Vec::new(),
         };
         let (ready, _ready) = watch::channel(false);
-        let (mut engine, inbox) = Reactor::new(
-            component,
-            setup,
-            runtime,
-            tokio::runtime::Handle::current(),
-            ready,
-            Arc::new(Counters::default()),
-        );
-        engine.load().expect("the first load");
-        (engine, inbox)
+        let counters = Arc::new(Counters::default());
+        let core = Core::new(|events| {
+            Reactor::new(
+                component,
+                setup,
+                runtime,
+                tokio::runtime::Handle::current(),
+                ready,
+                counters.clone(),
+                events,
+            )
+        });
+        core.with(|engine| engine.load().map(drop))
+            .expect("the first load");
+        (core, counters)
+    }
+
+    fn reactor() -> Arc<Core> {
+        let (bytes, sha256) = nats_component();
+        reactor_with(bytes, sha256).0
     }
 
     fn delivery(subscription: u64, body: Body) -> Delivery {
@@ -834,62 +841,69 @@ mod tests {
 
     #[tokio::test]
     async fn a_kept_payload_outlives_its_call_and_is_delivered_once() {
-        let (mut engine, _inbox) = reactor();
+        let core = reactor();
         let (handler, mut messages) = mpsc::channel(4);
-        engine.subscriptions.insert(
-            7,
-            Subscription {
-                subject: "jobs.*".into(),
-                queue_group: None,
-                handler,
-            },
-        );
-        // Under the plugin's inline-below: inline; over it: held.
-        assert!(matches!(
-            engine.payload(Bytes::from_static(b"small")),
-            Payload::Inline(_)
-        ));
         let big = Bytes::from(vec![5u8; 10_000]);
-        let Payload::Held(held) = engine.payload(big.clone()) else {
-            panic!("a 10 KB payload is held for nats");
-        };
-        assert_eq!(held.len, 10_000);
-        engine.perform(vec![Action::Keep(held.id)]);
-        engine.perform(vec![Action::Deliver(delivery(7, Body::Held(held.id)))]);
+        let held = core.with(|engine| {
+            engine.subscriptions.insert(
+                7,
+                Subscription {
+                    subject: "jobs.*".into(),
+                    queue_group: None,
+                    handler,
+                },
+            );
+            // Under the plugin's inline-below: inline; over it: held.
+            assert!(matches!(
+                engine.payload(Bytes::from_static(b"small")),
+                Payload::Inline(_)
+            ));
+            let Payload::Held(held) = engine.payload(big.clone()) else {
+                panic!("a 10 KB payload is held for nats");
+            };
+            assert_eq!(held.len, 10_000);
+            engine.perform(vec![Action::Keep(held.id)]);
+            engine.perform(vec![Action::Deliver(delivery(7, Body::Held(held.id)))]);
+            held
+        });
         assert_eq!(messages.recv().await.unwrap().payload, big);
         // Used once: naming it again fails the plugin (a waiting request
         // learns why) and it is rebuilt.
         let (done, waiting) = oneshot::channel();
-        engine.requests.insert(1, done);
-        engine.perform(vec![Action::Deliver(delivery(7, Body::Held(held.id)))]);
+        core.with(|engine| {
+            engine.requests.insert(1, done);
+            engine.perform(vec![Action::Deliver(delivery(7, Body::Held(held.id)))]);
+        });
         let failed = waiting.await.unwrap().unwrap_err().to_string();
         assert!(failed.contains("is not held"), "{failed}");
-        assert!(engine.plugin.is_some(), "rebuilt");
+        assert!(core.with(|engine| engine.plugin.is_some()), "rebuilt");
         assert!(messages.try_recv().is_err());
     }
 
     #[tokio::test]
     async fn an_unkept_payload_is_gone_after_its_call_and_a_held_cell_binds_as_bytes() {
-        let (mut engine, _inbox) = reactor();
-        let Payload::Held(dropped) = engine.payload(Bytes::from(vec![1u8; 5_000])) else {
-            panic!("held");
-        };
-        engine.perform(Vec::new());
-        assert_eq!(
-            engine.payloads.take(dropped.id),
-            Err(PayloadError::Unknown(dropped.id))
-        );
+        let core = reactor();
+        core.with(|engine| {
+            let Payload::Held(dropped) = engine.payload(Bytes::from(vec![1u8; 5_000])) else {
+                panic!("held");
+            };
+            engine.perform(Vec::new());
+            assert_eq!(
+                engine.payloads.take(dropped.id),
+                Err(PayloadError::Unknown(dropped.id))
+            );
 
-        let rows = vec![vec![Some(b"k".to_vec()), Some(b"spilled".to_vec()), None]];
-        let cells = engine.cells(rows, Some(1));
-        let [Some(Cell::Bytes(key)), Some(Cell::Held(cell)), None] = &cells[0][..] else {
-            panic!("{cells:?}");
-        };
-        assert_eq!((key.as_slice(), cell.len), (&b"k"[..], 7));
-        let mut params = vec![Param::Int(1), Param::Payload(cell.id)];
-        bind_payloads(&mut engine.payloads, &mut params).unwrap();
-        assert_eq!(params[1], Param::Bytes(b"spilled".to_vec()));
-        assert!(bind_payloads(&mut engine.payloads, &mut [Param::Payload(cell.id)]).is_err());
+            let rows = vec![vec![Some(b"k".to_vec()), Some(b"spilled".to_vec()), None]];
+            let cells = engine.cells(rows, Some(1));
+            let [Some(Cell::Bytes(key)), Some(Cell::Held(cell)), None] = &cells[0][..] else {
+                panic!("{cells:?}");
+            };
+            assert_eq!((key.as_slice(), cell.len), (&b"k"[..], 7));
+            let mut params = vec![Param::Int(1), Param::Payload(cell.id)];
+            bind_payloads(&mut engine.payloads, &mut params).unwrap();
+            assert_eq!(params[1], Param::Bytes(b"spilled".to_vec()));
+            assert!(bind_payloads(&mut engine.payloads, &mut [Param::Payload(cell.id)]).is_err());
+        });
     }
 
     #[test]
@@ -901,37 +915,16 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_rebuild_is_retried_with_backoff_until_the_plugin_is_back() {
-        let runtime = Runtime::new(RuntimeConfig::for_carriers(None)).unwrap();
         let (bytes, sha256) = nats_component();
-        let component = ComponentSpec {
-            name: "nats".into(),
-            version: "test".into(),
-            bytes: bytes.clone(),
-            sha256,
-        };
-        let setup = CarrierSetup {
-            config: r#"{"servers": ["127.0.0.1:9"]}"#.into(),
-            database_url: None,
-            // Nothing is dialled: the test is about the plugin, not its connection.
-            allowed_endpoints: Vec::new(),
-        };
-        let (ready, _ready) = watch::channel(false);
-        let counters = Arc::new(Counters::default());
-        let (mut engine, inbox) = Reactor::new(
-            component,
-            setup,
-            runtime,
-            tokio::runtime::Handle::current(),
-            ready,
-            counters.clone(),
-        );
-        engine.load().expect("the first load");
+        let (core, counters) = reactor_with(bytes.clone(), sha256);
 
         // The component can no longer be loaded (its bytes no longer match
         // their digest): the rebuild fails and is tried again, later and later.
-        engine.component.bytes = Arc::from(&b"not the component"[..]);
-        engine.rebuild(CallError::Trap("injected".into()));
-        assert!(engine.plugin.is_none());
+        core.with(|engine| {
+            engine.component.bytes = Arc::from(&b"not the component"[..]);
+            engine.rebuild(CallError::Trap("injected".into()));
+            assert!(engine.plugin.is_none());
+        });
         let state = counters.plugin_state();
         assert_eq!((state.state, state.failed_rebuilds), ("rebuilding", 1));
         assert!(
@@ -942,24 +935,25 @@ mod tests {
             "{state:?}"
         );
         assert!(state.next_retry_unix_ms.is_some());
-        for (failures, wait) in [(1, 1), (2, 2), (3, 4)] {
+        for (failures, wait) in [(2, 1), (3, 2), (4, 4)] {
             let started = tokio::time::Instant::now();
-            next_rebuild(&inbox).await;
+            failed_rebuilds(&counters, failures).await;
             let waited = started.elapsed();
             assert!(
                 waited >= Duration::from_secs(wait) && waited < Duration::from_secs(wait + 1),
-                "retry {failures} after {waited:?}"
+                "failure {failures} after {waited:?}"
             );
-            assert_eq!(counters.plugin_state().failed_rebuilds, failures);
-            engine.handle(Event::Rebuild);
         }
-        assert_eq!(counters.plugin_state().failed_rebuilds, 4);
+        assert!(core.with(|engine| engine.plugin.is_none()));
 
         // The component is back: the next retry rebuilds it and the state clears.
-        engine.component.bytes = bytes;
-        next_rebuild(&inbox).await;
-        engine.handle(Event::Rebuild);
-        assert!(engine.plugin.is_some());
+        core.with(|engine| engine.component.bytes = bytes);
+        let started = tokio::time::Instant::now();
+        while core.with(|engine| engine.plugin.is_none()) {
+            assert!(started.elapsed() < REBUILD_BACKOFF_MAX, "not rebuilt");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(started.elapsed() >= Duration::from_secs(8));
         assert_eq!(
             counters.plugin_state(),
             PluginState {

@@ -1,0 +1,132 @@
+//! Where a carrier's reactor runs: on whichever task hands it an event,
+//! not on a thread of its own. A 64-byte publish used to wake three
+//! threads on its way out (the caller's, the reactor's, the connection's)
+//! and a delivery three on its way in; the context switches were the
+//! largest entries of the profile. Now the connection task that read the
+//! bytes, or the caller that published, runs the plugin call itself and
+//! writes the socket itself.
+//!
+//! Events queue; the first task to find the reactor free handles every
+//! queued event, then checks the queue again after letting go, so an
+//! event queued meanwhile is never left behind. A task that finds the
+//! reactor busy (another task, or a drop inside the reactor's own work)
+//! only queues. Plugin calls are short and bounded by the plugin's
+//! deadline, so running them on an async worker is cheap; a host panic in
+//! a call (a guest writing to stdio enters WASI's blocking path) rebuilds
+//! the plugin instead of poisoning the reactor. This is the tunnel
+//! session's `Core` (`tunnel/core.rs`), for carriers.
+
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, TryLockError, Weak};
+
+use switchyard_runtime::CallError;
+
+use super::{Event, Reactor};
+
+/// Events handled before the gathered publishes and writes go out, so
+/// that a steady stream of events cannot hold writes back indefinitely.
+const EVENTS_PER_FLUSH: usize = 256;
+
+/// A carrier's reactor and its queue of events.
+pub(crate) struct Core {
+    queue: Mutex<VecDeque<Event>>,
+    reactor: Mutex<Reactor>,
+}
+
+/// What connection tasks, timers and subscriptions hold to hand the
+/// reactor an event. It does not keep the carrier alive: once the carrier
+/// is gone, sending fails and the task ends.
+#[derive(Clone)]
+pub(crate) struct Events(Weak<Core>);
+
+/// The carrier this handle served has stopped.
+#[derive(Debug)]
+pub(crate) struct Stopped;
+
+impl Events {
+    /// Hands `event` to the reactor; runs it here when the reactor is free.
+    pub(crate) fn send(&self, event: Event) -> Result<(), Stopped> {
+        let core = self.0.upgrade().ok_or(Stopped)?;
+        core.submit(event);
+        Ok(())
+    }
+}
+
+impl Core {
+    /// A core around the reactor `build` makes with the core's own [`Events`].
+    pub(super) fn new(build: impl FnOnce(Events) -> Reactor) -> Arc<Self> {
+        Arc::new_cyclic(|core| Self {
+            queue: Mutex::new(VecDeque::new()),
+            reactor: Mutex::new(build(Events(core.clone()))),
+        })
+    }
+
+    /// A handle for tasks that must not keep the carrier alive.
+    pub(crate) fn events(self: &Arc<Self>) -> Events {
+        Events(Arc::downgrade(self))
+    }
+
+    /// Runs `f` on the reactor, waiting for whoever runs it now.
+    pub(super) fn with<T>(&self, f: impl FnOnce(&mut Reactor) -> T) -> T {
+        let result = f(&mut self.reactor.lock().expect("reactor lock"));
+        self.drain();
+        result
+    }
+
+    /// Queues `event` and runs the queue if the reactor is free.
+    pub(crate) fn submit(&self, event: Event) {
+        self.defer(event);
+        self.drain();
+    }
+
+    /// Queues `event` without running the queue; `true` when the queue was
+    /// empty, so that this caller should run it soon ([`Core::drain`]).
+    /// Publishes use it: a caller that yields once before running the
+    /// queue lets the other publishes of its burst join one plugin call
+    /// and one write.
+    pub(crate) fn defer(&self, event: Event) -> bool {
+        let mut queue = self.queue.lock().expect("queue lock");
+        queue.push_back(event);
+        queue.len() == 1
+    }
+
+    /// Handles every queued event, unless another task is at it.
+    pub(crate) fn drain(&self) {
+        loop {
+            let mut reactor = match self.reactor.try_lock() {
+                Ok(reactor) => reactor,
+                // Whoever holds it drains after us.
+                Err(TryLockError::WouldBlock) => return,
+                Err(TryLockError::Poisoned(_)) => return,
+            };
+            loop {
+                let batch = std::mem::take(&mut *self.queue.lock().expect("queue lock"));
+                if batch.is_empty() {
+                    break;
+                }
+                for (handled, event) in batch.into_iter().enumerate() {
+                    if handled > 0 && handled % EVENTS_PER_FLUSH == 0 {
+                        guarded(&mut reactor, Reactor::flush);
+                    }
+                    guarded(&mut reactor, |r| r.handle(event));
+                }
+                guarded(&mut reactor, Reactor::flush);
+            }
+            drop(reactor);
+            if self.queue.lock().expect("queue lock").is_empty() {
+                return;
+            }
+        }
+    }
+}
+
+/// Runs `f`; a host panic inside it rebuilds the plugin, so the reactor
+/// (and its lock) outlives it.
+fn guarded(reactor: &mut Reactor, f: impl FnOnce(&mut Reactor)) {
+    if std::panic::catch_unwind(AssertUnwindSafe(|| f(reactor))).is_err() {
+        reactor.rebuild(CallError::Trap(
+            "carrier plugin failed: a host call panicked".into(),
+        ));
+    }
+}
