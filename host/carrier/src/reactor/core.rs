@@ -126,7 +126,9 @@ impl Core {
 fn guarded(reactor: &mut Reactor, f: impl FnOnce(&mut Reactor)) {
     if std::panic::catch_unwind(AssertUnwindSafe(|| f(reactor))).is_err() {
         reactor.rebuild(CallError::Trap(
-            "carrier plugin failed: a host call panicked".into(),
+            "carrier plugin failed: a host call panicked (a guest that writes to stdio \
+             blocks in WASI, which cannot run on an async worker; log with the `log` import)"
+                .into(),
         ));
     }
 }

@@ -87,8 +87,15 @@ pub async fn read_message<R: AsyncRead + Unpin>(read: &mut R) -> std::io::Result
             format!("a message of {length} bytes, over the {MAX_MESSAGE} limit"),
         ));
     }
-    let mut message = BytesMut::zeroed(length);
-    read.read_exact(&mut message).await?;
+    // Read into spare capacity: zeroing up to 64 KiB first, only to
+    // overwrite it, was a pass over every message for nothing.
+    let mut message = BytesMut::with_capacity(length);
+    let mut rest = (&mut *read).take(length as u64);
+    while message.len() < length {
+        if rest.read_buf(&mut message).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
     Ok(Some(message.freeze()))
 }
 
