@@ -19,7 +19,12 @@
 //! - [`nats_url`]: a NATS URL as the settings keep it, checked and masked.
 //! - [`relay`]: streams to a worker whose session another replica holds.
 //! - [`probe`]: a broadcast heard by every replica and a unit handled by one.
+//! - [`session`]: a worker's websocket on this replica, held while it lasts;
+//!   [`upgrade`]: its upgrade into the carrier crate's own framing.
+//! - [`axum_codec`]: axum's websocket messages, for the relay's and the
+//!   federation links' endpoints.
 
+pub mod axum_codec;
 pub mod build;
 pub mod follow;
 pub mod lead;

@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 
-use axum::extract::ws::Message;
 use bytes::BytesMut;
 use switchyard_carrier::stream_seam::{Acceptor, Lane};
 use switchyard_carrier::tunnel::websocket::frame::Role;
-use switchyard_carrier::tunnel::websocket::{Codec, Received, wire};
+use switchyard_carrier::tunnel::websocket::wire;
 use switchyard_carrier::tunnel::{self, TunnelSession};
 use switchyard_carrier::{Refusal, Stream};
 
@@ -68,20 +67,5 @@ pub async fn hold(state: Arc<AppState>, node: String, lane: Lane, socket: Upgrad
     {
         Ok(_) => tracing::info!(node, lane = lane.as_str(), epoch, "worker session ended"),
         Err(e) => tracing::warn!(node, error = %e, "the connection claim was not released"),
-    }
-}
-
-/// axum's websocket messages.
-pub fn axum_codec() -> Codec<Message> {
-    Codec {
-        binary: Message::Binary,
-        text: |text| Message::Text(text.into()),
-        close: || Message::Close(None),
-        read: |message| match message {
-            Message::Binary(data) => Received::Binary(data),
-            Message::Text(text) => Received::Text(text.to_string()),
-            Message::Close(_) => Received::Closed,
-            _ => Received::Other,
-        },
     }
 }

@@ -177,7 +177,12 @@ pub async fn link(
         .max_message_size(WEBSOCKET_BUFFER)
         .max_frame_size(WEBSOCKET_BUFFER)
         .on_upgrade(move |socket| {
-            federation.accept_link(socket, crate::carriers::session::axum_codec(), lane, permit)
+            federation.accept_link(
+                socket,
+                crate::carriers::axum_codec::axum_codec(),
+                lane,
+                permit,
+            )
         }))
 }
 

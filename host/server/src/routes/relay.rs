@@ -17,7 +17,7 @@ use switchyard_carrier::tunnel::websocket;
 use switchyard_carrier::{framed, handshake};
 
 use crate::auth::require_replica;
-use crate::carriers::session::axum_codec;
+use crate::carriers::axum_codec::axum_codec;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiQuery;
 use crate::state::AppState;
