@@ -337,11 +337,7 @@ impl Federation {
         let peer = peer_id.to_string();
         tokio::spawn(async move {
             websocket::pump(socket, transport).await;
-            if federation.links.remove(&peer, lane, id) {
-                federation
-                    .link_state(&peer, lane, LinkState::Down, Some("the link closed"))
-                    .await;
-            }
+            federation.link_closed(&peer, lane, id).await;
         });
         Ok(session)
     }
@@ -426,10 +422,7 @@ impl Federation {
         self.link_state(&record.id, lane, LinkState::Up, None).await;
         tracing::info!(peer = %record.label, lane = lane.as_str(), "link accepted");
         websocket::pump_with(socket, transport, codec).await;
-        if self.links.remove(&record.id, lane, id) {
-            self.link_state(&record.id, lane, LinkState::Down, Some("the link closed"))
-                .await;
-        }
+        self.link_closed(&record.id, lane, id).await;
     }
 
     /// The listener's first check, before anything is answered: a join
@@ -470,6 +463,24 @@ impl Federation {
     }
 
     /// Records a lane's state; the inference lane's is the link's.
+    /// Session `id` to `peer` ended: the link is recorded down, unless a
+    /// newer session replaced it. Two sessions' writes are not ordered: a
+    /// newer one may come up while this one's `down` is written, and its
+    /// `up` may land first, leaving `down` on record under a live link
+    /// (seen once under load: the peer's page said down for good). So
+    /// once `down` is written, a live newer session writes `up` again; a
+    /// session inserted after that check writes its own `up` later still.
+    async fn link_closed(&self, peer: &str, lane: Lane, id: u64) {
+        if !self.links.remove(peer, lane, id) {
+            return;
+        }
+        self.link_state(peer, lane, LinkState::Down, Some("the link closed"))
+            .await;
+        if self.links.session(peer, lane).is_some() {
+            self.link_state(peer, lane, LinkState::Up, None).await;
+        }
+    }
+
     async fn link_state(&self, peer: &str, lane: Lane, state: LinkState, error: Option<&str>) {
         if lane != Lane::Inference {
             return;
