@@ -12,6 +12,8 @@
 //! - [`message`]: messages, errors and the public types of a carrier.
 //! - `reactor`: events in, plugin calls, actions out; `reactor/core.rs`:
 //!   the queue of events and who runs it;
+//! - `combining`: state that whichever task hands it work runs, one at a
+//!   time (a carrier's reactor, a tunnel session's driver);
 //!   `reactor/bypass.rs`: held payloads and windowed reads with claimed bodies (0.3.0).
 //! - [`io`]: connection tasks (dial, read, write) and the timer.
 //! - `payloads`: payloads the host holds for a 0.3.0 plugin (named by id, used once).
@@ -41,6 +43,7 @@
 
 pub mod allocator;
 pub mod client;
+mod combining;
 pub mod component;
 pub mod conformance;
 pub mod control;

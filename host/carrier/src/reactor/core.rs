@@ -6,33 +6,26 @@
 //! bytes, or the caller that published, runs the plugin call itself and
 //! writes the socket itself.
 //!
-//! Events queue; the first task to find the reactor free handles every
-//! queued event, then checks the queue again after letting go, so an
-//! event queued meanwhile is never left behind. A task that finds the
-//! reactor busy (another task, or a drop inside the reactor's own work)
-//! only queues. Plugin calls are short and bounded by the plugin's
-//! deadline, so running them on an async worker is cheap; a host panic in
-//! a call (a guest writing to stdio enters WASI's blocking path) rebuilds
-//! the plugin instead of poisoning the reactor. This is the tunnel
-//! session's `Core` (`tunnel/core.rs`), for carriers.
+//! Events queue in a [`Combining`]: the first task to find the reactor
+//! free handles every queued event. Plugin calls are short and bounded by
+//! the plugin's deadline, so running them on an async worker is cheap; a
+//! host panic in a call (a guest writing to stdio enters WASI's blocking
+//! path) rebuilds the plugin instead of poisoning the reactor.
 
-use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, TryLockError, Weak};
+use std::sync::{Arc, Weak};
 
 use switchyard_runtime::CallError;
 
 use super::{Event, Reactor};
+use crate::combining::Combining;
 
 /// Events handled before the gathered publishes and writes go out, so
 /// that a steady stream of events cannot hold writes back indefinitely.
 const EVENTS_PER_FLUSH: usize = 256;
 
 /// A carrier's reactor and its queue of events.
-pub(crate) struct Core {
-    queue: Mutex<VecDeque<Event>>,
-    reactor: Mutex<Reactor>,
-}
+pub(crate) struct Core(Combining<Reactor, Event>);
 
 /// What connection tasks, timers and subscriptions hold to hand the
 /// reactor an event. It does not keep the carrier alive: once the carrier
@@ -56,10 +49,7 @@ impl Events {
 impl Core {
     /// A core around the reactor `build` makes with the core's own [`Events`].
     pub(super) fn new(build: impl FnOnce(Events) -> Reactor) -> Arc<Self> {
-        Arc::new_cyclic(|core| Self {
-            queue: Mutex::new(VecDeque::new()),
-            reactor: Mutex::new(build(Events(core.clone()))),
-        })
+        Arc::new_cyclic(|core| Self(Combining::new(build(Events(core.clone())))))
     }
 
     /// A handle for tasks that must not keep the carrier alive.
@@ -69,7 +59,7 @@ impl Core {
 
     /// Runs `f` on the reactor, waiting for whoever runs it now.
     pub(super) fn with<T>(&self, f: impl FnOnce(&mut Reactor) -> T) -> T {
-        let result = f(&mut self.reactor.lock().expect("reactor lock"));
+        let result = f(&mut self.0.lock().expect("reactor lock"));
         self.drain();
         result
     }
@@ -86,38 +76,22 @@ impl Core {
     /// queue lets the other publishes of its burst join one plugin call
     /// and one write.
     pub(crate) fn defer(&self, event: Event) -> bool {
-        let mut queue = self.queue.lock().expect("queue lock");
-        queue.push_back(event);
-        queue.len() == 1
+        self.0.defer(event)
     }
 
-    /// Handles every queued event, unless another task is at it.
+    /// Handles every queued event, unless another task is at it; sends
+    /// what each [`EVENTS_PER_FLUSH`] events gathered, and what the last
+    /// ones did.
     pub(crate) fn drain(&self) {
-        loop {
-            let mut reactor = match self.reactor.try_lock() {
-                Ok(reactor) => reactor,
-                // Whoever holds it drains after us.
-                Err(TryLockError::WouldBlock) => return,
-                Err(TryLockError::Poisoned(_)) => return,
-            };
-            loop {
-                let batch = std::mem::take(&mut *self.queue.lock().expect("queue lock"));
-                if batch.is_empty() {
-                    break;
+        self.0.drain(|reactor, batch| {
+            for (handled, event) in batch.into_iter().enumerate() {
+                if handled > 0 && handled % EVENTS_PER_FLUSH == 0 {
+                    guarded(reactor, Reactor::flush);
                 }
-                for (handled, event) in batch.into_iter().enumerate() {
-                    if handled > 0 && handled % EVENTS_PER_FLUSH == 0 {
-                        guarded(&mut reactor, Reactor::flush);
-                    }
-                    guarded(&mut reactor, |r| r.handle(event));
-                }
-                guarded(&mut reactor, Reactor::flush);
+                guarded(reactor, |r| r.handle(event));
             }
-            drop(reactor);
-            if self.queue.lock().expect("queue lock").is_empty() {
-                return;
-            }
-        }
+            guarded(reactor, Reactor::flush);
+        });
     }
 }
 

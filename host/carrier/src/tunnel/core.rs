@@ -3,59 +3,50 @@
 //! its way through the two drivers; now the task that reads the websocket
 //! or writes a stream runs the plugin call itself.
 //!
-//! Commands queue; the first caller to find the driver free runs every
-//! queued command, and checks the queue again after letting go, so a
-//! command queued meanwhile is never left behind. A caller that finds the
-//! driver busy (another task, or a drop inside the driver's own work)
-//! only queues. Plugin calls are short and bounded by the plugin's
-//! deadline, so running them on an async worker is cheap; a host panic in
-//! a call (a guest writing to stdio enters WASI's blocking path) ends the
-//! session instead of poisoning it.
+//! Commands queue in a [`Combining`]: the first caller to find the driver
+//! free runs every queued command. Plugin calls are short and bounded by
+//! the plugin's deadline, so running them on an async worker is cheap; a
+//! host panic in a call (a guest writing to stdio enters WASI's blocking
+//! path) ends the session instead of poisoning it.
 
-use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, TryLockError, Weak};
+use std::sync::{Arc, TryLockError, Weak};
 use std::time::Duration;
 
 use super::driver::{Command, Driver};
+use crate::combining::Combining;
 
 /// The longest a session sleeps between keepalive ticks; the plugin's own
 /// timers (15 s idle, 10 s for a pong) are far longer.
 const MAX_TICK_WAIT: Duration = Duration::from_secs(1);
 
-/// One session's driver and its queue of commands.
-pub(crate) struct Core {
-    queue: Mutex<VecDeque<Command>>,
-    /// `None` once the session has ended.
-    driver: Mutex<Option<Driver>>,
-}
+/// One session's driver (`None` once the session has ended) and its
+/// queue of commands.
+pub(crate) struct Core(Combining<Option<Driver>, Command>);
 
 impl Core {
     pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Self {
-            queue: Mutex::new(VecDeque::new()),
-            driver: Mutex::new(None),
-        })
+        Arc::new(Self(Combining::new(None)))
     }
 
     /// Installs the driver and runs its first step.
     pub(crate) fn install(&self, driver: Driver, first: switchyard_runtime::tunnel::Step) {
-        let mut slot = self.driver.lock().expect("driver lock");
-        *slot = Some(driver);
-        let ended = match slot.as_mut().map(|d| d.apply(first)) {
-            Some(Err(reason)) => Some(reason),
-            _ => None,
-        };
-        if let Some(reason) = ended {
-            end(&mut slot, &reason);
+        if let Some(mut slot) = self.0.lock() {
+            *slot = Some(driver);
+            let ended = match slot.as_mut().map(|d| d.apply(first)) {
+                Some(Err(reason)) => Some(reason),
+                _ => None,
+            };
+            if let Some(reason) = ended {
+                end(&mut slot, &reason);
+            }
         }
-        drop(slot);
         self.drain();
     }
 
     /// Whether the session still runs.
     pub(crate) fn is_running(&self) -> bool {
-        match self.driver.try_lock() {
+        match self.0.try_lock() {
             Ok(driver) => driver.is_some(),
             // Busy: running.
             Err(TryLockError::WouldBlock) => true,
@@ -65,21 +56,13 @@ impl Core {
 
     /// Queues `command` and runs the queue if the driver is free.
     pub(crate) fn submit(&self, command: Command) {
-        self.queue.lock().expect("queue lock").push_back(command);
+        self.0.defer(command);
         self.drain();
     }
 
     fn drain(&self) {
-        loop {
-            let mut driver = match self.driver.try_lock() {
-                Ok(driver) => driver,
-                // Whoever holds it drains after us.
-                Err(TryLockError::WouldBlock) => return,
-                Err(TryLockError::Poisoned(_)) => return,
-            };
-            loop {
-                let next = self.queue.lock().expect("queue lock").pop_front();
-                let Some(command) = next else { break };
+        self.0.drain(|driver, batch| {
+            for command in batch {
                 let Some(running) = driver.as_mut() else {
                     // Ended: dropping the command answers its waiters.
                     continue;
@@ -92,19 +75,15 @@ impl Core {
                     Err(_) => Some("tunnel plugin failed: a host call panicked".to_string()),
                 };
                 if let Some(reason) = ended {
-                    end(&mut driver, &reason);
+                    end(driver, &reason);
                 }
             }
-            drop(driver);
-            if self.queue.lock().expect("queue lock").is_empty() {
-                return;
-            }
-        }
+        });
     }
 
     /// How long until the plugin wants a tick; `None` once ended.
     fn tick_wait(&self) -> Option<Duration> {
-        let mut driver = self.driver.lock().ok()?;
+        let mut driver = self.0.lock()?;
         let wait = driver.as_mut()?.tick_wait();
         match wait {
             Ok(wait) => Some(wait.min(MAX_TICK_WAIT)),
