@@ -88,6 +88,7 @@ MISBEHAVING=(
     "panic:panic"
     "hang-settings:hang-settings"
     "sleep:sleep"
+    "stderr:stderr"
 )
 for variant in "${MISBEHAVING[@]}"; do
     feature="${variant%%:*}"

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::json;
-use switchyard_runtime::admission::{AdmissionPoint, AdmissionRequest, Decision};
+use switchyard_runtime::admission::{
+    AdmissionPoint, AdmissionRequest, Chain, ChainEntry, Decision,
+};
 use switchyard_runtime::loader::ComponentSource;
 use switchyard_runtime::policy::{PolicyPlugin, PolicySource};
 use switchyard_runtime::{CallError, LoadError, Runtime, RuntimeConfig};
@@ -135,6 +137,64 @@ fn a_sleep_in_a_wasi_wait_is_stopped_at_its_deadline() {
         Err(CallError::Timeout(DEADLINE.as_millis() as u64))
     );
     assert_eq!(policy.metrics().counts().timeouts, 2);
+}
+
+/// A chain of one policy, enforced, failing closed.
+fn chain_of(policy: Arc<PolicyPlugin>) -> Arc<Chain> {
+    Arc::new(Chain {
+        point: AdmissionPoint::Inference,
+        generation: 1,
+        entries: vec![ChainEntry {
+            policy,
+            mode: Default::default(),
+            fail: Default::default(),
+            log: Default::default(),
+        }],
+        inline: Default::default(),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_judges_on_the_callers_task_until_a_policy_waits_in_wasi() {
+    let runtime = runtime();
+    let quick = chain_of(load(&runtime, "well-behaved").unwrap());
+    for _ in 0..3 {
+        let verdict = quick.evaluate_here(&request()).expect("judged here");
+        assert_eq!(verdict.decision, Decision::Allow);
+    }
+    assert!(quick.inline.is_open());
+
+    // Writing to stderr is a WASI call that blocks on tokio, which an async
+    // worker cannot: the call is handed back, and the chain moves for good.
+    let chatty = chain_of(load(&runtime, "stderr").unwrap());
+    assert!(chatty.evaluate_here(&request()).is_none());
+    assert!(!chatty.inline.is_open());
+    assert!(chatty.evaluate_here(&request()).is_none());
+    // On a blocking thread the same policy answers, and nothing counts the
+    // handed-back call as its failure.
+    let verdict = tokio::task::spawn_blocking({
+        let chatty = chatty.clone();
+        move || chatty.evaluate(request())
+    })
+    .await
+    .unwrap();
+    assert_eq!(verdict.decision, Decision::Allow, "{verdict:?}");
+    assert_eq!(chatty.entries[0].policy.metrics().counts().errors, 0);
+    // The quick chain was not moved by its neighbour.
+    assert!(quick.evaluate_here(&request()).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_that_runs_to_its_deadline_moves_its_chain_off_the_async_workers() {
+    let runtime = runtime();
+    let chain = chain_of(load(&runtime, "endless-loop").unwrap());
+    let verdict = chain.evaluate_here(&request()).expect("answered here");
+    assert_eq!(verdict.steps[0].error.as_ref().unwrap().kind, "timeout");
+    assert!(matches!(verdict.decision, Decision::Deny(_)), "{verdict:?}");
+    assert!(
+        !chain.inline.is_open(),
+        "the next call must not hold an async worker for its deadline"
+    );
 }
 
 #[test]
@@ -331,6 +391,30 @@ async fn a_sleeping_policy_fails_closed_at_the_deadline_and_healthz_still_answer
         .expect("healthz answered")
         .status();
     assert_eq!(status, StatusCode::OK);
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_that_writes_to_stderr_answers_through_the_replica() {
+    let db = fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let replica = Replica::on(&db, dir.path()).await;
+    assert_eq!(
+        replica.push("chatty", "1", &component("stderr")).await.0,
+        StatusCode::CREATED
+    );
+    let (status, body) = replica
+        .set_chain("inference", json!([{"plugin": "chatty", "version": "1"}]))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let request = inference("p", "demo-tiny", Some(10));
+    // The first call is handed from the async worker to a blocking thread
+    // mid-call; the second starts there.
+    for _ in 0..2 {
+        let (_, verdict) = replica.evaluate("inference", &request).await;
+        assert_eq!(verdict["decision"], "allow", "{verdict}");
+        assert!(verdict["steps"][0].get("error").is_none(), "{verdict}");
+    }
     replica.stop().await;
 }
 

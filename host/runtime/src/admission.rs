@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::bindings::Denial;
 use crate::bindings::policy_types as wit;
 use crate::error::CallError;
+use crate::inline::InlineGate;
 use crate::policy::PolicyPlugin;
 
 pub use wit::{
@@ -249,6 +250,8 @@ pub struct Chain {
     pub generation: i64,
     /// The policies, in order.
     pub entries: Vec<ChainEntry>,
+    /// Whether the chain still runs on its caller's task.
+    pub inline: InlineGate,
 }
 
 /// What one policy of a chain did with a request.
@@ -307,7 +310,16 @@ impl Chain {
             point,
             generation: 0,
             entries: Vec::new(),
+            inline: InlineGate::default(),
         }
+    }
+
+    /// Judges a request on the caller's task, while the chain has stayed
+    /// quick there ([`InlineGate`]); `None` when it must be judged on a
+    /// blocking thread instead ([`Chain::evaluate`] there).
+    pub fn evaluate_here(&self, request: &AdmissionRequest) -> Option<Verdict> {
+        self.inline
+            .run(self.point.as_str(), || self.evaluate(request.clone()))
     }
 
     /// Judges a request: the first enforced deny wins and stops the chain;

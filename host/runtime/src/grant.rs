@@ -51,7 +51,7 @@ impl GrantPlugin {
 
     /// Judges one federated call against its grant and what the grant has
     /// used so far. Synchronous, like [`crate::policy::PolicyPlugin::evaluate`]:
-    /// call it off the async threads.
+    /// call it off the async threads, or through [`crate::inline::InlineGate`].
     pub fn evaluate(
         &self,
         call: &FederatedCall,

@@ -17,6 +17,7 @@
 //!   (`carrier@0.3.0`, and 0.1.0 turned into it).
 //! - [`tunnel`]: a tunnel session plugin (`tunnel@0.2.0`, and 0.1.0 turned into it).
 //! - [`admission`]: admission points, requests, decisions and the ordered chain.
+//! - [`inline`]: when a chain's calls run on the caller's async task, and when on a thread.
 //! - [`metrics`]: per-plugin counters and latency histograms.
 //! - [`error`]: what a load or a call can fail with.
 
@@ -27,6 +28,7 @@ pub mod carrier;
 pub mod engine;
 pub mod error;
 pub mod grant;
+pub mod inline;
 pub mod inspect;
 mod instance;
 pub mod loader;

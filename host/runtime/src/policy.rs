@@ -79,8 +79,9 @@ impl PolicyPlugin {
     ///
     /// The call is synchronous and may take up to the call deadline. Call it
     /// from a thread that is not running async tasks (`spawn_blocking`,
-    /// `block_in_place`, or a plain thread): WASI's synchronous host calls,
-    /// such as a guest writing to stderr, enter tokio themselves.
+    /// `block_in_place`, or a plain thread), or through
+    /// [`crate::inline::InlineGate`]: WASI's synchronous host calls, such as
+    /// a guest writing to stderr, enter tokio themselves.
     pub fn evaluate(&self, request: &AdmissionRequest) -> Result<Decision, CallError> {
         self.evaluate_timed(request).0
     }

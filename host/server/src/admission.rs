@@ -1,6 +1,8 @@
 //! The admission chains this replica serves, one atomic pointer per point.
 //! A new generation is built beside the old one (compile, validate settings,
 //! smoke call) and swapped in; calls in flight finish on the old instances.
+//! A chain judges on its caller's task while it stays quick there, on the
+//! blocking pool once it has not ([`evaluate`]).
 
 pub mod decisions;
 mod follower;
@@ -181,21 +183,16 @@ impl Admission {
 
     /// Judges a real request with the chain serving its point and records
     /// the answers that matter in the decision log. (The dry run of
-    /// `POST /api/admission/{point}/evaluate` calls the chain itself and
-    /// records nothing.) The chain runs on the blocking pool: a
-    /// misbehaving policy may hold a call until its deadline.
+    /// `POST /api/admission/{point}/evaluate` calls [`evaluate`] and
+    /// records nothing.)
     pub async fn judge(
         &self,
         request: AdmissionRequest,
     ) -> Result<Verdict, tokio::task::JoinError> {
         let chain = self.chain(request.point());
-        let recorder = self.recorder.clone();
-        tokio::task::spawn_blocking(move || {
-            let verdict = chain.evaluate(request.clone());
-            recorder.observe(&chain, &request, &verdict);
-            verdict
-        })
-        .await
+        let verdict = evaluate(&chain, &request).await?;
+        self.recorder.observe(&chain, &request, &verdict);
+        Ok(verdict)
     }
 
     /// The chain serving a point now (one atomic load, no lock).
@@ -301,6 +298,7 @@ impl Admission {
             point,
             generation: generation.generation,
             entries,
+            inline: Default::default(),
         })
     }
 
@@ -435,6 +433,20 @@ impl Admission {
             tracing::warn!(error = %e, "could not record admission status");
         }
     }
+}
+
+/// Judges `request` with `chain`: on the caller's task while the chain
+/// stays quick there, else on the blocking pool, where a misbehaving policy
+/// may hold a call until its deadline (`switchyard_runtime::inline`).
+pub async fn evaluate(
+    chain: &Arc<Chain>,
+    request: &AdmissionRequest,
+) -> Result<Verdict, tokio::task::JoinError> {
+    if let Some(verdict) = chain.evaluate_here(request) {
+        return Ok(verdict);
+    }
+    let (chain, request) = (chain.clone(), request.clone());
+    tokio::task::spawn_blocking(move || chain.evaluate(request)).await
 }
 
 /// Why [`rollback_target`] found nothing to restore.

@@ -30,6 +30,7 @@ use switchyard_protocol::plugin::{FailMode, Mode};
 use switchyard_runtime::grant::{
     Charge, FederatedCall, Grant, GrantDecision, GrantPlugin, GrantSource, Usage,
 };
+use switchyard_runtime::inline::InlineGate;
 use switchyard_runtime::loader::ComponentSource;
 use switchyard_runtime::{LoadError, PluginKind, Runtime};
 use switchyard_store::admission::{Generation, ReplicaStatus, StoredPolicy, rollback_note};
@@ -181,6 +182,8 @@ struct Active {
     generation: i64,
     /// `None` only while generation 0's shipped evaluator is missing.
     plugin: Option<Arc<GrantPlugin>>,
+    /// Whether its calls still run on the caller's task.
+    inline: InlineGate,
 }
 
 /// This replica's evaluator and where it came from.
@@ -212,6 +215,7 @@ impl GrantEvaluator {
             active: ArcSwap::from_pointee(Active {
                 generation: 0,
                 plugin: None,
+                inline: InlineGate::default(),
             }),
             failed: Mutex::new(None),
             bytes: crate::component_bytes::ComponentBytes::new(store.clone()),
@@ -222,8 +226,9 @@ impl GrantEvaluator {
     }
 
     /// Judges a federated call: `Ok` with what it charges, or the refusal.
-    /// The component runs on the blocking pool (it may hold a call until
-    /// its deadline); anything but a decision refuses the call.
+    /// The component runs on the caller's task while it stays quick there,
+    /// on the blocking pool once it has not (it may hold a call until its
+    /// deadline); anything but a decision refuses the call.
     pub async fn judge(
         &self,
         call: FederatedCall,
@@ -237,8 +242,16 @@ impl GrantEvaluator {
             ));
         };
         let label = plugin.label().clone();
-        let decision =
-            tokio::task::spawn_blocking(move || plugin.evaluate(&call, &grant, usage)).await;
+        // On the caller's task while the evaluator stays quick there, else
+        // on the blocking pool (`switchyard_runtime::inline`).
+        let decision = match active.inline.run("grant evaluator", || {
+            plugin.evaluate(&call, &grant, usage.clone())
+        }) {
+            Some(decision) => Ok(decision),
+            None => {
+                tokio::task::spawn_blocking(move || plugin.evaluate(&call, &grant, usage)).await
+            }
+        };
         match decision {
             Ok(Ok(GrantDecision::Inside(charge))) => Ok(charge),
             Ok(Ok(GrantDecision::Outside(denial))) => Err(Refusal {
@@ -363,6 +376,7 @@ impl GrantEvaluator {
         Ok(Active {
             generation: generation.generation,
             plugin: Some(plugin),
+            inline: InlineGate::default(),
         })
     }
 

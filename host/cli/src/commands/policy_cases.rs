@@ -233,6 +233,7 @@ fn evaluate(policy: &Arc<PolicyPlugin>, case: &Case, base: &Path) -> anyhow::Res
             fail: Default::default(),
             log: Default::default(),
         }],
+        inline: Default::default(),
     };
     let verdict = chain.evaluate(request);
     if let Some(error) = verdict.steps.iter().find_map(|s| s.error.as_ref()) {

@@ -97,6 +97,7 @@ fn run_request(runtime: &Arc<Runtime>, args: &PolicyTestArgs) -> anyhow::Result<
         point,
         generation: 0,
         entries,
+        inline: Default::default(),
     };
     let verdict = chain.evaluate(request);
 

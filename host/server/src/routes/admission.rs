@@ -142,8 +142,7 @@ pub async fn evaluate(
     let request = AdmissionRequest::from_json(point, body)
         .map_err(|e| ApiError::invalid_request(format!("not a {point} request record: {e}")))?;
     let chain = state.admission.chain(point);
-    // A misbehaving policy may hold a call until its deadline: keep it off the async workers.
-    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(request))
+    let verdict = crate::admission::evaluate(&chain, &request)
         .await
         .map_err(ApiError::internal)?;
     Ok(Json(json!(verdict)))

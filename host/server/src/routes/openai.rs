@@ -371,7 +371,7 @@ async fn admit(
 ) -> Result<Option<InferencePatch>, ProxyError> {
     let chain = state.admission.chain(AdmissionPoint::Inference);
     if chain.entries.is_empty() {
-        // Nothing to ask: no record to build, no hop to a blocking thread.
+        // Nothing to ask: no record to build.
         return Ok(None);
     }
     let record = request.admission(caller);

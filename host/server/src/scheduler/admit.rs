@@ -35,9 +35,7 @@ pub async fn deploy_denied_unrecorded(
 ) -> Result<Option<String>, PassError> {
     let request = deploy_request(deployment, node, gpus)?;
     let chain = admission.chain(AdmissionPoint::Deploy);
-    // On the blocking pool, as `judge` runs it: a policy may hold a call
-    // until its deadline.
-    let verdict = tokio::task::spawn_blocking(move || chain.evaluate(request))
+    let verdict = crate::admission::evaluate(&chain, &request)
         .await
         .map_err(|e| PassError::DeployChain(e.to_string()))?;
     Ok(denial(verdict.decision))
