@@ -141,17 +141,16 @@ fn a_sleep_in_a_wasi_wait_is_stopped_at_its_deadline() {
 
 /// A chain of one policy, enforced, failing closed.
 fn chain_of(policy: Arc<PolicyPlugin>) -> Arc<Chain> {
-    Arc::new(Chain {
-        point: AdmissionPoint::Inference,
-        generation: 1,
-        entries: vec![ChainEntry {
+    Arc::new(Chain::new(
+        AdmissionPoint::Inference,
+        1,
+        vec![ChainEntry {
             policy,
             mode: Default::default(),
             fail: Default::default(),
             log: Default::default(),
         }],
-        inline: Default::default(),
-    })
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

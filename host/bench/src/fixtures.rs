@@ -63,10 +63,10 @@ pub fn load(runtime: &Arc<Runtime>, name: &str, settings: &str) -> Arc<PolicyPlu
 
 /// The chain of [`CHAIN`].
 pub fn chain(runtime: &Arc<Runtime>, generation: i64) -> Chain {
-    Chain {
-        point: switchyard_runtime::admission::AdmissionPoint::Inference,
+    Chain::new(
+        switchyard_runtime::admission::AdmissionPoint::Inference,
         generation,
-        entries: CHAIN
+        CHAIN
             .iter()
             .map(|(name, settings)| ChainEntry {
                 policy: load(runtime, name, settings),
@@ -75,5 +75,5 @@ pub fn chain(runtime: &Arc<Runtime>, generation: i64) -> Chain {
                 log: Default::default(),
             })
             .collect(),
-    }
+    )
 }

@@ -35,6 +35,7 @@ mod copy;
 mod cpu;
 mod federation;
 mod fixtures;
+mod floor_proxy;
 mod idle_memory;
 mod lanes;
 mod languages;
@@ -73,6 +74,11 @@ const SECTIONS: [(&str, fn()); 16] = [
 fn main() {
     switchyard_carrier::allocator::keep_freed_buffers();
     let mut wanted: Vec<String> = std::env::args().skip(1).collect();
+    if let [argument, listen, upstream] = &wanted[..]
+        && argument == floor_proxy::ARGUMENT
+    {
+        return floor_proxy::serve(listen, upstream);
+    }
     if wanted.iter().any(|w| w == "anchors") {
         wanted.retain(|w| w != "anchors");
         wanted.extend(anchors::SECTIONS.map(String::from));

@@ -8,7 +8,10 @@
 //! and after give its CPU microseconds per request. Ours makes two hops
 //! (frontend, worker) where nginx makes one, so the aims are per process:
 //! frontend and worker each at most 1.5x nginx's CPU per request, and at
-//! least 0.5x nginx's requests per second.
+//! least 0.5x nginx's requests per second. Beside both, the floor of our
+//! HTTP stack (`floor_proxy`: the same libraries as a bare one-hop proxy)
+//! shows how much of the ratio is the stack's before Switchyard does
+//! anything.
 
 use std::io::Write;
 use std::path::Path;
@@ -61,12 +64,25 @@ pub fn run() {
         .expect("the engine's port");
     let nginx = start_nginx(dir.path(), nginx_port, upstream_port);
     let nginx_worker = wait_for(|| child_named(nginx.0.id(), "nginx")).expect("nginx's worker");
+    let floor_port = free_port();
+    let floor = Killed(
+        Command::new(&exe)
+            .args([
+                crate::floor_proxy::ARGUMENT,
+                &format!("127.0.0.1:{floor_port}"),
+                &format!("127.0.0.1:{upstream_port}"),
+            ])
+            .spawn()
+            .expect("the floor proxy"),
+    );
+    let floor_url = format!("http://127.0.0.1:{floor_port}/v1/chat/completions");
     let ours_url = format!("{}/v1/chat/completions", cluster.frontend);
     let nginx_url = format!("http://127.0.0.1:{nginx_port}/v1/chat/completions");
     let ours_script = lua(dir.path(), "ours.lua", Some(&cluster.key));
     let nginx_script = lua(dir.path(), "nginx.lua", None);
     wait_answering(&ours_url, &cluster.key);
     wait_answering(&nginx_url, "");
+    wait_answering(&floor_url, "");
 
     header(
         "Routing beside nginx: 16-token chat completions, tunnel set, no token delay, wrk",
@@ -82,6 +98,9 @@ pub fn run() {
             "engine behind nginx us/req",
             "frontend/nginx (aim <= 1.5)",
             "worker/nginx (aim <= 1.5)",
+            "floor req/s",
+            "floor us/req",
+            "floor/nginx",
         ],
     );
     let mut all_met = true;
@@ -89,11 +108,15 @@ pub fn run() {
         // Warm both paths (connections, caches, the routing table).
         wrk(&ours_script, &ours_url, connections, 1);
         wrk(&nginx_script, &nginx_url, connections, 1);
+        wrk(&nginx_script, &floor_url, connections, 1);
         let ours = measured(&[up, worker, engine], || {
             wrk(&ours_script, &ours_url, connections, SECONDS)
         });
         let theirs = measured(&[nginx_worker, direct_engine], || {
             wrk(&nginx_script, &nginx_url, connections, SECONDS)
+        });
+        let bare = measured(&[floor.0.id()], || {
+            wrk(&nginx_script, &floor_url, connections, SECONDS)
         });
         let rate_ratio = ours.rate / theirs.rate;
         let frontend = ours.cpu_us[0];
@@ -101,8 +124,15 @@ pub fn run() {
         let (f_ratio, w_ratio) = (frontend / nginx_cpu, ours.cpu_us[1] / nginx_cpu);
         all_met &= rate_ratio >= RATE_AIM && f_ratio <= CPU_AIM && w_ratio <= CPU_AIM;
         println!(
-            "| {connections} | {:.0} | {:.0} | {rate_ratio:.2} | {frontend:.0} | {:.0} | {:.0} | {nginx_cpu:.0} | {:.0} | {f_ratio:.2} | {w_ratio:.2} |",
-            ours.rate, theirs.rate, ours.cpu_us[1], ours.cpu_us[2], theirs.cpu_us[1],
+            "| {connections} | {:.0} | {:.0} | {rate_ratio:.2} | {frontend:.0} | {:.0} | {:.0} | {nginx_cpu:.0} | {:.0} | {f_ratio:.2} | {w_ratio:.2} | {:.0} | {:.0} | {:.2} |",
+            ours.rate,
+            theirs.rate,
+            ours.cpu_us[1],
+            ours.cpu_us[2],
+            theirs.cpu_us[1],
+            bare.rate,
+            bare.cpu_us[0],
+            bare.cpu_us[0] / nginx_cpu,
         );
         let what = |of: &str| format!("routing, {connections} connection(s): {of}");
         anchors::record(anchors::Row {
@@ -130,7 +160,11 @@ pub fn run() {
         "aims {}: frontend and worker each <= {CPU_AIM}x nginx's CPU per request, req/s >= {RATE_AIM}x nginx's",
         if all_met { "met" } else { "not all met" }
     );
+    println!(
+        "floor: a one-hop proxy of axum and reqwest alone (the frontend's server, the worker's client), beside the same engine as nginx"
+    );
     println!();
+    drop(floor);
     drop(nginx);
     drop(cluster);
 }

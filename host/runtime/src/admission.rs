@@ -304,14 +304,20 @@ pub struct Verdict {
 pub const POLICY_ERROR_CODE: &str = "policy_error";
 
 impl Chain {
-    /// The empty chain: everything is allowed.
-    pub fn empty(point: AdmissionPoint) -> Self {
+    /// The chain of `entries`, judging on its callers' tasks until it shows
+    /// it should not.
+    pub fn new(point: AdmissionPoint, generation: i64, entries: Vec<ChainEntry>) -> Self {
         Self {
             point,
-            generation: 0,
-            entries: Vec::new(),
+            generation,
+            entries,
             inline: InlineGate::default(),
         }
+    }
+
+    /// The empty chain: everything is allowed.
+    pub fn empty(point: AdmissionPoint) -> Self {
+        Self::new(point, 0, Vec::new())
     }
 
     /// Judges a request on the caller's task, while the chain has stayed

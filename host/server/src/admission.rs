@@ -294,12 +294,7 @@ impl Admission {
                 log: stored.log,
             });
         }
-        Ok(Chain {
-            point,
-            generation: generation.generation,
-            entries,
-            inline: Default::default(),
-        })
+        Ok(Chain::new(point, generation.generation, entries))
     }
 
     /// Makes a new generation from `policies`, make before break: the chain

@@ -224,17 +224,16 @@ fn evaluate(policy: &Arc<PolicyPlugin>, case: &Case, base: &Path) -> anyhow::Res
     if !policy.points().contains(&point) {
         return Ok(Got::PointNotJudged(point));
     }
-    let chain = Chain {
+    let chain = Chain::new(
         point,
-        generation: 0,
-        entries: vec![ChainEntry {
+        0,
+        vec![ChainEntry {
             policy: policy.clone(),
             mode: Default::default(),
             fail: Default::default(),
             log: Default::default(),
         }],
-        inline: Default::default(),
-    };
+    );
     let verdict = chain.evaluate(request);
     if let Some(error) = verdict.steps.iter().find_map(|s| s.error.as_ref()) {
         return Ok(Got::Error(format!(

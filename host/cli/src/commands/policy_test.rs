@@ -93,12 +93,7 @@ fn run_request(runtime: &Arc<Runtime>, args: &PolicyTestArgs) -> anyhow::Result<
             log: Default::default(),
         });
     }
-    let chain = Chain {
-        point,
-        generation: 0,
-        entries,
-        inline: Default::default(),
-    };
+    let chain = Chain::new(point, 0, entries);
     let verdict = chain.evaluate(request);
 
     if args.json {
