@@ -244,9 +244,10 @@ impl GrantEvaluator {
         let label = plugin.label().clone();
         // On the caller's task while the evaluator stays quick there, else
         // on the blocking pool (`switchyard_runtime::inline`).
-        let decision = match active.inline.run("grant evaluator", || {
-            plugin.evaluate(&call, &grant, usage.clone())
-        }) {
+        let decision = match active
+            .inline
+            .run("grant evaluator", || plugin.evaluate(&call, &grant, usage))
+        {
             Some(decision) => Ok(decision),
             None => {
                 tokio::task::spawn_blocking(move || plugin.evaluate(&call, &grant, usage)).await
