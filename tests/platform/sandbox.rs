@@ -346,20 +346,26 @@ async fn fail_closed_denies_and_fail_open_allows() {
     replica.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sleeping_policy_fails_closed_at_the_deadline_and_healthz_still_answers() {
+/// A replica whose `inference` chain is the one fixture `component`
+/// (version 1 of `plugin`); the temp dir holds its data.
+async fn replica_judging_with(plugin: &str, fixture: &str) -> (Replica, tempfile::TempDir) {
     let db = fresh_database().await;
     let dir = tempfile::tempdir().unwrap();
     let replica = Replica::on(&db, dir.path()).await;
     assert_eq!(
-        replica.push("sleeper", "1", &component("sleep")).await.0,
+        replica.push(plugin, "1", &component(fixture)).await.0,
         StatusCode::CREATED
     );
     let (status, body) = replica
-        .set_chain("inference", json!([{"plugin": "sleeper", "version": "1"}]))
+        .set_chain("inference", json!([{"plugin": plugin, "version": "1"}]))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    (replica, dir)
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleeping_policy_fails_closed_at_the_deadline_and_healthz_still_answers() {
+    let (replica, _dir) = replica_judging_with("sleeper", "sleep").await;
     let request = inference("p", "demo-tiny", Some(10));
     let healthz = async {
         let response = replica
@@ -395,17 +401,7 @@ async fn a_sleeping_policy_fails_closed_at_the_deadline_and_healthz_still_answer
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_that_writes_to_stderr_answers_through_the_replica() {
-    let db = fresh_database().await;
-    let dir = tempfile::tempdir().unwrap();
-    let replica = Replica::on(&db, dir.path()).await;
-    assert_eq!(
-        replica.push("chatty", "1", &component("stderr")).await.0,
-        StatusCode::CREATED
-    );
-    let (status, body) = replica
-        .set_chain("inference", json!([{"plugin": "chatty", "version": "1"}]))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let (replica, _dir) = replica_judging_with("chatty", "stderr").await;
     let request = inference("p", "demo-tiny", Some(10));
     // The first call is handed from the async worker to a blocking thread
     // mid-call; the second starts there.
