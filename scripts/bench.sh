@@ -3,7 +3,8 @@
 # benchmark table (see docs/benchmarks.md for the recorded figures).
 # Arguments select sections: latency, activation, swap, idle-memory, nats,
 # pgbus, tunnel, lanes, routing (both carrier sets), proxy (the CPU per
-# request of the frontend and the worker beside nginx, with wrk), staging,
+# request of the frontend and the worker beside nginx and beside a bare
+# one-hop proxy of our HTTP libraries, with wrk), staging,
 # switch (the live carrier switch under chat load), federation (a remote
 # chat completion through the link between two clusters beside the owner
 # directly), copy (a federated model copy between two clusters beside local
