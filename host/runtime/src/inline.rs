@@ -1,4 +1,5 @@
-//! Calls of stateless plugins (admission chains) on the caller's async task.
+//! Calls of stateless plugins (admission chains, the grant evaluator) on the
+//! caller's async task.
 //!
 //! A warm policy call costs about a microsecond; handing it to tokio's
 //! blocking pool and back costs two thread wake-ups, which on the routing
