@@ -115,6 +115,32 @@ fn an_endless_loop_is_interrupted_at_its_deadline() {
 }
 
 #[test]
+fn an_endless_loop_after_the_ticker_slept_is_still_interrupted() {
+    let runtime = runtime();
+    let policy = load(&runtime, "endless-loop").unwrap();
+    // No call for longer than any deadline: the epoch ticker sleeps.
+    let started = Instant::now();
+    while !runtime.ticker_asleep() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the ticker never slept"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The call wakes it, and its deadline counts from there.
+    let started = Instant::now();
+    assert_eq!(
+        policy.evaluate(&request()),
+        Err(CallError::Timeout(DEADLINE.as_millis() as u64))
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "interrupted after {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
 fn a_sleep_in_a_wasi_wait_is_stopped_at_its_deadline() {
     // The guest waits inside a host call (`wasi:io/poll` on a clock), where
     // epoch interruption cannot reach it: the host's wait must end at the

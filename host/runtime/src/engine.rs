@@ -1,15 +1,16 @@
 //! The wasmtime engine shared by every plugin of a process, and the epoch
-//! ticker that gives calls their wall-clock deadline.
+//! ticker that gives calls their wall-clock deadline (`ticker.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::cache::CompileCache;
 use crate::metrics::MetricsRegistry;
+use crate::ticker::Ticker;
 
 /// How often the epoch advances: the granularity of every call deadline.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -72,7 +73,7 @@ pub struct Runtime {
     pub(crate) cache: CompileCache,
     pub(crate) metrics: MetricsRegistry,
     pooled: bool,
-    ticker_stop: Arc<AtomicBool>,
+    pub(crate) ticker: Ticker,
     /// Plugin stores alive now (warm policy instances, carriers, sessions).
     pub(crate) live: Arc<AtomicU64>,
 }
@@ -100,15 +101,17 @@ impl Runtime {
             false => (build_engine(&config, false)?, false),
         };
         let cache = CompileCache::new(&engine, config.cache_dir.clone());
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        spawn_ticker(engine.clone(), ticker_stop.clone());
+        let ticker = Ticker::start(
+            engine.clone(),
+            deadline_ticks(&config) + crate::ticker::IDLE_GRACE_TICKS,
+        );
         Ok(Arc::new(Self {
             engine,
             config,
             cache,
             metrics: MetricsRegistry::default(),
             pooled,
-            ticker_stop,
+            ticker,
             live: Arc::new(AtomicU64::new(0)),
         }))
     }
@@ -136,13 +139,13 @@ impl Runtime {
 
     /// Ticks of [`EPOCH_TICK`] that make up one call's deadline (at least 1).
     pub(crate) fn deadline_ticks(&self) -> u64 {
-        (self.config.call_deadline.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64
+        deadline_ticks(&self.config)
     }
-}
 
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
+    /// Whether the epoch ticker sleeps now: no call has started for longer
+    /// than any call may last.
+    pub fn ticker_asleep(&self) -> bool {
+        self.ticker.is_asleep()
     }
 }
 
@@ -168,15 +171,7 @@ fn engine_config(config: &RuntimeConfig, pooled: bool) -> Config {
     c
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] until the runtime is dropped.
-fn spawn_ticker(engine: Engine, stop: Arc<AtomicBool>) {
-    std::thread::Builder::new()
-        .name("switchyard-epoch".into())
-        .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(EPOCH_TICK);
-                engine.increment_epoch();
-            }
-        })
-        .expect("spawning the epoch ticker thread");
+/// Ticks of [`EPOCH_TICK`] that make up a call's deadline under `config` (at least 1).
+fn deadline_ticks(config: &RuntimeConfig) -> u64 {
+    (config.call_deadline.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64
 }

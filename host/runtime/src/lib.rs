@@ -5,7 +5,8 @@
 //! # Layout
 //! - [`bindings`]: the host-side `bindgen!` of every world; nothing else generates bindings.
 //! - [`inspect`]: what a component is (kind, world, version) without compiling it.
-//! - [`engine`]: the wasmtime engine, its configuration and the epoch ticker.
+//! - [`engine`]: the wasmtime engine, its configuration and the epoch ticker
+//!   (`ticker.rs`: it sleeps while no call runs).
 //! - [`cache`]: compiled components cached on disk per (SHA-256, engine configuration).
 //! - [`loader`]: the one way every kind is loaded: digest, world, compile through the
 //!   cache, `InstancePre`; `instance.rs` holds one instance and its traced, timed calls,
@@ -36,6 +37,7 @@ pub mod metrics;
 pub mod policy;
 mod pool;
 pub mod sandbox;
+mod ticker;
 pub mod tunnel;
 mod world_types;
 

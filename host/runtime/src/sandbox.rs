@@ -241,6 +241,7 @@ pub(crate) fn base_linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<
 
 /// Arms a store for one call: the wall-clock deadline, and fuel when metered.
 pub(crate) fn arm(runtime: &crate::Runtime, store: &mut wasmtime::Store<SandboxState>) {
+    runtime.ticker.wake();
     store.set_epoch_deadline(runtime.deadline_ticks());
     store.data_mut().deadline = deadline_from_now(runtime.config.call_deadline);
     if let Some(fuel) = runtime.config.fuel_per_call {
