@@ -462,7 +462,6 @@ impl Federation {
             .map(|_| ())
     }
 
-    /// Records a lane's state; the inference lane's is the link's.
     /// Session `id` to `peer` ended: the link is recorded down, unless a
     /// newer session replaced it. Two sessions' writes are not ordered: a
     /// newer one may come up while this one's `down` is written, and its
@@ -481,6 +480,7 @@ impl Federation {
         }
     }
 
+    /// Records a lane's state; the inference lane's is the link's.
     async fn link_state(&self, peer: &str, lane: Lane, state: LinkState, error: Option<&str>) {
         if lane != Lane::Inference {
             return;

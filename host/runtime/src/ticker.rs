@@ -10,8 +10,8 @@
 //! after `idle_limit` ticks without a new call, more than the longest
 //! deadline: a call that started has met its deadline by then.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
 use wasmtime::Engine;
@@ -22,7 +22,10 @@ use crate::engine::EPOCH_TICK;
 pub(crate) const IDLE_GRACE_TICKS: u64 = 1_000;
 
 /// One engine's ticker thread; dropping it stops the thread.
-pub(crate) struct Ticker(Arc<Shared>);
+pub(crate) struct Ticker {
+    shared: Arc<Shared>,
+    thread: Thread,
+}
 
 struct Shared {
     stop: AtomicBool,
@@ -30,7 +33,6 @@ struct Shared {
     active: AtomicBool,
     /// The ticker sleeps (or is about to): a waking call unparks it.
     parked: AtomicBool,
-    thread: OnceLock<Thread>,
 }
 
 impl Ticker {
@@ -40,20 +42,21 @@ impl Ticker {
             stop: AtomicBool::new(false),
             active: AtomicBool::new(true),
             parked: AtomicBool::new(false),
-            thread: OnceLock::new(),
         });
         let running = shared.clone();
         let handle = std::thread::Builder::new()
             .name("switchyard-epoch".into())
             .spawn(move || tick(&engine, &running, idle_limit))
             .expect("spawning the epoch ticker thread");
-        let _ = shared.thread.set(handle.thread().clone());
-        Self(shared)
+        Self {
+            shared,
+            thread: handle.thread().clone(),
+        }
     }
 
     /// Keeps the epoch advancing for a call about to be armed.
     pub(crate) fn wake(&self) {
-        let shared = &self.0;
+        let shared = &self.shared;
         if shared.active.load(Ordering::Relaxed) {
             // Not yet seen by the ticker, which therefore cannot sleep
             // before it has ticked through this call's deadline.
@@ -61,28 +64,20 @@ impl Ticker {
         }
         shared.active.store(true, Ordering::SeqCst);
         if shared.parked.load(Ordering::SeqCst) {
-            shared.unpark();
+            self.thread.unpark();
         }
     }
 
     /// Whether the ticker sleeps now (no call for longer than any deadline).
     pub(crate) fn is_asleep(&self) -> bool {
-        self.0.parked.load(Ordering::SeqCst)
+        self.shared.parked.load(Ordering::SeqCst)
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.0.stop.store(true, Ordering::SeqCst);
-        self.0.unpark();
-    }
-}
-
-impl Shared {
-    fn unpark(&self) {
-        if let Some(thread) = self.thread.get() {
-            thread.unpark();
-        }
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.thread.unpark();
     }
 }
 
