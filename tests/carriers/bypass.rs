@@ -169,7 +169,7 @@ async fn a_carrier_of_the_0_1_0_world_still_passes_the_conformance_suite() {
     let info = switchyard_runtime::inspect::inspect(&bytes).unwrap();
     assert_eq!(info.world, "switchyard:carrier/carrier@0.1.0");
     let current = switchyard_runtime::inspect::inspect(&component("nats")).unwrap();
-    assert_eq!(current.world, "switchyard:carrier/carrier@0.3.0");
+    assert_eq!(current.world, "switchyard:carrier/carrier@0.4.0");
     assert_eq!(current.kind, info.kind);
     let spec = ComponentSpec::new("nats", "0.1.0", bytes);
     let results =

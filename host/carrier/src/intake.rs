@@ -3,7 +3,7 @@
 //! `switchyard:carrier@0.3.0` `body-claim`), which the host gathers itself
 //! so that its bytes never cross into the guest.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use switchyard_runtime::carrier::{BodyClaim, Delivery};
 
 /// The largest body a plugin may claim: the largest payload any carrier
@@ -29,10 +29,12 @@ pub(crate) struct Claimed {
     pub(crate) request: Option<u64>,
 }
 
-/// One connection's bytes between reads.
+/// One connection's bytes between reads. They are shared, not owned:
+/// the window handed to the plugin and the message bodies sliced out of it
+/// (0.4.0 spans) are views of the read, not copies.
 #[derive(Default)]
 pub(crate) struct ReadState {
-    pending: BytesMut,
+    pending: Bytes,
     body: Option<Claimed>,
 }
 
@@ -41,9 +43,12 @@ impl ReadState {
     pub(crate) fn push(&mut self, data: Vec<u8>) {
         if self.pending.is_empty() {
             // No copy: the read's own buffer becomes the pending one.
-            self.pending = BytesMut::from(Bytes::from(data));
+            self.pending = Bytes::from(data);
         } else {
-            self.pending.extend_from_slice(&data);
+            let mut joined = BytesMut::with_capacity(self.pending.len() + data.len());
+            joined.extend_from_slice(&self.pending);
+            joined.extend_from_slice(&data);
+            self.pending = joined.freeze();
         }
     }
 
@@ -70,7 +75,7 @@ impl ReadState {
         let body = self.body.as_mut()?;
         if body.bytes.is_empty() && self.pending.len() >= body.remaining {
             // The whole body is in one read: a view of it, not a copy.
-            let bytes = self.pending.split_to(body.remaining).freeze();
+            let bytes = self.pending.split_to(body.remaining);
             let claimed = self.body.take()?;
             return Some((claimed, bytes));
         }
@@ -94,14 +99,14 @@ impl ReadState {
     }
 
     /// The next bytes for the plugin, at most `peek` of them.
-    pub(crate) fn window(&self, peek: u32) -> &[u8] {
+    pub(crate) fn window(&self, peek: u32) -> Bytes {
         let n = self.pending.len().min(peek as usize);
-        &self.pending[..n]
+        self.pending.slice(..n)
     }
 
     /// The plugin parsed `n` bytes of the window.
     pub(crate) fn consume(&mut self, n: usize) {
-        let _ = self.pending.split_to(n.min(self.pending.len()));
+        self.pending.advance(n.min(self.pending.len()));
     }
 
     /// Bytes held and not parsed.
@@ -137,8 +142,8 @@ mod tests {
         state.claim(claim(5)).unwrap();
         let (_, body) = state.gather().expect("whole");
         assert_eq!(body, &b"hello"[..]);
-        assert_eq!(state.window(64), b"\r\nPING\r\n");
-        assert_eq!(state.window(3), b"\r\nP");
+        assert_eq!(state.window(64), &b"\r\nPING\r\n"[..]);
+        assert_eq!(state.window(3), &b"\r\nP"[..]);
     }
 
     #[test]
@@ -151,7 +156,7 @@ mod tests {
             state.push(piece.to_vec());
             if let Some((_, body)) = state.gather() {
                 assert_eq!(body, &b"abcdefg"[..]);
-                assert_eq!(state.window(64), b"XY");
+                assert_eq!(state.window(64), &b"XY"[..]);
                 return;
             }
         }

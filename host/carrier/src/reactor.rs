@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use switchyard_runtime::carrier::{
     Action, CarrierError, CarrierPlugin, CarrierSource, Delivery, Endpoint, Header, Notification,
-    Outgoing, Segment,
+    PackedBatch, Segment,
 };
 use switchyard_runtime::{CallError, Runtime};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -180,8 +180,10 @@ struct Reactor {
     stopped: bool,
     io: tokio::runtime::Handle,
     connections: HashMap<u64, Link>,
-    /// Publishes gathered while handling a burst of events, with their answer channels.
-    pending_publishes: Vec<(Outgoing, oneshot::Sender<Result<(), SendError>>)>,
+    /// Publishes gathered while handling a burst of events, packed for one
+    /// plugin call, and their answer channels in the same order.
+    pending_publishes: PackedBatch,
+    publishers: Vec<oneshot::Sender<Result<(), SendError>>>,
     /// Writes gathered while handling a burst of events, sent once per connection.
     pending_writes: HashMap<u64, bytes::BytesMut>,
     /// Payloads held for the plugin (0.3.0): named by id, used once.
@@ -194,6 +196,9 @@ struct Reactor {
     timer_generation: u64,
     ready: watch::Sender<bool>,
     ever_ready: bool,
+    /// Plugins dropped for failing: an answer whose actions made the
+    /// plugin fail is not acted on further.
+    failures: u64,
     counters: Arc<Counters>,
 }
 
@@ -246,7 +251,8 @@ impl Reactor {
             io,
             connections: HashMap::new(),
             pending_writes: HashMap::new(),
-            pending_publishes: Vec::new(),
+            pending_publishes: PackedBatch::default(),
+            publishers: Vec::new(),
             payloads: Payloads::default(),
             reads: HashMap::new(),
             subscriptions: HashMap::new(),
@@ -255,6 +261,7 @@ impl Reactor {
             timer_generation: 0,
             ready,
             ever_ready: false,
+            failures: 0,
             counters,
         }
     }
@@ -277,7 +284,8 @@ impl Reactor {
     fn stop(&mut self) {
         self.stopped = true;
         self.plugin = None;
-        self.pending_publishes.clear();
+        self.pending_publishes = PackedBatch::default();
+        self.publishers.clear();
         self.pending_writes.clear();
         self.payloads.clear();
         self.reads.clear();
@@ -345,13 +353,8 @@ impl Reactor {
                 done,
             } => {
                 // Gathered, and handed to the plugin in one call at the end of the burst.
-                let message = Outgoing {
-                    subject,
-                    reply_to: None,
-                    headers: wit_headers(headers),
-                    payload: self.payload(payload),
-                };
-                self.pending_publishes.push((message, done));
+                self.gather_publish(&subject, wit_headers(headers), payload);
+                self.publishers.push(done);
             }
             Event::Subscribe {
                 id,
@@ -607,12 +610,10 @@ impl Reactor {
         if self.pending_publishes.is_empty() {
             return;
         }
-        let (messages, waiting): (Vec<Outgoing>, Vec<_>) =
-            std::mem::take(&mut self.pending_publishes)
-                .into_iter()
-                .unzip();
+        let batch = std::mem::take(&mut self.pending_publishes);
+        let waiting = std::mem::take(&mut self.publishers);
         let now = now_ms();
-        let answers = match self.plugin.as_mut().map(|p| p.publish_batch(messages, now)) {
+        let answers = match self.plugin.as_mut().map(|p| p.publish_batch(batch, now)) {
             Some(Ok((answers, actions))) => {
                 self.perform(actions);
                 answers
@@ -662,6 +663,7 @@ impl Reactor {
     /// its connections, load a fresh instance and subscribe everything again.
     fn rebuild(&mut self, failed: CallError) {
         tracing::error!(carrier = %self.component.name, error = %failed, "carrier plugin failed; rebuilding it");
+        self.failures += 1;
         let _ = self.ready.send(false);
         self.plugin = None;
         self.pending_writes.clear();

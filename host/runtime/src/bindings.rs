@@ -23,8 +23,25 @@ pub mod grant {
     });
 }
 
-/// The `switchyard:carrier/carrier@0.3.0` world: payloads the host moves.
+/// The `switchyard:carrier/carrier@0.4.0` world: packed messages, and 0.3.0's
+/// types (held payloads, claims, actions) used from there.
 pub mod carrier {
+    wasmtime::component::bindgen!({
+        world: "switchyard:carrier/carrier@0.4.0",
+        path: "../../wit",
+        additional_derives: [PartialEq],
+        with: {
+            "switchyard:plugin/types@0.1.0": crate::bindings::policy::switchyard::plugin::types,
+            "switchyard:plugin/log@0.1.0": crate::bindings::policy::switchyard::plugin::log,
+            "switchyard:plugin/clock@0.1.0": crate::bindings::policy::switchyard::plugin::clock,
+        },
+    });
+}
+
+/// The `switchyard:carrier/carrier@0.3.0` world, still loaded: its types are
+/// the ones 0.4.0 uses, shared with [`carrier`]; `carrier::v0_3` adapts the
+/// two functions that changed.
+pub mod carrier_v0_3 {
     wasmtime::component::bindgen!({
         world: "switchyard:carrier/carrier@0.3.0",
         path: "../../wit",
@@ -33,6 +50,7 @@ pub mod carrier {
             "switchyard:plugin/types@0.1.0": crate::bindings::policy::switchyard::plugin::types,
             "switchyard:plugin/log@0.1.0": crate::bindings::policy::switchyard::plugin::log,
             "switchyard:plugin/clock@0.1.0": crate::bindings::policy::switchyard::plugin::clock,
+            "switchyard:carrier/types@0.3.0": crate::bindings::carrier::switchyard::carrier0_3_0::types,
         },
     });
 }

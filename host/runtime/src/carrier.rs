@@ -3,10 +3,12 @@
 //! operation. A call that traps poisons the instance; the reactor rebuilds
 //! the carrier from its source, which reconnects.
 //!
-//! Components of `switchyard:carrier/carrier@0.3.0` and of 0.1.0 both load:
-//! the version comes from the component's exports, and a 0.1.0 carrier's
-//! types are turned into 0.3.0's in one place, [`v0_1`]. A 0.1.0 carrier
-//! takes every payload inline and parses every byte it is handed (its
+//! Components of `switchyard:carrier/carrier@0.4.0`, 0.3.0 and 0.1.0 all
+//! load: the version comes from the component's exports. 0.4.0 uses 0.3.0's
+//! types and changes two functions (`received` may answer spans,
+//! `publish-batch` takes a [`PackedBatch`]), adapted for 0.3.0 in [`v0_3`].
+//! A 0.1.0 carrier's types are turned into 0.3.0's in one place, [`v0_1`]:
+//! it takes every payload inline and parses every byte it is handed (its
 //! [`PayloadRules`] say so), so the host never holds a payload for it.
 
 use std::sync::Arc;
@@ -15,18 +17,26 @@ use wasmtime::Store;
 
 use crate::bindings::carrier::Carrier;
 use crate::bindings::carrier::switchyard::carrier0_3_0::types;
+use crate::bindings::carrier::switchyard::carrier0_4_0::types as packed_types;
 use crate::bindings::carrier_v0_1::Carrier as CarrierV0_1;
+use crate::bindings::carrier_v0_3::Carrier as CarrierV0_3;
 use crate::engine::Runtime;
 use crate::error::{CallError, LoadError};
-use crate::inspect::{CARRIER_WORLD_V0_1, PluginKind};
+use crate::inspect::{CARRIER_WORLD_V0_1, CARRIER_WORLD_V0_3, PluginKind};
 use crate::instance::Instance;
-use crate::loader::{CarrierWorld, CarrierWorldV0_1, ComponentSource, compile};
+use crate::loader::{
+    CarrierWorld, CarrierWorldV0_1, CarrierWorldV0_3, ComponentSource, compile,
+};
 use crate::sandbox::SandboxState;
 
+mod packed;
 mod v0_1;
+mod v0_3;
 
+pub use packed::PackedBatch;
+pub use packed_types::{Intake, PackedOutgoing, PackedPayload, Span, SpannedDelivery};
 pub use types::{
-    Action, Body, BodyClaim, CarrierError, Cell, Delivery, Endpoint, Header, Intake, Notification,
+    Action, Body, BodyClaim, CarrierError, Cell, Delivery, Endpoint, Header, Notification,
     Outgoing, Param, Payload, PayloadRef, PayloadRules, Query, Reply, Segment,
 };
 
@@ -61,18 +71,21 @@ pub struct CarrierPlugin {
     rules: PayloadRules,
 }
 
-/// The protocol interface of either version, answering in 0.3.0's types.
+/// The protocol interface of any served version, answering in 0.4.0's types.
 enum Exports {
     Current(Carrier),
+    V0_3(CarrierV0_3),
     V0_1(CarrierV0_1),
 }
 
-/// Calls `$call` on the 0.3.0 protocol, or the same function of the 0.1.0
-/// adapter, with the same arguments.
+/// Calls `$call` on the 0.4.0 protocol or the 0.3.0 one (a function whose
+/// types did not change), or the same function of the 0.1.0 adapter, with
+/// the same arguments.
 macro_rules! either {
     ($b:expr, $s:expr, $call:ident ( $($arg:expr),* ), $old:ident) => {
         match $b {
-            Exports::Current(b) => b.switchyard_carrier0_3_0_protocol().$call($s, $($arg),*),
+            Exports::Current(b) => b.switchyard_carrier0_4_0_protocol().$call($s, $($arg),*),
+            Exports::V0_3(b) => b.switchyard_carrier0_3_0_protocol().$call($s, $($arg),*),
             Exports::V0_1(b) => v0_1::$old(b, $s, $($arg),*),
         }
     };
@@ -90,6 +103,9 @@ impl CarrierPlugin {
         let instance = if compiled.info.world == CARRIER_WORLD_V0_1 {
             let prepared = compiled.link::<CarrierWorldV0_1>(runtime, false)?;
             prepared.instance()?.map(Exports::V0_1)
+        } else if compiled.info.world == CARRIER_WORLD_V0_3 {
+            let prepared = compiled.link::<CarrierWorldV0_3>(runtime, false)?;
+            prepared.instance()?.map(Exports::V0_3)
         } else {
             let prepared = compiled.link::<CarrierWorld>(runtime, false)?;
             prepared.instance()?.map(Exports::Current)
@@ -111,7 +127,8 @@ impl CarrierPlugin {
             })?
             .map_err(LoadError::InvalidSettings)?;
         let rules = plugin.call("rules", |b, s| match b {
-            Exports::Current(b) => b.switchyard_carrier0_3_0_protocol().call_rules(s),
+            Exports::Current(b) => b.switchyard_carrier0_4_0_protocol().call_rules(s),
+            Exports::V0_3(b) => b.switchyard_carrier0_3_0_protocol().call_rules(s),
             Exports::V0_1(_) => Ok(v0_1::RULES),
         })?;
         plugin.rules = PayloadRules {
@@ -119,7 +136,8 @@ impl CarrierPlugin {
             peek: rules.peek.max(MIN_PEEK),
         };
         plugin.endpoints = plugin.call("endpoints", |b, s| match b {
-            Exports::Current(b) => b.switchyard_carrier0_3_0_protocol().call_endpoints(s),
+            Exports::Current(b) => b.switchyard_carrier0_4_0_protocol().call_endpoints(s),
+            Exports::V0_3(b) => b.switchyard_carrier0_3_0_protocol().call_endpoints(s),
             Exports::V0_1(b) => v0_1::endpoints(b, s),
         })?;
         plugin.max_payload()?;
@@ -150,7 +168,8 @@ impl CarrierPlugin {
     /// The largest payload a message may carry (the server's, once connected).
     pub fn max_payload(&mut self) -> Result<u64, CallError> {
         self.max_payload = self.call("max-payload", |b, s| match b {
-            Exports::Current(b) => b.switchyard_carrier0_3_0_protocol().call_max_payload(s),
+            Exports::Current(b) => b.switchyard_carrier0_4_0_protocol().call_max_payload(s),
+            Exports::V0_3(b) => b.switchyard_carrier0_3_0_protocol().call_max_payload(s),
             Exports::V0_1(b) => b.switchyard_carrier0_1_0_protocol().call_max_payload(s),
         })?;
         Ok(self.max_payload)
@@ -181,9 +200,14 @@ impl CarrierPlugin {
     }
 
     /// Bytes arrived on a connection (at most `rules().peek` of them).
+    /// Spanned deliveries of the answer are spans of `data`.
     pub fn received(&mut self, handle: u64, data: &[u8], now_ms: u64) -> Result<Intake, CallError> {
-        self.call("received", |b, s| {
-            either!(b, s, call_received(handle, data, now_ms), received)
+        self.call("received", |b, s| match b {
+            Exports::Current(b) => b
+                .switchyard_carrier0_4_0_protocol()
+                .call_received(s, handle, data, now_ms),
+            Exports::V0_3(b) => v0_3::received(b, s, handle, data, now_ms),
+            Exports::V0_1(b) => v0_1::received(b, s, handle, data, now_ms),
         })
     }
 
@@ -220,6 +244,11 @@ impl CarrierPlugin {
         self.call("answered", |b, s| match b {
             Exports::Current(b) => {
                 let outcome = outcome.as_ref().map(Vec::as_slice).map_err(String::as_str);
+                b.switchyard_carrier0_4_0_protocol()
+                    .call_answered(s, query, outcome, now_ms)
+            }
+            Exports::V0_3(b) => {
+                let outcome = outcome.as_ref().map(Vec::as_slice).map_err(String::as_str);
                 b.switchyard_carrier0_3_0_protocol()
                     .call_answered(s, query, outcome, now_ms)
             }
@@ -250,15 +279,22 @@ impl CarrierPlugin {
     /// Publishes several messages in one call; one answer per message, in order.
     pub fn publish_batch(
         &mut self,
-        messages: Vec<Outgoing>,
+        batch: PackedBatch,
         now_ms: u64,
     ) -> Result<BatchAnswer, CallError> {
         self.call("publish-batch", |b, s| match b {
-            Exports::Current(b) => b
-                .switchyard_carrier0_3_0_protocol()
-                .call_publish_batch(s, &messages, now_ms),
+            Exports::Current(b) => {
+                let (data, messages) = batch.parts();
+                b.switchyard_carrier0_4_0_protocol()
+                    .call_publish_batch(s, data, messages, now_ms)
+            }
+            Exports::V0_3(b) => b.switchyard_carrier0_3_0_protocol().call_publish_batch(
+                s,
+                &batch.unpack(),
+                now_ms,
+            ),
             // Taken by value: a 0.1.0 carrier's inline payloads are moved, not copied.
-            Exports::V0_1(b) => v0_1::publish_batch(b, s, messages, now_ms),
+            Exports::V0_1(b) => v0_1::publish_batch(b, s, batch.unpack(), now_ms),
         })
     }
 
@@ -299,6 +335,9 @@ impl CarrierPlugin {
     ) -> Result<Result<Vec<Action>, CarrierError>, CallError> {
         self.call("request", |b, s| match b {
             Exports::Current(b) => b
+                .switchyard_carrier0_4_0_protocol()
+                .call_request(s, id, subject, headers, payload, timeout_ms, now_ms),
+            Exports::V0_3(b) => b
                 .switchyard_carrier0_3_0_protocol()
                 .call_request(s, id, subject, headers, payload, timeout_ms, now_ms),
             Exports::V0_1(b) => {

@@ -33,6 +33,11 @@ const SERVED: &[ServedWorld] = &[
     ServedWorld {
         kind: PluginKind::Carrier,
         world: CARRIER_WORLD,
+        export: "switchyard:carrier/protocol@0.4.0",
+    },
+    ServedWorld {
+        kind: PluginKind::Carrier,
+        world: CARRIER_WORLD_V0_3,
         export: "switchyard:carrier/protocol@0.3.0",
     },
     ServedWorld {
@@ -53,8 +58,10 @@ const SERVED: &[ServedWorld] = &[
     },
 ];
 
-/// The carrier world with payload bypass (held payloads, body claims).
-pub(crate) const CARRIER_WORLD: &str = "switchyard:carrier/carrier@0.3.0";
+/// The carrier world with packed messages (spans of one buffer).
+pub(crate) const CARRIER_WORLD: &str = "switchyard:carrier/carrier@0.4.0";
+/// The carrier world with payload bypass (held payloads, body claims), still loaded.
+pub(crate) const CARRIER_WORLD_V0_3: &str = "switchyard:carrier/carrier@0.3.0";
 /// The carrier world's first version, still loaded (payloads cross the guest).
 pub(crate) const CARRIER_WORLD_V0_1: &str = "switchyard:carrier/carrier@0.1.0";
 /// The tunnel world this build's tunnel plugin targets.

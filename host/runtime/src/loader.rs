@@ -79,12 +79,13 @@ macro_rules! served_worlds {
     )*};
 }
 
-use crate::bindings::{carrier, carrier_v0_1, grant, policy, tunnel, tunnel_v0_1};
+use crate::bindings::{carrier, carrier_v0_1, carrier_v0_3, grant, policy, tunnel, tunnel_v0_1};
 
 served_worlds! {
     PolicyWorld: PluginKind::Policy, policy::AdmissionPolicy, policy::AdmissionPolicyPre<SandboxState>;
     GrantWorld: PluginKind::Grant, grant::GrantEvaluator, grant::GrantEvaluatorPre<SandboxState>;
     CarrierWorld: PluginKind::Carrier, carrier::Carrier, carrier::CarrierPre<SandboxState>;
+    CarrierWorldV0_3: PluginKind::Carrier, carrier_v0_3::Carrier, carrier_v0_3::CarrierPre<SandboxState>;
     CarrierWorldV0_1: PluginKind::Carrier, carrier_v0_1::Carrier, carrier_v0_1::CarrierPre<SandboxState>;
     TunnelWorld: PluginKind::Tunnel, tunnel::Tunnel, tunnel::TunnelPre<SandboxState>;
     TunnelWorldV0_1: PluginKind::Tunnel, tunnel_v0_1::Tunnel, tunnel_v0_1::TunnelPre<SandboxState>;

@@ -116,6 +116,7 @@ impl crate::bindings::grant::switchyard::grant::types::Host for SandboxState {}
 impl crate::bindings::carrier_v0_1::switchyard::carrier0_1_0::types::Host for SandboxState {}
 
 impl crate::bindings::carrier::switchyard::carrier0_3_0::types::Host for SandboxState {}
+impl crate::bindings::carrier::switchyard::carrier0_4_0::types::Host for SandboxState {}
 
 impl log::Host for SandboxState {
     fn log(&mut self, level: LogLevel, message: String) {

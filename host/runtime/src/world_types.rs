@@ -70,6 +70,13 @@ const SERVED_WIT: &[(&str, &[(&str, &str)])] = &[
             include_str!("../../../wit/deps/carrier@0.3.0/carrier.wit"),
         )],
     ),
+    (
+        "carrier@0.4.0",
+        &[(
+            "carrier.wit",
+            include_str!("../../../wit/deps/carrier@0.4.0/carrier.wit"),
+        )],
+    ),
 ];
 
 fn served() -> &'static Resolve {

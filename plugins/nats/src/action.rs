@@ -1,5 +1,7 @@
 //! What the engine asks of the host: the batch every call returns.
 
+use std::ops::Range;
+
 use crate::error::Error;
 use crate::headers::Headers;
 use crate::request::{RequestError, RequestId};
@@ -28,6 +30,21 @@ pub enum Action {
         headers: Option<Headers>,
         /// The payload.
         payload: Vec<u8>,
+    },
+    /// [`Action::Deliver`] of a message wholly inside the data handed to
+    /// this [`crate::Connection::on_read`] call, as byte ranges of that
+    /// data (with `Config::deliver_spans`).
+    DeliverSpans {
+        /// The caller's sid.
+        sid: u64,
+        /// Where the subject is.
+        subject: Range<usize>,
+        /// Where the reply subject is, if the publisher wants a reply.
+        reply_to: Option<Range<usize>>,
+        /// The headers, for HMSG.
+        headers: Option<Headers>,
+        /// Where the payload is.
+        payload: Range<usize>,
     },
     /// The outcome of a [`crate::Connection::request`].
     Reply {

@@ -1,4 +1,4 @@
-//! The `switchyard:carrier/carrier@0.3.0` component around the engine: maps
+//! The `switchyard:carrier/carrier@0.4.0` component around the engine: maps
 //! the host's events and operations to engine calls, and the engine's output
 //! to the host's actions. It owns the reconnect timer and server rotation.
 //!
@@ -7,6 +7,11 @@
 //! framing;
 //! incoming MSG/HMSG payloads of [`CLAIM_FROM`] bytes or more are claimed
 //! and taken by the host, and `received` is handed at most [`PEEK`] bytes.
+//!
+//! Small messages are packed: a message read whole in one `received` call
+//! goes back as spans of its data (nothing of it is copied or allocated
+//! here), and a burst of publishes comes as one buffer whose PUB lines go
+//! out as one write.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -18,14 +23,17 @@ use crate::{
 
 wit_bindgen::generate!({
     path: "../../wit",
-    world: "switchyard:carrier/carrier@0.3.0",
+    world: "switchyard:carrier/carrier@0.4.0",
     generate_all,
 });
 
-use exports::switchyard::carrier0_3_0::protocol::Guest;
+use exports::switchyard::carrier0_4_0::protocol::Guest;
 use switchyard::carrier0_3_0::types::{
-    Action, Body, BodyClaim, CarrierError, Cell, Delivery, Endpoint, Header, Intake, Notification,
-    Outgoing, Payload, PayloadRules, Reply, Segment,
+    Action, Body, BodyClaim, CarrierError, Cell, Delivery, Endpoint, Header, Notification,
+    Payload, PayloadRules, Reply, Segment,
+};
+use switchyard::carrier0_4_0::types::{
+    Intake, PackedOutgoing, PackedPayload, Span, SpannedDelivery,
 };
 
 /// The most bytes one `received` call is handed: a read of many small
@@ -75,7 +83,19 @@ impl Glue {
 
     /// The engine's output as host actions, followed by the timer.
     fn translate(&mut self, output: Vec<EngineAction>, now_ms: u64) -> Vec<Action> {
+        let (actions, spans) = self.translate_read(output, now_ms);
+        debug_assert!(spans.is_empty(), "only reads answer spans");
+        actions
+    }
+
+    /// [`Glue::translate`] of a read's output: its spanned deliveries apart.
+    fn translate_read(
+        &mut self,
+        output: Vec<EngineAction>,
+        now_ms: u64,
+    ) -> (Vec<Action>, Vec<SpannedDelivery>) {
         let mut actions = Vec::with_capacity(output.len() + 1);
+        let mut spans = Vec::new();
         let mut queue: std::collections::VecDeque<EngineAction> = output.into();
         while let Some(action) = queue.pop_front() {
             match action {
@@ -94,6 +114,19 @@ impl Glue {
                     headers: headers.map(|h| wit_headers(h.entries)).unwrap_or_default(),
                     body: Body::Inline(payload),
                 })),
+                EngineAction::DeliverSpans {
+                    sid,
+                    subject,
+                    reply_to,
+                    headers,
+                    payload,
+                } => spans.push(SpannedDelivery {
+                    subscription: sid,
+                    subject: span(subject),
+                    reply_to: reply_to.map(span),
+                    headers: headers.map(|h| wit_headers(h.entries)).unwrap_or_default(),
+                    body: span(payload),
+                }),
                 EngineAction::Reply {
                     request_id: RequestId(id),
                     result,
@@ -145,7 +178,7 @@ impl Glue {
         if let Some(at) = deadline {
             actions.push(Action::SetTimer(at.saturating_sub(now_ms)));
         }
-        actions
+        (actions, spans)
     }
 
     /// Adds to the write the last action is, or starts one: a call's bytes
@@ -200,6 +233,31 @@ impl Glue {
             request,
         }
     }
+}
+
+/// A range of `received`'s data as a span; the data is at most [`PEEK`]
+/// bytes, so it fits.
+fn span(range: std::ops::Range<usize>) -> Span {
+    Span {
+        offset: range.start as u32,
+        len: range.len() as u32,
+    }
+}
+
+/// The bytes of a batch's buffer a span names; the host's spans lie in
+/// it, so one outside is refused as the host's mistake.
+fn spanned(data: &[u8], span: Span) -> Result<&[u8], CarrierError> {
+    let start = span.offset as usize;
+    start
+        .checked_add(span.len as usize)
+        .and_then(|end| data.get(start..end))
+        .ok_or_else(|| CarrierError::Refused("a span outside the batch's buffer".into()))
+}
+
+/// A subject out of a batch's buffer.
+fn spanned_text(data: &[u8], span: Span) -> Result<&str, CarrierError> {
+    std::str::from_utf8(spanned(data, span)?)
+        .map_err(|_| CarrierError::InvalidSubject("a subject that is not UTF-8".into()))
 }
 
 /// An outgoing payload as the engine takes it.
@@ -310,16 +368,19 @@ impl Guest for NatsCarrier {
             actions: Vec::new(),
             consumed: data.len() as u64,
             claim: None,
+            deliveries: Vec::new(),
         };
         with(
             |g| match connection == g.handle {
                 true => {
                     let read = g.engine.on_read(&data, now_ms);
                     let claim = read.claim.map(|c| g.claim(c.len, c.target));
+                    let (actions, deliveries) = g.translate_read(read.output, now_ms);
                     Intake {
-                        actions: g.translate(read.output, now_ms),
+                        actions,
                         consumed: read.consumed as u64,
                         claim,
+                        deliveries,
                     }
                 }
                 false => all.clone(),
@@ -379,29 +440,54 @@ impl Guest for NatsCarrier {
     }
 
     fn publish_batch(
-        messages: Vec<Outgoing>,
+        data: Vec<u8>,
+        messages: Vec<PackedOutgoing>,
         now_ms: u64,
     ) -> (Vec<Result<(), CarrierError>>, Vec<Action>) {
         with(
             |g| {
+                // Inline payloads' PUB lines go into one write; a held
+                // payload's framing goes around its segment, in order.
+                let mut write = Vec::with_capacity(data.len() + messages.len() * 24);
                 let mut output = Vec::new();
                 let answers = messages
                     .iter()
                     .map(|m| {
+                        let subject = spanned_text(&data, m.subject)?;
+                        let reply_to = m.reply_to.map(|r| spanned_text(&data, r)).transpose()?;
                         let headers = engine_headers(&m.headers);
-                        let more = g
-                            .engine
-                            .publish_payload(
-                                &m.subject,
-                                m.reply_to.as_deref(),
-                                headers.as_deref(),
-                                engine_payload(&m.payload),
-                            )
-                            .map_err(refusal)?;
-                        output.extend(more);
-                        Ok(())
+                        match m.payload {
+                            PackedPayload::Inline(payload) => g
+                                .engine
+                                .publish_to(
+                                    &mut write,
+                                    subject,
+                                    reply_to,
+                                    headers.as_deref(),
+                                    spanned(&data, payload)?,
+                                )
+                                .map_err(refusal),
+                            PackedPayload::Held(held) => {
+                                let payload = EnginePayload::Held {
+                                    id: held.id,
+                                    len: usize::try_from(held.len).unwrap_or(usize::MAX),
+                                };
+                                let more = g
+                                    .engine
+                                    .publish_payload(subject, reply_to, headers.as_deref(), payload)
+                                    .map_err(refusal)?;
+                                if !write.is_empty() {
+                                    output.push(EngineAction::Write(std::mem::take(&mut write)));
+                                }
+                                output.extend(more);
+                                Ok(())
+                            }
+                        }
                     })
                     .collect();
+                if !write.is_empty() {
+                    output.push(EngineAction::Write(write));
+                }
                 (answers, g.translate(output, now_ms))
             },
             (

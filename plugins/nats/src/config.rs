@@ -42,6 +42,12 @@ pub struct Config {
     /// from [`crate::Connection::on_read`], and the host takes the payload
     /// beside it. `None` (the default) reads every payload.
     pub claim_bodies_from: Option<usize>,
+    /// Messages wholly inside the bytes handed to one
+    /// [`crate::Connection::on_read`] are answered as
+    /// [`crate::Action::DeliverSpans`], ranges of those bytes, instead of
+    /// owned copies: the host slices them out of the read it holds.
+    /// `false` (the default) answers every message owned.
+    pub deliver_spans: bool,
 }
 
 impl Default for Config {
@@ -58,6 +64,7 @@ impl Default for Config {
             subject_policy: SubjectPolicy::allow_all(),
             seed: 0,
             claim_bodies_from: None,
+            deliver_spans: false,
         }
     }
 }

@@ -8,9 +8,12 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use switchyard_runtime::CallError;
-use switchyard_runtime::carrier::{Body, Cell, Delivery, Param, Payload, Row};
+use switchyard_runtime::carrier::{
+    Body, Cell, Delivery, Header, Param, Payload, Row, Span, SpannedDelivery,
+};
 
 use super::{Reactor, message};
+use crate::message::Message;
 use crate::intake::MAX_UNPARSED;
 use crate::payloads::{PayloadError, Payloads};
 
@@ -26,18 +29,37 @@ impl Reactor {
     /// An outgoing payload as the plugin's rules want it: inline when short,
     /// held otherwise (a 0.1.0 plugin takes every payload inline).
     pub(super) fn payload(&mut self, payload: Bytes) -> Payload {
-        let inline_below = self
-            .plugin
-            .as_ref()
-            .map_or(u64::MAX, |p| p.rules().inline_below);
-        if (payload.len() as u64) < inline_below {
-            self.counters
-                .inline_payload_bytes
-                .fetch_add(payload.len() as u64, Ordering::Relaxed);
+        if self.inline(&payload) {
             Payload::Inline(payload.to_vec())
         } else {
             Payload::Held(self.payloads.hand(payload))
         }
+    }
+
+    /// Adds a publish to the burst's batch, its payload as [`Reactor::payload`] decides.
+    pub(super) fn gather_publish(&mut self, subject: &str, headers: Vec<Header>, payload: Bytes) {
+        if self.inline(&payload) {
+            self.pending_publishes
+                .push_inline(subject, headers, &payload);
+        } else {
+            let held = self.payloads.hand(payload);
+            self.pending_publishes.push_held(subject, headers, held);
+        }
+    }
+
+    /// Whether the plugin takes `payload` inline (counted when it does).
+    fn inline(&self, payload: &[u8]) -> bool {
+        let inline_below = self
+            .plugin
+            .as_ref()
+            .map_or(u64::MAX, |p| p.rules().inline_below);
+        let inline = (payload.len() as u64) < inline_below;
+        if inline {
+            self.counters
+                .inline_payload_bytes
+                .fetch_add(payload.len() as u64, Ordering::Relaxed);
+        }
+        inline
     }
 
     /// A query's rows as cells; the `hold` column's cells stay in the host.
@@ -88,6 +110,7 @@ impl Reactor {
             };
             let peek = plugin.rules().peek;
             let window = state.window(peek);
+            let failures = self.failures;
             let offered = window.len();
             self.counters
                 .received_bytes
@@ -95,13 +118,21 @@ impl Reactor {
             self.counters
                 .largest_received
                 .fetch_max(offered as u64, Ordering::Relaxed);
-            let intake = match plugin.received(h, window, now) {
+            let intake = match plugin.received(h, &window, now) {
                 Ok(intake) => intake,
                 Err(failed) => return self.rebuild(failed),
             };
             let consumed = (intake.consumed as usize).min(offered);
             state.consume(consumed);
             self.perform(intake.actions);
+            if self.failures != failures {
+                return;
+            }
+            // Messages that came before a fault in the same read (a close
+            // among the actions) are still delivered.
+            if let Err(e) = self.deliver_spans(&window, intake.deliveries) {
+                return self.rebuild(CallError::InvalidAnswer(e));
+            }
             if self.plugin.is_none() || !self.connections.contains_key(&h) {
                 return;
             }
@@ -131,6 +162,42 @@ impl Reactor {
             return;
         }
         self.reads.insert(h, state);
+    }
+}
+
+impl Reactor {
+    /// Delivers messages answered as spans of `window`: subjects read as
+    /// UTF-8 (what is not is replaced), bodies sliced out of the read
+    /// without a copy. A span outside the window refuses the whole answer
+    /// before anything is delivered.
+    fn deliver_spans(
+        &mut self,
+        window: &Bytes,
+        deliveries: Vec<SpannedDelivery>,
+    ) -> Result<(), String> {
+        let inside = |s: &Span| (s.offset as usize).checked_add(s.len as usize).is_some_and(|end| end <= window.len());
+        if let Some(bad) = deliveries.iter().find(|d| {
+            !inside(&d.subject) || !inside(&d.body) || d.reply_to.as_ref().is_some_and(|r| !inside(r))
+        }) {
+            return Err(format!(
+                "a delivery names bytes outside the {} handed to `received` (subject {:?}, body {:?})",
+                window.len(),
+                bad.subject,
+                bad.body
+            ));
+        }
+        let range = |s: Span| s.offset as usize..(s.offset + s.len) as usize;
+        let text = |s: Span| String::from_utf8_lossy(&window[range(s)]).into_owned();
+        for d in deliveries {
+            let message = Message {
+                subject: text(d.subject),
+                reply_to: d.reply_to.map(text),
+                headers: d.headers.into_iter().map(|h| (h.name, h.value)).collect(),
+                payload: window.slice(range(d.body)),
+            };
+            self.deliver(d.subscription, message);
+        }
+        Ok(())
     }
 }
 

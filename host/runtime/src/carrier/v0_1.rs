@@ -89,6 +89,7 @@ pub(super) fn received(
         actions: actions(answer),
         consumed: data.len() as u64,
         claim: None,
+        deliveries: Vec::new(),
     })
 }
 

@@ -167,20 +167,7 @@ impl Connection {
         headers: Option<&[(String, String)]>,
         payload: Payload<'_>,
     ) -> Result<Output, Error> {
-        let header = match headers {
-            Some(entries) => {
-                if !self.info.as_ref().is_some_and(|i| i.headers) {
-                    return Err(Error::HeadersNotSupported);
-                }
-                Some((entries, headers::encoded_len(entries)?))
-            }
-            None => None,
-        };
-        let size = header.map_or(0, |(_, len)| len) + payload.len();
-        let max = self.max_payload();
-        if size > max {
-            return Err(Error::PayloadTooLarge { size, max });
-        }
+        let header = self.header_block(headers, payload.len())?;
         match payload {
             Payload::Bytes(bytes) => {
                 encode::publish(&mut out, subject, reply_to, header, bytes)?;
@@ -195,6 +182,52 @@ impl Connection {
                 ])
             }
         }
+    }
+
+    /// [`Connection::publish`] appended to `out`, the write of a burst of
+    /// publishes: one buffer for all of them, not one per message. A
+    /// refused publish leaves `out` as it was.
+    pub fn publish_to(
+        &mut self,
+        out: &mut Vec<u8>,
+        subject: &str,
+        reply_to: Option<&str>,
+        headers: Option<&[(String, String)]>,
+        payload: &[u8],
+    ) -> Result<(), Error> {
+        self.ensure_connected()?;
+        let policy = &self.config.subject_policy;
+        policy.check(subject, false)?;
+        if let Some(reply) = reply_to {
+            policy.check(reply, false)?;
+        }
+        let header = self.header_block(headers, payload.len())?;
+        encode::publish(out, subject, reply_to, header, payload)
+    }
+
+    /// The header block's entries and encoded length, once the server is
+    /// known to take headers and the message to fit its max_payload.
+    #[allow(clippy::type_complexity)]
+    fn header_block<'h>(
+        &self,
+        headers: Option<&'h [(String, String)]>,
+        payload_len: usize,
+    ) -> Result<Option<(&'h [(String, String)], usize)>, Error> {
+        let header = match headers {
+            Some(entries) => {
+                if !self.info.as_ref().is_some_and(|i| i.headers) {
+                    return Err(Error::HeadersNotSupported);
+                }
+                Some((entries, headers::encoded_len(entries)?))
+            }
+            None => None,
+        };
+        let size = header.map_or(0, |(_, len)| len) + payload_len;
+        let max = self.max_payload();
+        if size > max {
+            return Err(Error::PayloadTooLarge { size, max });
+        }
+        Ok(header)
     }
 
     fn if_connect_sent(&self, write: Vec<u8>) -> Output {

@@ -1,6 +1,8 @@
 //! The reading side: frames out of each read, the handshake, deliveries and
 //! replies.
 
+use std::ops::Range;
+
 use super::{Connection, Phase, READ_ROOM};
 use crate::action::{Action, Batch, Claim, ClaimTarget, Intake, Message, Output};
 use crate::connect::{ClientOptions, write_connect};
@@ -69,7 +71,12 @@ impl Connection {
         // Common case: no unfinished frame, so parse the caller's buffer in
         // place and copy only its tail.
         let input: &[u8] = if from_held { &held } else { data };
-        let (used, result, claim) = self.read_frames(input, now_ms, &mut batch);
+        let origin = Origin {
+            input: input.as_ptr() as usize,
+            data_from: held_before,
+            skipped: skip,
+        };
+        let (used, result, claim) = self.read_frames(input, origin, now_ms, &mut batch);
         if let Some(claim) = claim {
             // Everything held was the claimed message's line: the payload
             // starts in this read's bytes.
@@ -124,6 +131,7 @@ impl Connection {
     fn read_frames(
         &mut self,
         input: &[u8],
+        origin: Origin,
         now_ms: u64,
         batch: &mut Batch,
     ) -> (usize, Result<(), Error>, Option<Claim>) {
@@ -142,7 +150,7 @@ impl Connection {
                 }
                 Ok(Some((op, len))) => {
                     used += len;
-                    if let Err(error) = self.handle(op, now_ms, batch) {
+                    if let Err(error) = self.handle(op, origin, now_ms, batch) {
                         return (used, Err(error), None);
                     }
                 }
@@ -152,7 +160,13 @@ impl Connection {
         (used, Ok(()), None)
     }
 
-    fn handle(&mut self, op: ServerOp<'_>, now_ms: u64, batch: &mut Batch) -> Result<(), Error> {
+    fn handle(
+        &mut self,
+        op: ServerOp<'_>,
+        origin: Origin,
+        now_ms: u64,
+        batch: &mut Batch,
+    ) -> Result<(), Error> {
         match op {
             ServerOp::Info(info) => self.on_info(*info, batch),
             ServerOp::Ping => {
@@ -178,7 +192,7 @@ impl Connection {
                 if matches!(self.phase, Phase::AwaitInfo { .. }) {
                     return Err(Error::Protocol("MSG before INFO".into()));
                 }
-                self.on_msg(frame, batch);
+                self.on_msg(frame, origin, batch);
                 Ok(())
             }
             // Only `read_frames` asks for heads, and handles them itself.
@@ -237,7 +251,7 @@ impl Connection {
         }
     }
 
-    fn on_msg(&mut self, frame: MsgFrame<'_>, batch: &mut Batch) {
+    fn on_msg(&mut self, frame: MsgFrame<'_>, origin: Origin, batch: &mut Batch) {
         let headers = match frame.header.map(parse_headers).transpose() {
             Ok(headers) => headers,
             Err(error) => {
@@ -258,6 +272,18 @@ impl Connection {
         }
         if !self.subs.deliver(frame.sid) {
             self.dropped += 1;
+            return;
+        }
+        if self.config.deliver_spans
+            && let Some((subject, reply_to, payload)) = origin.spans(&frame)
+        {
+            batch.push(Action::DeliverSpans {
+                sid: frame.sid,
+                subject,
+                reply_to,
+                headers,
+                payload,
+            });
             return;
         }
         batch.push(Action::Deliver {
@@ -328,6 +354,43 @@ impl Connection {
             })
         };
         batch.push(Action::Reply { request_id, result });
+    }
+}
+
+/// Where the bytes being parsed lie in the data `on_read` was handed: the
+/// input is that data after `skipped` bytes (a claimed payload's CRLF),
+/// behind `data_from` bytes held from earlier reads.
+#[derive(Clone, Copy)]
+struct Origin {
+    /// The input's address.
+    input: usize,
+    data_from: usize,
+    skipped: usize,
+}
+
+/// A message's subject, reply subject and payload as ranges of the data.
+type Spans = (Range<usize>, Option<Range<usize>>, Range<usize>);
+
+impl Origin {
+    /// Where `part`, a slice of the input, lies in the data; `None` when it
+    /// began in bytes held from an earlier read.
+    fn span(&self, part: &[u8]) -> Option<Range<usize>> {
+        let at = (part.as_ptr() as usize).checked_sub(self.input)?;
+        let start = at.checked_sub(self.data_from)? + self.skipped;
+        Some(start..start + part.len())
+    }
+
+    /// A whole message's spans, when all of it lies in the data.
+    fn spans(&self, frame: &MsgFrame<'_>) -> Option<Spans> {
+        let reply_to = match frame.reply_to {
+            Some(reply) => Some(self.span(reply)?),
+            None => None,
+        };
+        Some((
+            self.span(frame.subject)?,
+            reply_to,
+            self.span(frame.payload)?,
+        ))
     }
 }
 
