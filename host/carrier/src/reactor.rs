@@ -284,7 +284,7 @@ impl Reactor {
     fn stop(&mut self) {
         self.stopped = true;
         self.plugin = None;
-        self.pending_publishes = PackedBatch::default();
+        self.pending_publishes.clear();
         self.publishers.clear();
         self.pending_writes.clear();
         self.payloads.clear();
@@ -505,7 +505,13 @@ impl Reactor {
                             Segment::Bytes(bytes) => Bytes::from(bytes),
                             Segment::Payload(id) => self.payloads.take(id)?,
                         };
-                        if open {
+                        if !open {
+                            continue;
+                        }
+                        if out.is_empty() {
+                            // The first bytes of a write become its buffer, not a copy.
+                            *out = bytes::BytesMut::from(bytes);
+                        } else {
                             out.extend_from_slice(&bytes);
                         }
                     }
@@ -610,10 +616,15 @@ impl Reactor {
         if self.pending_publishes.is_empty() {
             return;
         }
-        let batch = std::mem::take(&mut self.pending_publishes);
+        // The batch's memory is kept for the next burst: a burst of small
+        // publishes packs tens of kilobytes, which glibc would otherwise
+        // hand out and take back (consolidating its free lists) each time.
         let waiting = std::mem::take(&mut self.publishers);
         let now = now_ms();
-        let answers = match self.plugin.as_mut().map(|p| p.publish_batch(batch, now)) {
+        let batch = &self.pending_publishes;
+        let answered = self.plugin.as_mut().map(|p| p.publish_batch(batch, now));
+        self.pending_publishes.clear();
+        let answers = match answered {
             Some(Ok((answers, actions))) => {
                 self.perform(actions);
                 answers

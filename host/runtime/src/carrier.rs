@@ -24,9 +24,7 @@ use crate::engine::Runtime;
 use crate::error::{CallError, LoadError};
 use crate::inspect::{CARRIER_WORLD_V0_1, CARRIER_WORLD_V0_3, PluginKind};
 use crate::instance::Instance;
-use crate::loader::{
-    CarrierWorld, CarrierWorldV0_1, CarrierWorldV0_3, ComponentSource, compile,
-};
+use crate::loader::{CarrierWorld, CarrierWorldV0_1, CarrierWorldV0_3, ComponentSource, compile};
 use crate::sandbox::SandboxState;
 
 mod packed;
@@ -279,7 +277,7 @@ impl CarrierPlugin {
     /// Publishes several messages in one call; one answer per message, in order.
     pub fn publish_batch(
         &mut self,
-        batch: PackedBatch,
+        batch: &PackedBatch,
         now_ms: u64,
     ) -> Result<BatchAnswer, CallError> {
         self.call("publish-batch", |b, s| match b {
@@ -288,11 +286,10 @@ impl CarrierPlugin {
                 b.switchyard_carrier0_4_0_protocol()
                     .call_publish_batch(s, data, messages, now_ms)
             }
-            Exports::V0_3(b) => b.switchyard_carrier0_3_0_protocol().call_publish_batch(
-                s,
-                &batch.unpack(),
-                now_ms,
-            ),
+            Exports::V0_3(b) => {
+                b.switchyard_carrier0_3_0_protocol()
+                    .call_publish_batch(s, &batch.unpack(), now_ms)
+            }
             // Taken by value: a 0.1.0 carrier's inline payloads are moved, not copied.
             Exports::V0_1(b) => v0_1::publish_batch(b, s, batch.unpack(), now_ms),
         })

@@ -15,7 +15,7 @@
 //! - [`policy`]: an admission policy ready to call, with its pool of warm instances.
 //! - [`grant`]: a grant evaluator ready to call, pooled like a policy.
 //! - [`carrier`]: a carrier plugin, one stateful protocol engine driven by the host's reactor
-//!   (`carrier@0.3.0`, and 0.1.0 turned into it).
+//!   (`carrier@0.4.0`, with 0.3.0 and 0.1.0 adapted to it).
 //! - [`tunnel`]: a tunnel session plugin (`tunnel@0.2.0`, and 0.1.0 turned into it).
 //! - [`admission`]: admission points, requests, decisions and the ordered chain.
 //! - [`inline`]: when a chain's calls run on the caller's async task, and when on a thread.

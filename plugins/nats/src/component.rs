@@ -29,8 +29,8 @@ wit_bindgen::generate!({
 
 use exports::switchyard::carrier0_4_0::protocol::Guest;
 use switchyard::carrier0_3_0::types::{
-    Action, Body, BodyClaim, CarrierError, Cell, Delivery, Endpoint, Header, Notification,
-    Payload, PayloadRules, Reply, Segment,
+    Action, Body, BodyClaim, CarrierError, Cell, Delivery, Endpoint, Header, Notification, Payload,
+    PayloadRules, Reply, Segment,
 };
 use switchyard::carrier0_4_0::types::{
     Intake, PackedOutgoing, PackedPayload, Span, SpannedDelivery,

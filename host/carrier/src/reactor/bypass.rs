@@ -13,8 +13,8 @@ use switchyard_runtime::carrier::{
 };
 
 use super::{Reactor, message};
-use crate::message::Message;
 use crate::intake::MAX_UNPARSED;
+use crate::message::Message;
 use crate::payloads::{PayloadError, Payloads};
 
 impl Reactor {
@@ -175,9 +175,11 @@ impl Reactor {
         window: &Bytes,
         deliveries: Vec<SpannedDelivery>,
     ) -> Result<(), String> {
-        let inside = |s: &Span| (s.offset as usize).checked_add(s.len as usize).is_some_and(|end| end <= window.len());
+        let inside = |s: &Span| inside(window.len(), s);
         if let Some(bad) = deliveries.iter().find(|d| {
-            !inside(&d.subject) || !inside(&d.body) || d.reply_to.as_ref().is_some_and(|r| !inside(r))
+            !inside(&d.subject)
+                || !inside(&d.body)
+                || d.reply_to.as_ref().is_some_and(|r| !inside(r))
         }) {
             return Err(format!(
                 "a delivery names bytes outside the {} handed to `received` (subject {:?}, body {:?})",
@@ -201,6 +203,13 @@ impl Reactor {
     }
 }
 
+/// Whether `span` lies within `len` bytes (an end past `u32` included).
+fn inside(len: usize, span: &Span) -> bool {
+    (span.offset as usize)
+        .checked_add(span.len as usize)
+        .is_some_and(|end| end <= len)
+}
+
 /// Puts each held payload a query names in its place, as bytes (bytea).
 pub(super) fn bind_payloads(
     payloads: &mut Payloads,
@@ -212,4 +221,19 @@ pub(super) fn bind_payloads(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_span_must_end_within_the_window() {
+        let span = |offset, len| Span { offset, len };
+        assert!(inside(10, &span(0, 10)));
+        assert!(inside(10, &span(10, 0)));
+        assert!(!inside(10, &span(5, 6)));
+        assert!(!inside(10, &span(11, 0)));
+        assert!(!inside(10, &span(u32::MAX, u32::MAX)));
+    }
 }

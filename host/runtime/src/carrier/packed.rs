@@ -58,13 +58,19 @@ impl PackedBatch {
         self.messages.is_empty()
     }
 
+    /// Empties it, keeping its memory for the next batch.
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.messages.clear();
+    }
+
     /// The buffer and the messages, as `publish-batch` takes them.
     pub(super) fn parts(&self) -> (&[u8], &[PackedOutgoing]) {
         (&self.data, &self.messages)
     }
 
     /// One [`Outgoing`] per message, for carriers older than 0.4.0.
-    pub(super) fn unpack(self) -> Vec<Outgoing> {
+    pub(super) fn unpack(&self) -> Vec<Outgoing> {
         let text = |s: Span| String::from_utf8_lossy(self.bytes(s)).into_owned();
         self.messages
             .iter()

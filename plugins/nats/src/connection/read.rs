@@ -489,4 +489,46 @@ mod tests {
             "a line past the limit is refused"
         );
     }
+
+    /// With `deliver_spans`, a message read whole is answered as ranges of
+    /// the data handed to that call; one that began in an earlier read is
+    /// answered owned, first.
+    #[test]
+    fn messages_read_whole_are_answered_as_spans_of_the_call_s_data() {
+        let mut conn = Connection::new(Config {
+            deliver_spans: true,
+            ..Config::default()
+        })
+        .unwrap();
+        conn.on_connected(0);
+        conn.on_bytes(b"INFO {}\r\nPONG\r\n", 1);
+        conn.subscribe(5, "a.*", None).unwrap();
+        let first = conn.on_bytes(b"MSG a.b 5 2\r\nhi\r\nMSG a.c 5 r.1 3\r\nyo", 2);
+        let data = b"u\r\nMSG a.d 5 0\r\n\r\n";
+        let second = conn.on_bytes(data, 3);
+        assert_eq!(
+            first,
+            [Action::DeliverSpans {
+                sid: 5,
+                subject: 4..7,
+                reply_to: None,
+                headers: None,
+                payload: 13..15,
+            }]
+        );
+        assert!(
+            matches!(&second[0], Action::Deliver { subject, reply_to: Some(r), payload, .. }
+                if subject == "a.c" && r == "r.1" && payload == b"you"),
+            "{second:?}"
+        );
+        let Action::DeliverSpans {
+            subject, payload, ..
+        } = &second[1]
+        else {
+            panic!("{second:?}")
+        };
+        assert_eq!(&data[subject.clone()], b"a.d");
+        assert!(payload.is_empty() && payload.start == data.len() - 2);
+        assert_eq!(second.len(), 2);
+    }
 }
