@@ -16,6 +16,9 @@ use switchyard_tests::nats::{NatsServer, worker_flags};
 use switchyard_tests::process::{ServeProcess, WorkerProcess};
 
 const PATIENCE: Duration = Duration::from_secs(60);
+/// The longest one chat request may take: a request that gets no answer
+/// fails the test with what it was doing, rather than hanging it.
+const REQUEST_PATIENCE: Duration = Duration::from_secs(30);
 
 async fn call(
     http: &reqwest::Client,
@@ -195,9 +198,10 @@ async fn heals(nats: Option<&NatsServer>) {
             .post(format!("{base}/v1/chat/completions"))
             .bearer_auth(&key)
             .json(&json!({"model": "demo-pair", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}))
+            .timeout(REQUEST_PATIENCE)
             .send()
             .await
-            .unwrap();
+            .unwrap_or_else(|e| panic!("a chat request got no answer: {e}"));
         let replica = response
             .headers()
             .get("x-switchyard-replica")
