@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 const WAIT: Duration = Duration::from_secs(10);
 
 /// The nats plugin's `peek` (plugins/nats/src/component.rs).
-const PEEK: u64 = 16 * 1024;
+const PEEK: u64 = 64 * 1024;
 
 fn setup(server: &NatsServer) -> CarrierSetup {
     CarrierSetup {

@@ -280,7 +280,7 @@ fn the_conformance_command_runs_on_a_component_file() {
     let passing = run(serde_json::json!(["jobs", "cache", "work"]));
     let stdout = String::from_utf8_lossy(&passing.stdout);
     assert!(passing.status.success(), "{stdout}");
-    assert!(stdout.contains("10 of 10 checks passed"), "{stdout}");
+    assert!(stdout.contains("11 of 11 checks passed"), "{stdout}");
 
     // A configuration that does not allow `cache` fails the delivery check, and says so.
     let failing = run(serde_json::json!(["jobs"]));

@@ -1,8 +1,13 @@
 //! The nats carrier beside a native client: publish-to-delivery throughput
-//! and latency of small messages through the plugin (host reactor, engine
-//! thread, component), and the same through async-nats, on one nats-server;
-//! then the throughput of 64 KiB messages, whose payloads the host moves
-//! beside the guest (`switchyard:carrier@0.3.0`).
+//! and latency of small messages through the plugin (host reactor and
+//! component), and the same through async-nats, on one nats-server; then
+//! the throughput of 64 KiB messages, whose payloads the host moves beside
+//! the guest.
+//!
+//! The anchor row compares like with like: the carrier's `publish_queued`
+//! and async-nats's `publish` both queue without a verdict, in the same
+//! loop. The carrier's `publish`, which awaits the plugin's verdict for
+//! each message, is measured beside them.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -35,24 +40,43 @@ const LARGE_PAYLOAD: usize = 64 * 1024;
 const LARGE_MESSAGES: usize = 20_000;
 const LARGE_WINDOW: usize = 100;
 
+/// How the carrier's publisher sends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Publishing {
+    /// `publish_queued` in a loop: no verdict awaited, as async-nats's
+    /// `publish` only queues (the same loop as the native client's).
+    Queued,
+    /// `publish`, each awaiting the plugin's verdict, `window` at a time
+    /// (`join_all`).
+    Answered,
+}
+
 /// One throughput run: how many messages of what size, how many in flight.
 #[derive(Clone, Copy)]
 struct Load {
     messages: usize,
     payload: usize,
     window: usize,
+    publishing: Publishing,
 }
 
 const SMALL: Load = Load {
     messages: MESSAGES,
     payload: PAYLOAD,
     window: WINDOW,
+    publishing: Publishing::Queued,
+};
+
+const SMALL_ANSWERED: Load = Load {
+    publishing: Publishing::Answered,
+    ..SMALL
 };
 
 const LARGE: Load = Load {
     messages: LARGE_MESSAGES,
     payload: LARGE_PAYLOAD,
     window: LARGE_WINDOW,
+    publishing: Publishing::Answered,
 };
 
 pub(crate) struct Server(Child);
@@ -106,8 +130,9 @@ pub fn run() {
     // The clients take turns, ROUNDS times: a change in the machine's load
     // (it is shared) falls on both alike. Rates and CPU are medians;
     // latencies are pooled over the rounds.
-    let small = rounds(&tokio, &address, SMALL, true);
-    let (mut ours, mut theirs) = (small.ours, small.theirs);
+    let small = rounds(&tokio, &address, &[SMALL, SMALL_ANSWERED], true);
+    let [mut ours, answered] = small.ours.try_into().ok().expect("two loads");
+    let mut theirs = small.theirs;
     let (p50, p99) = percentiles(&mut ours.samples);
     let (n50, n99) = percentiles(&mut theirs.samples);
     header(
@@ -121,11 +146,11 @@ pub fn run() {
         ],
     );
     println!(
-        "| nats carrier (component) | {:.0} | {:.2} | {p50:.0} | {p99:.0} |",
+        "| nats carrier (component), `publish_queued` | {:.0} | {:.2} | {p50:.0} | {p99:.0} |",
         ours.rate, ours.cpu_us
     );
     println!(
-        "| async-nats (native) | {:.0} | {:.2} | {n50:.0} | {n99:.0} |",
+        "| async-nats (native), `publish` | {:.0} | {:.2} | {n50:.0} | {n99:.0} |",
         theirs.rate, theirs.cpu_us
     );
     println!(
@@ -134,6 +159,15 @@ pub fn run() {
         ours.cpu_us / theirs.cpu_us,
         p50 / n50,
         p99 / n99
+    );
+    println!(
+        "| nats carrier, `publish` awaiting each verdict ({WINDOW} at a time) | {:.0} | {:.2} | | |",
+        answered.rate, answered.cpu_us
+    );
+    println!(
+        "| ratio answered/native | {:.2} | {:.2} | | |",
+        answered.rate / theirs.rate,
+        answered.cpu_us / theirs.cpu_us
     );
     println!();
     anchors::record(anchors::Row {
@@ -151,8 +185,8 @@ pub fn run() {
         aim: anchors::Aim::AtMost(1.2),
     });
 
-    let large = rounds(&tokio, &address, LARGE, false);
-    let (ours, theirs) = (large.ours, large.theirs);
+    let large = rounds(&tokio, &address, &[LARGE], false);
+    let (ours, theirs) = (&large.ours[0], large.theirs);
     let mb = |rate: f64| rate * LARGE_PAYLOAD as f64 / 1e6;
     header(
         &format!(
@@ -186,21 +220,27 @@ pub fn run() {
     println!();
 }
 
-/// Both clients' figures over [`ROUNDS`] turns each.
+/// Both clients' figures over [`ROUNDS`] turns each: the carrier's for
+/// each of its loads, in order.
 struct Rounds {
-    ours: Measured,
+    ours: Vec<Measured>,
     theirs: Measured,
 }
 
-fn rounds(tokio: &tokio::runtime::Runtime, address: &str, load: Load, latency: bool) -> Rounds {
-    let mut ours = Vec::new();
+/// The carrier under each of `loads` (latency sampled under the first) and
+/// async-nats under the first, taking turns.
+fn rounds(tokio: &tokio::runtime::Runtime, address: &str, loads: &[Load], latency: bool) -> Rounds {
+    let mut ours: Vec<Vec<Measured>> = loads.iter().map(|_| Vec::new()).collect();
     let mut theirs = Vec::new();
     for _ in 0..ROUNDS {
-        ours.push(tokio.block_on(plugin(address, load, latency)));
-        theirs.push(tokio.block_on(native(address, load, latency)));
+        for (n, load) in loads.iter().enumerate() {
+            let sampled = latency && n == 0;
+            ours[n].push(tokio.block_on(plugin(address, *load, sampled)));
+        }
+        theirs.push(tokio.block_on(native(address, loads[0], latency)));
     }
     Rounds {
-        ours: Measured::median(ours),
+        ours: ours.into_iter().map(Measured::median).collect(),
         theirs: Measured::median(theirs),
     }
 }
@@ -288,6 +328,15 @@ async fn plugin(address: &str, load: Load, latency: bool) -> Measured {
     let sender = {
         let publisher = publisher.clone();
         tokio::spawn(async move {
+            if load.publishing == Publishing::Queued {
+                for _ in 0..load.messages {
+                    publisher
+                        .publish_queued("bench.tp", payload.clone())
+                        .await
+                        .expect("publish");
+                }
+                return;
+            }
             for _ in 0..load.messages / load.window {
                 let batch =
                     (0..load.window).map(|_| publisher.publish("bench.tp", payload.clone()));

@@ -18,6 +18,15 @@ use crate::reactor::{self, Core, Counters, Event, Events, PluginState};
 /// not stall the carrier).
 pub const SUBSCRIPTION_QUEUE: usize = 65_536;
 
+/// Queued publishes ([`Carrier::publish_queued`]) past which the caller
+/// runs the queue itself: what a fast publisher can get ahead of the
+/// plugin, about one burst's plugin call.
+pub const QUEUED_PUBLISHES: usize = 1_024;
+
+/// A queued publish of a payload this large has its caller run the queue
+/// at once: large payloads are not left waiting in numbers.
+pub const QUEUED_LARGE_PAYLOAD: usize = 16 << 10;
+
 /// What a carrier runs with besides its component: its configuration and
 /// where it may connect.
 #[derive(Clone)]
@@ -179,8 +188,8 @@ impl Carrier {
             subject: subject.into(),
             headers,
             payload,
-            done,
-        });
+            done: Some(done),
+        }) == 1;
         if first {
             // Yield once before running the queue: the publishes the
             // caller makes meanwhile (a burst, `join_all`) join this one
@@ -189,6 +198,38 @@ impl Carrier {
             tokio::task::yield_now().await;
         }
         answer.await.map_err(|_| stopped())?
+    }
+
+    /// Publishes without waiting for the plugin's verdict, as a NATS
+    /// client's `publish` only queues: the message goes out in order with
+    /// every other operation of this carrier, and a refusal (a subject the
+    /// protocol rejects, a payload too large, the plugin down) is counted
+    /// in [`CarrierStats::refused`] and logged at debug level, not returned.
+    ///
+    /// The first publish of a burst has the queue run by a task of its own
+    /// once this one yields, so that a caller publishing in a loop fills
+    /// one plugin call and one write; a caller that gets
+    /// [`QUEUED_PUBLISHES`] ahead of the plugin, or queues a payload of
+    /// [`QUEUED_LARGE_PAYLOAD`] or more, runs the queue itself, which
+    /// bounds what it can queue (about 16 MiB).
+    pub async fn publish_queued(&self, subject: &str, payload: Bytes) -> Result<(), SendError> {
+        let large = payload.len() >= QUEUED_LARGE_PAYLOAD;
+        let queued = self.core.defer(Event::Publish {
+            subject: subject.into(),
+            headers: Vec::new(),
+            payload,
+            done: None,
+        });
+        if queued >= QUEUED_PUBLISHES || large {
+            self.core.drain_waiting();
+        } else if queued == 1 {
+            let core = self.core.clone();
+            tokio::spawn(async move { core.drain() });
+        }
+        // Lets the queue's task (and everything else) run when this
+        // caller has used its turn, as awaiting a channel would.
+        tokio::task::consume_budget().await;
+        Ok(())
     }
 
     /// Subscribes `handler` to a subject (`*` matches one token); with a queue
@@ -271,6 +312,7 @@ impl Carrier {
     pub fn stats(&self) -> CarrierStats {
         CarrierStats {
             published: self.counters.published.load(Ordering::Relaxed),
+            refused: self.counters.refused.load(Ordering::Relaxed),
             delivered: self.counters.delivered.load(Ordering::Relaxed),
             dropped: self.counters.dropped.load(Ordering::Relaxed),
             reconnects: self.counters.reconnects.load(Ordering::Relaxed),

@@ -25,12 +25,13 @@ impl<S, W> Combining<S, W> {
         }
     }
 
-    /// Queues `work` without running the queue; `true` when the queue was
-    /// empty, so that this caller should run it ([`Combining::drain`]).
-    pub(crate) fn defer(&self, work: W) -> bool {
+    /// Queues `work` without running the queue; how much is queued with
+    /// it: 1 when the queue was empty, so that this caller should run it
+    /// ([`Combining::drain`]).
+    pub(crate) fn defer(&self, work: W) -> usize {
         let mut queue = self.queue.lock().expect("queue lock");
         queue.push_back(work);
-        queue.len() == 1
+        queue.len()
     }
 
     /// Hands `run` everything queued, batch after batch, unless another
@@ -95,7 +96,7 @@ mod tests {
         });
         assert_eq!(*combining.lock().unwrap(), [1, 2]);
         assert!(combining.try_lock().is_ok(), "free after the drain");
-        assert!(combining.defer(3), "the queue was empty");
-        assert!(!combining.defer(4));
+        assert_eq!(combining.defer(3), 1, "the queue was empty");
+        assert_eq!(combining.defer(4), 2);
     }
 }

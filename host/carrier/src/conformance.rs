@@ -75,6 +75,10 @@ const CHECKS: &[(&str, Check)] = &[
         "a queue group gives each unit to exactly one member",
         |a, b| Box::pin(queue_group(a, b)),
     ),
+    (
+        "queued publishes keep their order; refusals are counted",
+        |a, b| Box::pin(queued_publishes(a, b)),
+    ),
     ("request and reply", |a, b| Box::pin(request_reply(a, b))),
     (
         "the work queue hands each unit to exactly one consumer, acknowledged",
@@ -271,6 +275,52 @@ async fn above_maximum(a: Arc<Carrier>) -> Outcome {
         Err(SendError::PayloadTooLarge(_, reported)) if reported == max => Ok(Passed::Yes),
         other => Err(format!("{} bytes answered {other:?}", max + 1)),
     }
+}
+
+/// Queued publishes (no verdict awaited) go out in order among answered
+/// ones; one the carrier refuses is counted, and does not stop the rest.
+async fn queued_publishes(a: Arc<Carrier>, b: Arc<Carrier>) -> Outcome {
+    const EACH: usize = 50;
+    let (_s, mut messages) = b.subscribe("cache.queued", None).await.map_err(fail)?;
+    round_trip(&b).await?;
+    round_trip(&a).await?;
+    let refused = a.stats().refused;
+    let mut expected = Vec::new();
+    for half in ["middle", "end"] {
+        for n in 0..EACH {
+            let payload = Bytes::from(format!("{half}-{n}"));
+            expected.push(payload.clone());
+            a.publish_queued("cache.queued", payload)
+                .await
+                .map_err(fail)?;
+        }
+        a.publish_queued("elsewhere.topic", Bytes::new())
+            .await
+            .map_err(fail)?;
+        let answered = Bytes::from(half);
+        expected.push(answered.clone());
+        a.publish("cache.queued", answered).await.map_err(fail)?;
+    }
+    // The last answered publish's verdict came after every queued one's.
+    let counted = a.stats().refused - refused;
+    if counted != 2 {
+        return Err(format!(
+            "2 refused queued publishes were counted as {counted}"
+        ));
+    }
+    for (n, wanted) in expected.iter().enumerate() {
+        let m = next(&mut messages)
+            .await
+            .map_err(|e| format!("message {n} of {}: {e}", expected.len()))?;
+        if m.payload != wanted {
+            return Err(format!(
+                "message {n} was {:?}, not {:?}",
+                String::from_utf8_lossy(&m.payload),
+                String::from_utf8_lossy(wanted)
+            ));
+        }
+    }
+    Ok(Passed::Yes)
 }
 
 async fn queue_group(a: Arc<Carrier>, b: Arc<Carrier>) -> Outcome {

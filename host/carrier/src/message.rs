@@ -60,6 +60,10 @@ impl From<CarrierError> for SendError {
 pub struct CarrierStats {
     /// Messages published.
     pub published: u64,
+    /// Publishes the plugin refused, or could not take while it was down;
+    /// for queued publishes (`Carrier::publish_queued`) this is the only
+    /// trace of a refusal besides a debug log line.
+    pub refused: u64,
     /// Messages delivered to subscriptions.
     pub delivered: u64,
     /// Messages dropped because a subscription's queue was full.

@@ -56,7 +56,9 @@ pub(crate) enum Event {
         subject: String,
         headers: Vec<(String, String)>,
         payload: Bytes,
-        done: oneshot::Sender<Result<(), SendError>>,
+        /// Where the plugin's verdict goes; `None` for a queued publish
+        /// (`Carrier::publish_queued`), whose refusal is only counted.
+        done: Option<oneshot::Sender<Result<(), SendError>>>,
     },
     Subscribe {
         id: u64,
@@ -80,6 +82,8 @@ pub(crate) enum Event {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub published: AtomicU64,
+    /// Publishes the plugin refused (or could not take: it was down).
+    pub refused: AtomicU64,
     pub delivered: AtomicU64,
     pub dropped: AtomicU64,
     pub reconnects: AtomicU64,
@@ -183,7 +187,7 @@ struct Reactor {
     /// Publishes gathered while handling a burst of events, packed for one
     /// plugin call, and their answer channels in the same order.
     pending_publishes: PackedBatch,
-    publishers: Vec<oneshot::Sender<Result<(), SendError>>>,
+    publishers: Vec<Option<oneshot::Sender<Result<(), SendError>>>>,
     /// Writes gathered while handling a burst of events, sent once per connection.
     pending_writes: HashMap<u64, bytes::BytesMut>,
     /// Payloads held for the plugin (0.3.0): named by id, used once.
@@ -645,10 +649,20 @@ impl Reactor {
             ],
         };
         for (done, answer) in waiting.into_iter().zip(answers) {
-            if answer.is_ok() {
-                self.counters.published.fetch_add(1, Ordering::Relaxed);
+            match &answer {
+                Ok(()) => self.counters.published.fetch_add(1, Ordering::Relaxed),
+                Err(_) => self.counters.refused.fetch_add(1, Ordering::Relaxed),
+            };
+            match done {
+                Some(done) => {
+                    let _ = done.send(answer);
+                }
+                None => {
+                    if let Err(refused) = answer {
+                        tracing::debug!(carrier = %self.component.name, error = %refused, "a queued publish was refused");
+                    }
+                }
             }
-            let _ = done.send(answer);
         }
     }
 

@@ -47,16 +47,23 @@ pub fn validate_subject(subject: &str, allow_wildcards: bool) -> Result<(), Subj
     if subject.is_empty() {
         return Err(SubjectError::Empty);
     }
-    if subject.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    // Every publish checks its subject, so this runs per message: bytes,
+    // not chars, where the subject is ASCII (in ASCII, whitespace and
+    // control characters are exactly the bytes up to space, and DEL).
+    let spaced = match subject.is_ascii() {
+        true => subject.bytes().any(|b| b <= b' ' || b == 0x7f),
+        false => subject.chars().any(|c| c.is_whitespace() || c.is_control()),
+    };
+    if spaced {
         return Err(SubjectError::Whitespace(subject.to_owned()));
     }
-    for token in subject.split('.') {
+    for token in subject.as_bytes().split(|&b| b == b'.') {
         match token {
-            "" => return Err(SubjectError::EmptyToken(subject.to_owned())),
-            "*" if allow_wildcards => {}
-            "*" => return Err(SubjectError::WildcardNotAllowed(subject.to_owned())),
-            ">" => return Err(SubjectError::FullWildcard(subject.to_owned())),
-            t if t.contains(['*', '>']) => {
+            b"" => return Err(SubjectError::EmptyToken(subject.to_owned())),
+            b"*" if allow_wildcards => {}
+            b"*" => return Err(SubjectError::WildcardNotAllowed(subject.to_owned())),
+            b">" => return Err(SubjectError::FullWildcard(subject.to_owned())),
+            t if t.iter().any(|&b| b == b'*' || b == b'>') => {
                 return Err(SubjectError::PartialWildcard(subject.to_owned()));
             }
             _ => {}
@@ -143,6 +150,26 @@ impl SubjectPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The byte check of ASCII subjects refuses exactly what the char
+    /// check refuses.
+    #[test]
+    fn ascii_subjects_are_checked_as_chars_would_be() {
+        for b in 0u8..128 {
+            let c = char::from(b);
+            let by_char = c.is_whitespace() || c.is_control();
+            let refused = matches!(
+                validate_subject(&format!("a{c}b"), false),
+                Err(SubjectError::Whitespace(_))
+            );
+            assert_eq!(refused, by_char, "byte {b:#x}");
+        }
+        assert!(matches!(
+            validate_subject("a\u{2028}b", false),
+            Err(SubjectError::Whitespace(_))
+        ));
+        assert_eq!(validate_subject("café.au.lait", false), Ok(()));
+    }
 
     #[test]
     fn literal_subjects() {

@@ -39,7 +39,7 @@ use switchyard::carrier0_4_0::types::{
 /// The most bytes one `received` call is handed: a read of many small
 /// messages still takes a few calls, and a large payload's bytes in the
 /// guest are bounded by it.
-pub const PEEK: u32 = 16 * 1024;
+pub const PEEK: u32 = 64 * 1024;
 
 /// Incoming payloads from this size on are taken by the host. Below it,
 /// copying a payload through the guest costs less than the extra call a

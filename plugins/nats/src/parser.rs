@@ -133,7 +133,7 @@ fn is_space(b: u8) -> bool {
 }
 
 /// The operation name and the rest of the line, leading blanks removed.
-fn split_op(line: &[u8]) -> (&[u8], &[u8]) {
+pub(crate) fn split_op(line: &[u8]) -> (&[u8], &[u8]) {
     let start = line
         .iter()
         .position(|&b| !is_space(b))

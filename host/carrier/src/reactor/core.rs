@@ -70,13 +70,19 @@ impl Core {
         self.drain();
     }
 
-    /// Queues `event` without running the queue; `true` when the queue was
-    /// empty, so that this caller should run it soon ([`Core::drain`]).
-    /// Publishes use it: a caller that yields once before running the
-    /// queue lets the other publishes of its burst join one plugin call
-    /// and one write.
-    pub(crate) fn defer(&self, event: Event) -> bool {
+    /// Queues `event` without running the queue; how many events wait with
+    /// it, 1 when the queue was empty, so that this caller should run it
+    /// soon ([`Core::drain`]). Publishes use it: a caller that yields once
+    /// before running the queue lets the other publishes of its burst join
+    /// one plugin call and one write.
+    pub(crate) fn defer(&self, event: Event) -> usize {
         self.0.defer(event)
+    }
+
+    /// Waits for whoever runs the reactor now, then runs the queue: a
+    /// publisher far ahead of the plugin holds back until it caught up.
+    pub(crate) fn drain_waiting(&self) {
+        self.with(|_| ());
     }
 
     /// Handles every queued event, unless another task is at it; sends

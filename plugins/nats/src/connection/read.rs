@@ -10,7 +10,7 @@ use crate::encode;
 use crate::error::Error;
 use crate::headers::{Headers, parse_headers};
 use crate::info::ServerInfo;
-use crate::parser::{MAX_SERVER_LINE, MsgFrame, MsgHead, ServerOp, parse_frame_claiming};
+use crate::parser::{MAX_SERVER_LINE, MsgFrame, MsgHead, ServerOp, parse_frame_claiming, split_op};
 use crate::request::{INBOX_SID, RequestError};
 use crate::server_error::ServerError;
 
@@ -63,6 +63,31 @@ impl Connection {
             return intake(batch, all, None);
         }
         let mut held = std::mem::take(&mut self.read_buf);
+        let mut data = data;
+        if let Some(n) = self.completion(&mut held, data) {
+            // A frame begun in an earlier read, which this read finishes:
+            // it is read alone, with only the bytes it needs, so that the
+            // rest of the read is parsed in place (and answered as spans)
+            // rather than copied behind it.
+            let data_from = held.len();
+            held.extend_from_slice(&data[..n]);
+            let origin = Origin {
+                input: held.as_ptr() as usize,
+                data_from,
+                skipped: skip,
+            };
+            let (used, result, claim) = self.read_frames(&held, origin, now_ms, &mut batch);
+            debug_assert!(claim.is_none(), "frame_len leaves claimed frames out");
+            if let Err(error) = result {
+                self.fail(error, &mut batch);
+                return intake(batch, all, None);
+            }
+            // The frame is read; anything left (never, by `frame_len`) is
+            // read again before the rest, as held bytes are.
+            held.drain(..used);
+            data = &data[n..];
+            skip += n;
+        }
         let held_before = held.len();
         let from_held = !held.is_empty();
         if from_held {
@@ -109,6 +134,50 @@ impl Connection {
             }
         }
         intake(batch, all, None)
+    }
+
+    /// How many of `data`'s bytes finish the frame `held` begins, when
+    /// `data` has all of them and the frame is one this engine reads whole
+    /// (not a claimed payload's head); `held` is left as it was.
+    fn completion(&self, held: &mut Vec<u8>, data: &[u8]) -> Option<usize> {
+        if held.is_empty() {
+            return None;
+        }
+        let before = held.len();
+        // The frame's size is on its line, which may end in `data`.
+        let line = match held.contains(&b'\n') {
+            true => 0,
+            false => data.iter().position(|&b| b == b'\n')? + 1,
+        };
+        held.extend_from_slice(&data[..line]);
+        let len = self.frame_len(held);
+        held.truncate(before);
+        let need = len?.checked_sub(before)?;
+        (need > 0 && need <= data.len()).then_some(need)
+    }
+
+    /// The length of the frame at the start of `buf`, whose line is whole:
+    /// `None` when a claim would end it or its size is not known yet (a
+    /// header block still coming), or the line is faulty (reading it
+    /// in full says why).
+    fn frame_len(&self, buf: &[u8]) -> Option<usize> {
+        let line = buf.iter().position(|&b| b == b'\n')?;
+        let (op, _) = split_op(&buf[..line]);
+        if !(op.eq_ignore_ascii_case(b"MSG") || op.eq_ignore_ascii_case(b"HMSG")) {
+            // Any other operation is its line alone.
+            return Some(line + 1);
+        }
+        match parse_frame_claiming(buf, self.max_payload_for_reading(), Some(1)) {
+            Ok(Some((ServerOp::MsgHead(head), payload_start))) => {
+                let claimed = self
+                    .config
+                    .claim_bodies_from
+                    .is_some_and(|from| head.payload_len >= from.max(1));
+                (!claimed).then_some(payload_start + head.payload_len + 2)
+            }
+            Ok(Some((_, len))) => Some(len),
+            _ => None,
+        }
     }
 
     /// The most an unfinished frame may hold.
@@ -412,6 +481,7 @@ fn lossy(bytes: &[u8]) -> String {
 mod tests {
     use std::cell::Cell;
 
+    use crate::headers::Headers;
     use crate::parser::PARSES;
     use crate::{Action, Config, Connection, MAX_SERVER_LINE};
 
@@ -430,8 +500,9 @@ mod tests {
             out.extend(conn.on_bytes(byte, 1));
         }
         let parses = PARSES.with(Cell::get) - before;
-        // The first byte, then the line and the empty rest after its newline.
-        assert!(parses <= 3, "{parses} parses for {} reads", line.len());
+        // The first byte, then the line (read alone once its newline
+        // comes), and the empty rests after it.
+        assert!(parses <= 4, "{parses} parses for {} reads", line.len());
         assert!(
             matches!(&out[..], [Action::Write(w)] if w.starts_with(b"CONNECT ")),
             "{out:?}"
@@ -488,6 +559,67 @@ mod tests {
             out.contains(&Action::Close),
             "a line past the limit is refused"
         );
+    }
+
+    /// Messages read in two pieces, split anywhere, arrive as they do in
+    /// one read: the same subjects, reply subjects, headers and payloads,
+    /// in order, whether answered as spans or owned.
+    #[test]
+    fn messages_split_anywhere_between_two_reads_arrive_whole_and_in_order() {
+        type Seen = (u64, Vec<u8>, Option<Vec<u8>>, Option<Headers>, Vec<u8>);
+        let stream: &[u8] = b"MSG a.b 5 2\r\nhi\r\nPING\r\nMSG a.c 5 r.1 3\r\nyou\r\n\
+            HMSG a.d 5 18 21\r\nNATS/1.0\r\nK: v\r\n\r\nabc\r\nMSG a.e 5 0\r\n\r\n";
+        let read = |pieces: &[&[u8]]| -> Vec<Seen> {
+            let mut conn = Connection::new(Config {
+                deliver_spans: true,
+                ..Config::default()
+            })
+            .unwrap();
+            conn.on_connected(0);
+            conn.on_bytes(b"INFO {\"headers\":true}\r\nPONG\r\n", 1);
+            conn.subscribe(5, "a.*", None).unwrap();
+            let mut seen = Vec::new();
+            for data in pieces {
+                for action in conn.on_bytes(data, 2) {
+                    match action {
+                        Action::Deliver {
+                            sid,
+                            subject,
+                            reply_to,
+                            headers,
+                            payload,
+                        } => seen.push((
+                            sid,
+                            subject.into_bytes(),
+                            reply_to.map(String::into_bytes),
+                            headers,
+                            payload,
+                        )),
+                        Action::DeliverSpans {
+                            sid,
+                            subject,
+                            reply_to,
+                            headers,
+                            payload,
+                        } => seen.push((
+                            sid,
+                            data[subject].to_vec(),
+                            reply_to.map(|r| data[r].to_vec()),
+                            headers,
+                            data[payload].to_vec(),
+                        )),
+                        _ => {}
+                    }
+                }
+            }
+            seen
+        };
+        let whole = read(&[stream]);
+        assert_eq!(whole.len(), 4, "{whole:?}");
+        for at in 1..stream.len() {
+            let (first, second) = stream.split_at(at);
+            assert_eq!(read(&[first, second]), whole, "split at {at}");
+        }
     }
 
     /// With `deliver_spans`, a message read whole is answered as ranges of
