@@ -314,6 +314,7 @@ impl Carrier {
             published: self.counters.published.load(Ordering::Relaxed),
             refused: self.counters.refused.load(Ordering::Relaxed),
             delivered: self.counters.delivered.load(Ordering::Relaxed),
+            delivered_in_place: self.counters.delivered_in_place.load(Ordering::Relaxed),
             dropped: self.counters.dropped.load(Ordering::Relaxed),
             reconnects: self.counters.reconnects.load(Ordering::Relaxed),
             received_bytes: self.counters.received_bytes.load(Ordering::Relaxed),

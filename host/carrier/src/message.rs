@@ -66,6 +66,9 @@ pub struct CarrierStats {
     pub refused: u64,
     /// Messages delivered to subscriptions.
     pub delivered: u64,
+    /// Messages a 0.4.0 plugin answered as spans of the bytes it read:
+    /// their bodies are views of the read, not copies through the guest.
+    pub delivered_in_place: u64,
     /// Messages dropped because a subscription's queue was full.
     pub dropped: u64,
     /// Times the carrier became ready again after losing its connection.

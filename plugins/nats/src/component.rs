@@ -305,6 +305,8 @@ impl Guest for NatsCarrier {
         let config = ComponentConfig::parse(&config)?;
         let mut engine_config = config.engine_config(seed).map_err(|e| e.to_string())?;
         engine_config.claim_bodies_from = Some(CLAIM_FROM);
+        // Messages read whole go back as spans of `received`'s data.
+        engine_config.deliver_spans = true;
         let engine = Connection::new(engine_config).map_err(|e| e.to_string())?;
         let mut glue = Glue {
             engine,

@@ -188,6 +188,9 @@ impl Reactor {
                 bad.body
             ));
         }
+        self.counters
+            .delivered_in_place
+            .fetch_add(deliveries.len() as u64, Ordering::Relaxed);
         let range = |s: Span| s.offset as usize..(s.offset + s.len) as usize;
         let text = |s: Span| String::from_utf8_lossy(&window[range(s)]).into_owned();
         for d in deliveries {
