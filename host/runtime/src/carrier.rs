@@ -31,8 +31,9 @@ mod packed;
 mod v0_1;
 mod v0_3;
 
+use packed::Answers;
 pub use packed::PackedBatch;
-pub use packed_types::{Intake, PackedOutgoing, PackedPayload, Span, SpannedDelivery};
+pub use packed_types::{Intake, PackedOutgoing, PackedPayload, Refusal, Span, SpannedDelivery};
 pub use types::{
     Action, Body, BodyClaim, CarrierError, Cell, Delivery, Endpoint, Header, Notification,
     Outgoing, Param, Payload, PayloadRef, PayloadRules, Query, Reply, Segment,
@@ -280,19 +281,23 @@ impl CarrierPlugin {
         batch: &PackedBatch,
         now_ms: u64,
     ) -> Result<BatchAnswer, CallError> {
-        self.call("publish-batch", |b, s| match b {
+        let answered = self.call("publish-batch", |b, s| match b {
             Exports::Current(b) => {
                 let (data, messages) = batch.parts();
                 b.switchyard_carrier0_4_0_protocol()
                     .call_publish_batch(s, data, messages, now_ms)
+                    .map(|(refused, actions)| (Answers::Refused(refused), actions))
             }
-            Exports::V0_3(b) => {
-                b.switchyard_carrier0_3_0_protocol()
-                    .call_publish_batch(s, &batch.unpack(), now_ms)
-            }
+            Exports::V0_3(b) => b
+                .switchyard_carrier0_3_0_protocol()
+                .call_publish_batch(s, &batch.unpack(), now_ms)
+                .map(|(each, actions)| (Answers::Each(each), actions)),
             // Taken by value: a 0.1.0 carrier's inline payloads are moved, not copied.
-            Exports::V0_1(b) => v0_1::publish_batch(b, s, batch.unpack(), now_ms),
-        })
+            Exports::V0_1(b) => v0_1::publish_batch(b, s, batch.unpack(), now_ms)
+                .map(|(each, actions)| (Answers::Each(each), actions)),
+        })?;
+        let (answers, actions) = answered;
+        Ok((answers.per_message(batch.len())?, actions))
     }
 
     /// Subscribes the host's subscription `id`.

@@ -33,12 +33,12 @@ use switchyard::carrier0_3_0::types::{
     PayloadRules, Reply, Segment,
 };
 use switchyard::carrier0_4_0::types::{
-    Intake, PackedOutgoing, PackedPayload, Span, SpannedDelivery,
+    Intake, PackedOutgoing, PackedPayload, Refusal, Span, SpannedDelivery,
 };
 
-/// The most bytes one `received` call is handed: a read of many small
-/// messages still takes a few calls, and a large payload's bytes in the
-/// guest are bounded by it.
+/// The most bytes one `received` call is handed: the host's whole read
+/// (64 KiB), so that a read of small messages is one call and each
+/// message in it can go back as spans; claimed payloads never enter.
 pub const PEEK: u32 = 64 * 1024;
 
 /// Incoming payloads from this size on are taken by the host. Below it,
@@ -69,7 +69,12 @@ thread_local! {
 }
 
 fn with<R>(f: impl FnOnce(&mut Glue) -> R, fallback: R) -> R {
-    GLUE.with(|g| g.borrow_mut().as_mut().map(f).unwrap_or(fallback))
+    with_else(f, || fallback)
+}
+
+/// [`with`], making the fallback only when it is needed (a batch's).
+fn with_else<R>(f: impl FnOnce(&mut Glue) -> R, fallback: impl FnOnce() -> R) -> R {
+    GLUE.with(|g| g.borrow_mut().as_mut().map(f).unwrap_or_else(fallback))
 }
 
 impl Glue {
@@ -445,60 +450,64 @@ impl Guest for NatsCarrier {
         data: Vec<u8>,
         messages: Vec<PackedOutgoing>,
         now_ms: u64,
-    ) -> (Vec<Result<(), CarrierError>>, Vec<Action>) {
-        with(
+    ) -> (Vec<Refusal>, Vec<Action>) {
+        with_else(
             |g| {
                 // Inline payloads' PUB lines go into one write; a held
                 // payload's framing goes around its segment, in order.
                 let mut write = Vec::with_capacity(data.len() + messages.len() * 24);
                 let mut output = Vec::new();
-                let answers = messages
-                    .iter()
-                    .map(|m| {
-                        let subject = spanned_text(&data, m.subject)?;
-                        let reply_to = m.reply_to.map(|r| spanned_text(&data, r)).transpose()?;
-                        let headers = engine_headers(&m.headers);
-                        match m.payload {
-                            PackedPayload::Inline(payload) => g
+                let mut publish = |m: &PackedOutgoing| -> Result<(), CarrierError> {
+                    let subject = spanned_text(&data, m.subject)?;
+                    let reply_to = m.reply_to.map(|r| spanned_text(&data, r)).transpose()?;
+                    let headers = engine_headers(&m.headers);
+                    match m.payload {
+                        PackedPayload::Inline(payload) => g
+                            .engine
+                            .publish_to(
+                                &mut write,
+                                subject,
+                                reply_to,
+                                headers.as_deref(),
+                                spanned(&data, payload)?,
+                            )
+                            .map_err(refusal),
+                        PackedPayload::Held(held) => {
+                            let payload = EnginePayload::Held {
+                                id: held.id,
+                                len: usize::try_from(held.len).unwrap_or(usize::MAX),
+                            };
+                            let more = g
                                 .engine
-                                .publish_to(
-                                    &mut write,
-                                    subject,
-                                    reply_to,
-                                    headers.as_deref(),
-                                    spanned(&data, payload)?,
-                                )
-                                .map_err(refusal),
-                            PackedPayload::Held(held) => {
-                                let payload = EnginePayload::Held {
-                                    id: held.id,
-                                    len: usize::try_from(held.len).unwrap_or(usize::MAX),
-                                };
-                                let more = g
-                                    .engine
-                                    .publish_payload(subject, reply_to, headers.as_deref(), payload)
-                                    .map_err(refusal)?;
-                                if !write.is_empty() {
-                                    output.push(EngineAction::Write(std::mem::take(&mut write)));
-                                }
-                                output.extend(more);
-                                Ok(())
+                                .publish_payload(subject, reply_to, headers.as_deref(), payload)
+                                .map_err(refusal)?;
+                            if !write.is_empty() {
+                                output.push(EngineAction::Write(std::mem::take(&mut write)));
                             }
+                            output.extend(more);
+                            Ok(())
                         }
-                    })
+                    }
+                };
+                let refused = (0u32..)
+                    .zip(&messages)
+                    .filter_map(|(index, m)| publish(m).err().map(|error| Refusal { index, error }))
                     .collect();
                 if !write.is_empty() {
                     output.push(EngineAction::Write(write));
                 }
-                (answers, g.translate(output, now_ms))
+                (refused, g.translate(output, now_ms))
             },
-            (
-                messages
-                    .iter()
-                    .map(|_| Err(CarrierError::NotConnected))
-                    .collect(),
-                Vec::new(),
-            ),
+            || {
+                let refused = (0u32..)
+                    .zip(&messages)
+                    .map(|(index, _)| Refusal {
+                        index,
+                        error: CarrierError::NotConnected,
+                    })
+                    .collect();
+                (refused, Vec::new())
+            },
         )
     }
 

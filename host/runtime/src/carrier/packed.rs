@@ -3,7 +3,11 @@
 //! each message as spans of it, so that a burst of small messages crosses
 //! into the guest as two allocations, not two per message.
 
-use super::{Header, Outgoing, PackedOutgoing, PackedPayload, Payload, PayloadRef, Span};
+use super::{
+    CarrierError, Header, Outgoing, PackedOutgoing, PackedPayload, Payload, PayloadRef, Refusal,
+    Span,
+};
+use crate::CallError;
 
 /// Publishes gathered for one call, in order.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -91,6 +95,37 @@ impl PackedBatch {
     }
 }
 
+/// A `publish-batch` answer as a world gives it: one result per message
+/// (0.3.0, 0.1.0), or only the refusals (0.4.0).
+pub(super) enum Answers {
+    Each(Vec<Result<(), CarrierError>>),
+    Refused(Vec<Refusal>),
+}
+
+impl Answers {
+    /// One result per message of a batch of `len`, in order.
+    pub(super) fn per_message(
+        self,
+        len: usize,
+    ) -> Result<Vec<Result<(), CarrierError>>, CallError> {
+        let refused = match self {
+            Answers::Each(each) => return Ok(each),
+            Answers::Refused(refused) => refused,
+        };
+        let mut answers = vec![Ok(()); len];
+        for refusal in refused {
+            let Some(answer) = answers.get_mut(refusal.index as usize) else {
+                return Err(CallError::InvalidAnswer(format!(
+                    "refused message {} of a batch of {len}",
+                    refusal.index
+                )));
+            };
+            *answer = Err(refusal.error);
+        }
+        Ok(answers)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +153,19 @@ mod tests {
             Payload::Held(PayloadRef { id: 9, len: 70_000 })
         );
         assert_eq!(unpacked[2].payload, Payload::Inline(Vec::new()));
+    }
+
+    #[test]
+    fn refusals_answer_their_messages_and_the_rest_are_taken() {
+        let refused = |index| Refusal {
+            index,
+            error: CarrierError::NotConnected,
+        };
+        let answers = Answers::Refused(vec![refused(1)]).per_message(3).unwrap();
+        assert_eq!(answers, [Ok(()), Err(CarrierError::NotConnected), Ok(())]);
+        assert!(matches!(
+            Answers::Refused(vec![refused(3)]).per_message(3),
+            Err(CallError::InvalidAnswer(_))
+        ));
     }
 }
