@@ -14,8 +14,9 @@
 //! - an engine that claims payloads (`claim_bodies_from`, the carrier world
 //!   0.3.0's payload bypass), fed as the host's reactor feeds it (at most
 //!   `peek` bytes a call, unparsed bytes handed again, a claimed payload
-//!   gathered beside the engine), is never handed more than `peek` bytes,
-//!   and gives the same writes and deliveries as one read of a stream the
+//!   gathered beside the engine, spanned deliveries read out of the data
+//!   each call was handed), is never handed more than `peek` bytes, and
+//!   gives the same writes and deliveries as one read of a stream the
 //!   plain engine read without error.
 
 #![no_main]
@@ -90,10 +91,11 @@ impl Host {
                 break;
             }
             let window = self.pending.len().min(self.peek);
-            let intake = conn.on_read(&self.pending[..window], 1);
+            let data = &self.pending[..window];
+            let intake = conn.on_read(data, 1);
             assert!(intake.consumed <= window, "parsed more than it was handed");
+            out.extend(intake.output.into_iter().map(|a| resolved(a, data)));
             self.pending.drain(..intake.consumed);
-            out.extend(intake.output);
             match intake.claim {
                 Some(claim) => {
                     assert!(
@@ -108,6 +110,29 @@ impl Host {
             }
         }
         out
+    }
+}
+
+/// A delivery answered as spans of the data `on_read` was handed, as the
+/// host reads it (`Reactor::deliver_spans`): a span outside the data
+/// panics here, as it rebuilds the plugin there.
+fn resolved(action: Action, data: &[u8]) -> Action {
+    let text = |range: std::ops::Range<usize>| String::from_utf8_lossy(&data[range]).into_owned();
+    match action {
+        Action::DeliverSpans {
+            sid,
+            subject,
+            reply_to,
+            headers,
+            payload,
+        } => Action::Deliver {
+            sid,
+            subject: text(subject),
+            reply_to: reply_to.map(text),
+            headers,
+            payload: data[payload].to_vec(),
+        },
+        other => other,
     }
 }
 
@@ -144,7 +169,10 @@ fn landed(target: ClaimTarget, payload: Vec<u8>) -> Option<Action> {
 fn run(control: u8, input: &[u8], feed: Feed) -> Outcome {
     let mut config = config(control);
     if let Feed::Claiming(_) = feed {
+        // As the component configures it: claims, and spans for messages
+        // read whole.
         config.claim_bodies_from = Some(CLAIM_FROM);
+        config.deliver_spans = true;
     }
     let mut conn = Connection::new(config).expect("valid config");
     let mut written = Vec::new();
@@ -180,7 +208,7 @@ fn run(control: u8, input: &[u8], feed: Feed) -> Outcome {
             }
         }
         Feed::Claiming(cut) => {
-            // Small windows (the component's is 16 KiB): the engine keeps
+            // Small windows (the component's is 64 KiB): the engine keeps
             // an unfinished line itself, so any window works.
             let mut host = Host {
                 pending: Vec::new(),
