@@ -94,7 +94,8 @@ impl Host {
             let data = &self.pending[..window];
             let intake = conn.on_read(data, 1);
             assert!(intake.consumed <= window, "parsed more than it was handed");
-            out.extend(intake.output.into_iter().map(|a| resolved(a, data)));
+            // Spans read out of this call's data, as the host reads them.
+            out.extend(intake.output.into_iter().map(|a| a.owned(data)));
             self.pending.drain(..intake.consumed);
             match intake.claim {
                 Some(claim) => {
@@ -110,29 +111,6 @@ impl Host {
             }
         }
         out
-    }
-}
-
-/// A delivery answered as spans of the data `on_read` was handed, as the
-/// host reads it (`Reactor::deliver_spans`): a span outside the data
-/// panics here, as it rebuilds the plugin there.
-fn resolved(action: Action, data: &[u8]) -> Action {
-    let text = |range: std::ops::Range<usize>| String::from_utf8_lossy(&data[range]).into_owned();
-    match action {
-        Action::DeliverSpans {
-            sid,
-            subject,
-            reply_to,
-            headers,
-            payload,
-        } => Action::Deliver {
-            sid,
-            subject: text(subject),
-            reply_to: reply_to.map(text),
-            headers,
-            payload: data[payload].to_vec(),
-        },
-        other => other,
     }
 }
 

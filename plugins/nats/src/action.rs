@@ -74,6 +74,32 @@ pub enum Action {
     Close,
 }
 
+impl Action {
+    /// This action with an [`Action::DeliverSpans`] read out of `data` (the
+    /// bytes of the call that answered it) as the [`Action::Deliver`] it
+    /// stands for: the subjects read as UTF-8, what is not replaced, as the
+    /// host reads them. A span outside `data` panics: it is the engine's bug.
+    pub fn owned(self, data: &[u8]) -> Action {
+        let text = |range: Range<usize>| String::from_utf8_lossy(&data[range]).into_owned();
+        match self {
+            Action::DeliverSpans {
+                sid,
+                subject,
+                reply_to,
+                headers,
+                payload,
+            } => Action::Deliver {
+                sid,
+                subject: text(subject),
+                reply_to: reply_to.map(text),
+                headers,
+                payload: data[payload].to_vec(),
+            },
+            other => other,
+        }
+    }
+}
+
 /// A payload to publish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Payload<'a> {

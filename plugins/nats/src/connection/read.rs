@@ -481,7 +481,6 @@ fn lossy(bytes: &[u8]) -> String {
 mod tests {
     use std::cell::Cell;
 
-    use crate::headers::Headers;
     use crate::parser::PARSES;
     use crate::{Action, Config, Connection, MAX_SERVER_LINE};
 
@@ -561,56 +560,37 @@ mod tests {
         );
     }
 
+    /// An engine answering spans, connected to a server that takes headers,
+    /// with sid 5 on `a.*`.
+    fn spanning() -> Connection {
+        let mut conn = Connection::new(Config {
+            deliver_spans: true,
+            ..Config::default()
+        })
+        .unwrap();
+        conn.on_connected(0);
+        conn.on_bytes(b"INFO {\"headers\":true}\r\nPONG\r\n", 1);
+        conn.subscribe(5, "a.*", None).unwrap();
+        conn
+    }
+
     /// Messages read in two pieces, split anywhere, arrive as they do in
     /// one read: the same subjects, reply subjects, headers and payloads,
     /// in order, whether answered as spans or owned.
     #[test]
     fn messages_split_anywhere_between_two_reads_arrive_whole_and_in_order() {
-        type Seen = (u64, Vec<u8>, Option<Vec<u8>>, Option<Headers>, Vec<u8>);
         let stream: &[u8] = b"MSG a.b 5 2\r\nhi\r\nPING\r\nMSG a.c 5 r.1 3\r\nyou\r\n\
             HMSG a.d 5 18 21\r\nNATS/1.0\r\nK: v\r\n\r\nabc\r\nMSG a.e 5 0\r\n\r\n";
-        let read = |pieces: &[&[u8]]| -> Vec<Seen> {
-            let mut conn = Connection::new(Config {
-                deliver_spans: true,
-                ..Config::default()
-            })
-            .unwrap();
-            conn.on_connected(0);
-            conn.on_bytes(b"INFO {\"headers\":true}\r\nPONG\r\n", 1);
-            conn.subscribe(5, "a.*", None).unwrap();
+        let read = |pieces: &[&[u8]]| -> Vec<Action> {
+            let mut conn = spanning();
             let mut seen = Vec::new();
             for data in pieces {
-                for action in conn.on_bytes(data, 2) {
-                    match action {
-                        Action::Deliver {
-                            sid,
-                            subject,
-                            reply_to,
-                            headers,
-                            payload,
-                        } => seen.push((
-                            sid,
-                            subject.into_bytes(),
-                            reply_to.map(String::into_bytes),
-                            headers,
-                            payload,
-                        )),
-                        Action::DeliverSpans {
-                            sid,
-                            subject,
-                            reply_to,
-                            headers,
-                            payload,
-                        } => seen.push((
-                            sid,
-                            data[subject].to_vec(),
-                            reply_to.map(|r| data[r].to_vec()),
-                            headers,
-                            data[payload].to_vec(),
-                        )),
-                        _ => {}
-                    }
-                }
+                let answered = conn.on_bytes(data, 2).into_iter();
+                seen.extend(
+                    answered
+                        .map(|a| a.owned(data))
+                        .filter(|a| matches!(a, Action::Deliver { .. })),
+                );
             }
             seen
         };
@@ -627,14 +607,7 @@ mod tests {
     /// answered owned, first.
     #[test]
     fn messages_read_whole_are_answered_as_spans_of_the_call_s_data() {
-        let mut conn = Connection::new(Config {
-            deliver_spans: true,
-            ..Config::default()
-        })
-        .unwrap();
-        conn.on_connected(0);
-        conn.on_bytes(b"INFO {}\r\nPONG\r\n", 1);
-        conn.subscribe(5, "a.*", None).unwrap();
+        let mut conn = spanning();
         let first = conn.on_bytes(b"MSG a.b 5 2\r\nhi\r\nMSG a.c 5 r.1 3\r\nyo", 2);
         let data = b"u\r\nMSG a.d 5 0\r\n\r\n";
         let second = conn.on_bytes(data, 3);
