@@ -119,11 +119,15 @@ async fn heals(nats: Option<&NatsServer>) {
     let database_url = fresh_database().await;
     let data_dir = tempfile::tempdir().unwrap();
     let nats_url = nats.map(NatsServer::address);
+    // A short grace, so that the lost worker's replica moves soon; not
+    // shorter: a node is unschedulable once a third of it passes without a
+    // heartbeat, and on a loaded machine a worker can be that late while
+    // the replicas are placed (both then land on the other node).
     let serve = ServeProcess::on_set(
         &database_url,
         data_dir.path(),
         nats_url.as_deref(),
-        &["--node-grace-ms", "2000"],
+        &["--node-grace-ms", "4000"],
     );
     let base = serve.url.clone();
     let http = reqwest::Client::new();
