@@ -281,7 +281,7 @@ impl CarrierPlugin {
         batch: &PackedBatch,
         now_ms: u64,
     ) -> Result<BatchAnswer, CallError> {
-        let answered = self.call("publish-batch", |b, s| match b {
+        let (answers, actions) = self.call("publish-batch", |b, s| match b {
             Exports::Current(b) => {
                 let (data, messages) = batch.parts();
                 b.switchyard_carrier0_4_0_protocol()
@@ -296,7 +296,6 @@ impl CarrierPlugin {
             Exports::V0_1(b) => v0_1::publish_batch(b, s, batch.unpack(), now_ms)
                 .map(|(each, actions)| (Answers::Each(each), actions)),
         })?;
-        let (answers, actions) = answered;
         Ok((answers.per_message(batch.len())?, actions))
     }
 

@@ -64,13 +64,12 @@ impl Connection {
         }
         let mut held = std::mem::take(&mut self.read_buf);
         let mut data = data;
-        if let Some(n) = self.completion(&mut held, data) {
+        let data_from = held.len();
+        if let Some(n) = self.complete_held(&mut held, data) {
             // A frame begun in an earlier read, which this read finishes:
             // it is read alone, with only the bytes it needs, so that the
             // rest of the read is parsed in place (and answered as spans)
             // rather than copied behind it.
-            let data_from = held.len();
-            held.extend_from_slice(&data[..n]);
             let origin = Origin {
                 input: held.as_ptr() as usize,
                 data_from,
@@ -136,10 +135,11 @@ impl Connection {
         intake(batch, all, None)
     }
 
-    /// How many of `data`'s bytes finish the frame `held` begins, when
-    /// `data` has all of them and the frame is one this engine reads whole
-    /// (not a claimed payload's head); `held` is left as it was.
-    fn completion(&self, held: &mut Vec<u8>, data: &[u8]) -> Option<usize> {
+    /// Finishes the frame `held` begins with the first bytes of `data`
+    /// when `data` has all it needs and the frame is one this engine reads
+    /// whole (not a claimed payload's head): how many bytes it took.
+    /// Otherwise `held` is left as it was.
+    fn complete_held(&self, held: &mut Vec<u8>, data: &[u8]) -> Option<usize> {
         if held.is_empty() {
             return None;
         }
@@ -150,10 +150,15 @@ impl Connection {
             false => data.iter().position(|&b| b == b'\n')? + 1,
         };
         held.extend_from_slice(&data[..line]);
-        let len = self.frame_len(held);
-        held.truncate(before);
-        let need = len?.checked_sub(before)?;
-        (need > 0 && need <= data.len()).then_some(need)
+        let need = self
+            .frame_len(held)
+            .and_then(|len| len.checked_sub(before))
+            .filter(|&need| need >= line.max(1) && need <= data.len());
+        match need {
+            Some(need) => held.extend_from_slice(&data[line..need]),
+            None => held.truncate(before),
+        }
+        need
     }
 
     /// The length of the frame at the start of `buf`, whose line is whole:
