@@ -137,7 +137,10 @@ pub struct ServeArgs {
     /// fetches reach public addresses only.
     #[arg(long = "fetch-allow-host", value_name = "HOST[:PORT]")]
     pub fetch_allow_hosts: Vec<String>,
-    /// Connections the HTTP API holds open at once; more wait to be accepted [default: 1024].
+    /// Connections the HTTP API holds open at once [default: 1024]. Three
+    /// quarters of them may be anonymous; past that an anonymous newcomer
+    /// closes the longest idle anonymous one. Only when every connection
+    /// showed a credential do more wait to be accepted.
     #[arg(long)]
     pub max_connections: Option<usize>,
     /// Time for a request's headers to arrive (also how long an idle
@@ -145,6 +148,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub header_read_timeout_ms: Option<u64>,
     /// Longest silence of a request body being read, in ms [default: 30000].
+    /// Besides, a body must average 16 KiB/s after its first 10 s.
     #[arg(long)]
     pub body_idle_timeout_ms: Option<u64>,
     /// The largest model file the library takes, uploaded or fetched, in bytes [default: 256 GiB].

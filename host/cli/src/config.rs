@@ -74,6 +74,8 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
         .context("--fetch-allow-host")?;
     if let Some(n) = args.max_connections {
         config.edge.max_connections = n.max(1);
+        // The same share as the defaults: a quarter kept for proven callers.
+        config.edge.max_unproven = (n / 4 * 3).max(1);
     }
     if let Some(ms) = args.header_read_timeout_ms {
         config.edge.header_read = Duration::from_millis(ms.max(1));

@@ -16,6 +16,7 @@ pub mod form;
 pub mod page;
 pub mod session;
 pub mod sign_in;
+pub mod sign_in_limit;
 
 mod admission;
 mod carrier;
@@ -50,6 +51,8 @@ pub struct Console {
     pub stats: stats::Rates,
     /// Model fetches started from the console, followed by this replica.
     pub imports: models_import::Imports,
+    /// Sign-in attempts, by address and by key.
+    pub sign_ins: sign_in_limit::SignIns,
 }
 
 /// Shared with every console handler.
@@ -64,6 +67,7 @@ pub fn router(app: Arc<AppState>, api: Router) -> Router {
         api,
         stats,
         imports: Default::default(),
+        sign_ins: Default::default(),
     });
     Router::new()
         .route("/console", get(sign_in::to_overview))

@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
 use crate::auth::{ActingAs, Authorized, Caller, Scope};
+use crate::edge::ThisConnection;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::valid;
@@ -33,7 +34,9 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         if let Some(ActingAs(caller)) = parts.extensions.get::<ActingAs>() {
             return Ok(caller.clone());
         }
-        Ok(Caller::authenticate(state, &parts.headers).await?)
+        let caller = Caller::authenticate(state, &parts.headers).await?;
+        ThisConnection::of(parts).prove();
+        Ok(caller)
     }
 }
 
@@ -134,6 +137,13 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
 }
 
 fn bytes_rejection(rejection: BytesRejection) -> ApiError {
+    if crate::edge::BodyTimeout::is(&rejection) {
+        return ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            rejection.body_text(),
+        );
+    }
     let status = rejection.status();
     let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
         "payload_too_large"

@@ -3,7 +3,7 @@
 //! # Layout
 //! - [`config`]: what `serve` is configured with.
 //! - [`server`]: start-up, background tasks and graceful shutdown (`run`).
-//! - [`edge`]: the accept loop, the connection limit and the header and body timeouts.
+//! - [`edge`]: the accept loop, the connection pools (anonymous connections yield to proven ones) and the header and body clocks.
 //! - [`state`]: the shared state handed to every handler.
 //! - [`admission`]: the chains this replica serves, and how it follows new generations.
 //! - [`grant_evaluator`]: the grant evaluator this replica runs, bound with generations as

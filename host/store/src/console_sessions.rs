@@ -18,24 +18,39 @@ pub struct ConsoleSession {
 }
 
 impl Store {
-    /// Opens a session for `key_id` that lasts `lifetime`; drops expired ones.
+    /// Opens a session for `key_id` that lasts `lifetime`; drops expired
+    /// ones, and the key's oldest beyond the newest `keep` (this one among
+    /// them), so a key never holds more than `keep` live sessions.
     pub async fn open_console_session(
         &self,
         id_sha256: &[u8],
         key_id: &str,
         csrf_token: &str,
         lifetime: Duration,
+        keep: usize,
     ) -> Result<(), StoreError> {
-        let conn = self.conn().await?;
-        conn.execute("DELETE FROM console_sessions WHERE expires_at < now()", &[])
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        tx.execute("DELETE FROM console_sessions WHERE expires_at < now()", &[])
             .await?;
         let seconds = lifetime.as_secs_f64();
-        conn.execute(
+        tx.execute(
             "INSERT INTO console_sessions (id_sha256, key_id, csrf_token, expires_at) \
              VALUES ($1, $2, $3, now() + make_interval(secs => $4))",
             &[&id_sha256, &key_id, &csrf_token, &seconds],
         )
         .await?;
+        // The new row is first whatever the clock says (created_at is the
+        // transaction's start, equal for rows of one transaction only).
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        tx.execute(
+            "DELETE FROM console_sessions WHERE key_id = $1 AND id_sha256 IN ( \
+                 SELECT id_sha256 FROM console_sessions WHERE key_id = $1 \
+                 ORDER BY (id_sha256 = $2) DESC, created_at DESC OFFSET $3)",
+            &[&key_id, &id_sha256, &keep],
+        )
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
 

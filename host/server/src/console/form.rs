@@ -35,7 +35,7 @@ impl<T: DeserializeOwned> FromRequest<ConsoleState> for Posted<T> {
         let request = Request::from_parts(parts, body);
         let bytes = Bytes::from_request(request, console)
             .await
-            .map_err(IntoResponse::into_response)?;
+            .map_err(|rejection| page::body_refused(Some(&session), &rejection))?;
         if bytes.len() > MAX_FORM_BYTES {
             return Err(page::bad_request(&session, "the form is too large"));
         }

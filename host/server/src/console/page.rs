@@ -2,6 +2,7 @@
 //! form left, the sign-out button), its error pages, and the small pieces
 //! every page draws with (an API refusal, an empty state, a progress bar).
 
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
@@ -353,6 +354,27 @@ pub fn bad_request(session: &Session, message: &str) -> Response {
         "Form refused",
         html! { p.flash.error role="alert" { code { "invalid_request" } " " (message) } },
     )
+}
+
+/// A form whose body could not be read: 408 `body_timeout` when it came
+/// too slowly (the edge's body clocks), else the status of the failure
+/// with `payload_too_large` or `invalid_request`. The console's page, as
+/// for its other refusals, on the session's page when there is one.
+pub fn body_refused(session: Option<&Session>, rejection: &BytesRejection) -> Response {
+    let (status, code) = if crate::edge::BodyTimeout::is(rejection) {
+        (StatusCode::REQUEST_TIMEOUT, "body_timeout")
+    } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    } else {
+        (rejection.status(), "invalid_request")
+    };
+    let body = html! {
+        p.flash.error role="alert" { code { (code) } " " (rejection.body_text()) }
+    };
+    match session {
+        Some(session) => render_status(session, status, "Form refused", body),
+        None => render_bare(status, "Form refused", body),
+    }
 }
 
 /// Something on our side failed (the store); says what, never a secret.

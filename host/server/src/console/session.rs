@@ -24,6 +24,11 @@ pub const COOKIE: &str = "switchyard_console";
 pub const FLASH_COOKIE: &str = "switchyard_console_flash";
 /// How long a session lasts from signing in.
 pub const LIFETIME: Duration = Duration::from_secs(8 * 3600);
+/// Live sessions one key may hold; signing in once more closes its oldest.
+/// A person's browsers and devices, with room for a few forgotten ones; a
+/// script signing in in a loop would otherwise add a row every time, each
+/// living [`LIFETIME`].
+pub const MAX_SESSIONS_PER_KEY: usize = 16;
 /// The form field (and `x-csrf-token` header) that carries the token.
 pub const CSRF_FIELD: &str = "csrf";
 
@@ -96,6 +101,7 @@ impl FromRequestParts<ConsoleState> for Session {
         let Some(found) = found else {
             return Err(to_sign_in());
         };
+        crate::edge::ThisConnection::of(parts).prove();
         Ok(Session {
             caller: Caller {
                 key_id: found.key_id,
@@ -120,7 +126,13 @@ pub async fn open(
     console
         .app
         .store
-        .open_console_session(&digest(&id), &caller.key_id, &csrf, LIFETIME)
+        .open_console_session(
+            &digest(&id),
+            &caller.key_id,
+            &csrf,
+            LIFETIME,
+            MAX_SESSIONS_PER_KEY,
+        )
         .await?;
     Ok(set_cookie(COOKIE, &id, Some(LIFETIME), secure))
 }

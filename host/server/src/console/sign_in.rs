@@ -1,7 +1,12 @@
 //! Signing in (the admin token or an API key, checked as the API checks a
 //! bearer token) and out.
 
-use axum::extract::{Query, State};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::extract::rejection::BytesRejection;
+use axum::Extension;
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
@@ -10,7 +15,10 @@ use serde::Deserialize;
 use super::ConsoleState;
 use super::page;
 use super::session;
-use crate::auth::Caller;
+use super::sign_in_limit;
+use crate::auth::{AuthError, Caller};
+use crate::edge::ThisConnection;
+use crate::error::ApiError;
 
 /// The longest token the form takes (ours are 67 characters).
 const MAX_TOKEN: usize = 512;
@@ -58,11 +66,15 @@ pub struct SignIn {
     next: String,
 }
 
-/// Checks the token and opens a session.
+/// Checks the token and opens a session. An address that failed too often,
+/// or a key that signed in too often, waits ([`sign_in_limit`]); a key's
+/// oldest session closes when it holds [`session::MAX_SESSIONS_PER_KEY`].
 pub async fn submit(
     State(console): State<ConsoleState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    connection: ThisConnection,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Response {
     // No session yet, so no CSRF token: a form posted from another site is
     // refused by its Origin (browsers send it on every POST).
@@ -73,6 +85,14 @@ pub async fn submit(
             Some(("csrf_mismatch", "the form was posted from another site")),
         );
     }
+    let address = peer.map(|Extension(ConnectInfo(peer))| sign_in_limit::client_of(peer.ip()));
+    if let Some(wait) = address.and_then(|a| console.sign_ins.addresses.check(&a).err()) {
+        return too_many(wait, "too many failed sign-ins from this address");
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return page::body_refused(None, &rejection),
+    };
     let Ok(form) = serde_urlencoded::from_bytes::<SignIn>(&body) else {
         return sign_in_page(
             StatusCode::BAD_REQUEST,
@@ -80,27 +100,13 @@ pub async fn submit(
             Some(("invalid_request", "the form needs a token")),
         );
     };
-    let token = form.token.trim();
-    if token.is_empty() || token.len() > MAX_TOKEN || token.chars().any(char::is_control) {
-        return sign_in_page(
-            StatusCode::UNAUTHORIZED,
-            &form.next,
-            Some(("unauthorized", "unknown or revoked API key")),
-        );
-    }
-    let mut bearer = HeaderMap::new();
-    let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) else {
-        return sign_in_page(
-            StatusCode::UNAUTHORIZED,
-            &form.next,
-            Some(("unauthorized", "unknown or revoked API key")),
-        );
-    };
-    bearer.insert(header::AUTHORIZATION, value);
-    let caller = match Caller::authenticate(&console.app, &bearer).await {
+    let caller = match authenticate(&console, form.token.trim()).await {
         Ok(caller) => caller,
-        Err(error) => {
-            let failure = crate::error::ApiError::from(error);
+        Err(failure) => {
+            // A lookup that failed on our side is no guess.
+            if let (Some(address), true) = (address, failure.status.is_client_error()) {
+                console.sign_ins.addresses.record(address);
+            }
             return sign_in_page(
                 failure.status,
                 &form.next,
@@ -108,13 +114,49 @@ pub async fn submit(
             );
         }
     };
+    if let Err(wait) = console.sign_ins.keys.check(&caller.key_id) {
+        return too_many(wait, "this key signed in too often lately");
+    }
+    console.sign_ins.keys.record(caller.key_id.clone());
+    if let Some(address) = address {
+        console.sign_ins.addresses.forget(&address);
+    }
     let cookie = match session::open(&console, &caller, session::is_https(&headers)).await {
         Ok(cookie) => cookie,
         Err(e) => return page::server_error(&e.to_string()),
     };
+    connection.prove();
     tracing::info!(key = %caller.key_id, "console session opened");
-    let mut response = Redirect::to(safe_next(&form.next)).into_response();
+    let mut response = Redirect::to(&safe_next(&form.next)).into_response();
     response.headers_mut().append(header::SET_COOKIE, cookie);
+    response
+}
+
+/// The key a token names, checked as the API checks a bearer token; a
+/// malformed token is refused as an unknown one.
+async fn authenticate(console: &ConsoleState, token: &str) -> Result<Caller, ApiError> {
+    let unknown = || ApiError::from(AuthError::UnknownKey);
+    if token.is_empty() || token.len() > MAX_TOKEN || token.chars().any(char::is_control) {
+        return Err(unknown());
+    }
+    let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| unknown())?;
+    let mut bearer = HeaderMap::new();
+    bearer.insert(header::AUTHORIZATION, value);
+    Ok(Caller::authenticate(&console.app, &bearer).await?)
+}
+
+/// 429 `too_many_sign_in_attempts`, with when to come back.
+fn too_many(wait: Duration, why: &str) -> Response {
+    let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
+    let message = format!("{why}; try again in {seconds} s");
+    let mut response = sign_in_page(
+        StatusCode::TOO_MANY_REQUESTS,
+        "",
+        Some(("too_many_sign_in_attempts", &message)),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     response
 }
 
@@ -131,13 +173,43 @@ pub async fn sign_out(
     response
 }
 
-/// A `next` that stays inside the console (never another site).
-fn safe_next(next: &str) -> &str {
-    let inside = next.starts_with("/console/")
-        && !next.starts_with("//")
-        && !next.contains("\\")
-        && !next.chars().any(char::is_control);
-    if inside { next } else { "/console/" }
+/// A `next` that stays inside the console (never another site, never
+/// another path of this one): its dot segments resolved as a browser
+/// resolves them (`%2e` included), then kept only if it is still under
+/// `/console/`.
+fn safe_next(next: &str) -> String {
+    const HOME: &str = "/console/";
+    if !next.starts_with('/')
+        || next.starts_with("//")
+        || next.contains('\\')
+        || next.chars().any(char::is_control)
+    {
+        return HOME.into();
+    }
+    let split = next.find(['?', '#']).unwrap_or(next.len());
+    let (path, rest) = next.split_at(split);
+    let mut kept: Vec<&str> = Vec::new();
+    let mut ends_in_dots = false;
+    for segment in path.split('/').skip(1) {
+        let dots = segment.to_ascii_lowercase().replace("%2e", ".");
+        ends_in_dots = dots == "." || dots == "..";
+        match dots.as_str() {
+            "." => {}
+            ".." => {
+                kept.pop();
+            }
+            _ => kept.push(segment),
+        }
+    }
+    let mut resolved = format!("/{}", kept.join("/"));
+    if ends_in_dots && !resolved.ends_with('/') {
+        resolved.push('/');
+    }
+    if resolved.starts_with(HOME) {
+        resolved + rest
+    } else {
+        HOME.into()
+    }
 }
 
 /// Whether the request's `Origin` (when the browser sent one) is this host.
@@ -160,7 +232,15 @@ mod tests {
     #[test]
     fn next_never_leaves_the_console() {
         assert_eq!(safe_next("/console/nodes"), "/console/nodes");
+        assert_eq!(safe_next("/console/a/../nodes?x=1"), "/console/nodes?x=1");
+        assert_eq!(safe_next("/console/./keys/."), "/console/keys/");
         for bad in [
+            "/console/../../x",
+            "/console/..",
+            "/console/%2e%2e/api/keys",
+            "/console/%2E./x",
+            "/console/a/../../x",
+            "/console",
             "https://evil.example/",
             "//evil.example/console/",
             "/api/keys",

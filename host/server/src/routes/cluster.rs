@@ -72,10 +72,12 @@ pub(crate) async fn approved_node(state: &AppState, headers: &HeaderMap) -> ApiR
 pub async fn connect(
     State(state): State<Arc<AppState>>,
     ApiQuery(params): ApiQuery<ConnectParams>,
+    connection: crate::edge::ThisConnection,
     headers: HeaderMap,
     upgrade: Result<WebsocketUpgrade, NotAnUpgrade>,
 ) -> ApiResult<Response> {
     let node_id = approved_node(&state, &headers).await?;
+    connection.prove();
     let lane_name = params.lane.as_deref().unwrap_or("inference");
     let lane = Lane::parse(lane_name).ok_or_else(|| {
         ApiError::invalid_request(format!(

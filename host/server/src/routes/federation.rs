@@ -152,6 +152,7 @@ pub struct LinkParams {
 pub async fn link(
     State(state): State<Arc<AppState>>,
     ApiQuery(params): ApiQuery<LinkParams>,
+    connection: crate::edge::ThisConnection,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> FedResult<Response> {
     let federation = federation(&state)?.clone();
@@ -171,6 +172,11 @@ pub async fn link(
             "too many link handshakes are in progress; try again",
         )
     })?;
+    // The peer proves its key in the handshake, after the upgrade; the
+    // link is kept as a proven connection from here, since the handshake
+    // permits bound how many unproven ones can be here at once, and a
+    // failed handshake closes the socket.
+    connection.prove();
     Ok(upgrade
         .write_buffer_size(WEBSOCKET_BUFFER)
         .max_write_buffer_size(8 * WEBSOCKET_BUFFER)

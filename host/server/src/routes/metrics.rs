@@ -27,12 +27,14 @@ use crate::state::AppState;
 ))]
 pub async fn metrics(
     State(state): State<Arc<AppState>>,
+    connection: crate::edge::ThisConnection,
     headers: HeaderMap,
 ) -> Result<impl IntoResponse, ApiError> {
     if state.metrics_auth {
         Caller::authenticate(&state, &headers)
             .await?
             .require(MetricsRead::NAME)?;
+        connection.prove();
     }
     let mut out = String::new();
     state.runtime.metrics().render_prometheus(&mut out);

@@ -47,7 +47,7 @@ pub(crate) fn valid_path(s: &str) -> bool {
         (status = 201, description = "stored, `{sha256, size}`"),
         (status = 200, description = "it was there already"),
         (status = 400, description = "`invalid_request`: not a SHA-256"),
-        (status = 408, description = "`body_timeout`: the body sent nothing for the body idle timeout (30 s by default); nothing kept"),
+        (status = 408, description = "`body_timeout`: the body sent nothing for 30 s, or came slower than 16 KiB/s after its first 10 s (the defaults); nothing kept"),
         (status = 413, description = "`too_large`: more bytes than the library takes (`--max-blob-bytes`, 256 GiB by default); nothing kept"),
         (status = 422, description = "`digest_mismatch`: the bytes hash to something else; nothing kept"),
     ))]
@@ -72,12 +72,12 @@ pub async fn put_blob(
     if declared.is_some_and(|n| n > limit) {
         return Err(LibraryError::TooLarge { limit }.into());
     }
-    // Whether the body stalled (the edge's idle timeout); the library sees
+    // Whether the body timed out (the edge's clocks); the library sees
     // only that the upload failed.
     let stalled = std::sync::atomic::AtomicBool::new(false);
     let body = body.into_data_stream().map(|chunk| {
         chunk.inspect_err(|e| {
-            if crate::edge::BodyStalled::is(e) {
+            if crate::edge::BodyTimeout::is(e) {
                 stalled.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         })
@@ -87,7 +87,7 @@ pub async fn put_blob(
         .put(&sha256, body)
         .await
         .map_err(|e| match e {
-            // The edge's idle timeout, not the client's bytes.
+            // The edge's body clocks, not the client's bytes.
             LibraryError::Upload(_) if stalled.load(std::sync::atomic::Ordering::Relaxed) => {
                 ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", e.to_string())
             }

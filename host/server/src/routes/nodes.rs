@@ -243,6 +243,7 @@ pub async fn register(
 pub async fn heartbeat(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
+    connection: crate::edge::ThisConnection,
     mut headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Json<HeartbeatAnswer>> {
@@ -263,6 +264,7 @@ pub async fn heartbeat(
             .map_err(|_| ApiError::invalid_request("bad node id"))?,
     );
     authenticate_node(&state, &headers).await?;
+    connection.prove();
     let ApiJson(body) = ApiJson::<Heartbeat>::parse(&headers, &body)?;
     let labels = body.labels.map(valid_labels).transpose()?;
     if let Some(files) = &body.files_held {

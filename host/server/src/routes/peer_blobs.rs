@@ -27,6 +27,7 @@ use crate::state::AppState;
 pub async fn blob(
     State(state): State<Arc<AppState>>,
     Path(sha256): Path<String>,
+    connection: crate::edge::ThisConnection,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     require_replica(
@@ -35,6 +36,7 @@ pub async fn blob(
         "library blobs are served to replicas of this cluster",
     )
     .await?;
+    connection.prove();
     if !valid_digest(&sha256) {
         return Err(ApiError::invalid_request(
             "a blob is named by its SHA-256 in lowercase hex",

@@ -198,6 +198,7 @@ pub const SHA256_HEADER: &str = "x-switchyard-sha256";
 pub async fn component(
     State(state): State<Arc<AppState>>,
     ApiPath((name, version)): ApiPath<(String, String)>,
+    connection: crate::edge::ThisConnection,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     // A node gets only what a carrier set runs; the policies and the grant
@@ -211,6 +212,7 @@ pub async fn component(
             .require(Admin::NAME)?;
         None
     };
+    connection.prove();
     let record = state
         .store
         .plugin(&name, &version)

@@ -40,6 +40,7 @@ pub struct RelayParams {
 pub async fn relay(
     State(state): State<Arc<AppState>>,
     ApiQuery(params): ApiQuery<RelayParams>,
+    connection: crate::edge::ThisConnection,
     headers: HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> ApiResult<Response> {
@@ -49,6 +50,7 @@ pub async fn relay(
         "relay requests come from replicas of this cluster",
     )
     .await?;
+    connection.prove();
     let lane = Lane::parse(&params.lane)
         .ok_or_else(|| ApiError::invalid_request("lane must be 'inference' or 'bulk'"))?;
     let registry = state.carriers.as_ref().map(|c| c.sessions.clone());
