@@ -197,7 +197,8 @@ async fn serves_through_the_chain(nats: Option<&NatsServer>) {
         ("max_completion_tokens", json!(0)),
         ("stream", json!("yes")),
     ] {
-        let mut body = json!({"model": "demo-tiny", "messages": [{"role": "user", "content": "hi"}]});
+        let mut body =
+            json!({"model": "demo-tiny", "messages": [{"role": "user", "content": "hi"}]});
         body[field] = value.clone();
         let (status, answer) = api.send(v1("/v1/chat/completions").json(&body)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{field}={value}: {answer}");

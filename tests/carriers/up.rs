@@ -230,7 +230,13 @@ fn processes_under(pid: u32) -> Vec<Vec<String>> {
     let parent_of = |entry: &std::fs::DirEntry| -> Option<(u32, u32)> {
         let child: u32 = entry.file_name().to_str()?.parse().ok()?;
         let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-        let parent = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+        let parent = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
         Some((child, parent))
     };
     let links: Vec<(u32, u32)> = std::fs::read_dir("/proc")

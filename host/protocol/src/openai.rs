@@ -66,7 +66,10 @@ mod tests {
             serde_json::json!({"error": {"code": "replica_unavailable", "message": "no replica r here",
                 "type": "server_error", "param": null}})
         );
-        assert_eq!(serde_json::from_value::<OpenAiErrorBody>(text).unwrap(), body);
+        assert_eq!(
+            serde_json::from_value::<OpenAiErrorBody>(text).unwrap(),
+            body
+        );
         assert_eq!(error_type(400), "invalid_request_error");
         assert_eq!(error_type(429), "rate_limit_error");
     }

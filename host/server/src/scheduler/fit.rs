@@ -236,7 +236,10 @@ mod tests {
         full.gpuless = MAX_GPULESS_REPLICAS_PER_NODE;
         let why = place(std::slice::from_ref(&full), none).unwrap_err();
         assert!(why.contains("without GPUs, at most 8"), "{why}");
-        assert_eq!(place(&[full.clone(), node("b", 0, &[])], none).unwrap().0, "b");
+        assert_eq!(
+            place(&[full.clone(), node("b", 0, &[])], none).unwrap().0,
+            "b"
+        );
         // A replica that needs a GPU is not held back by the cap.
         full.gpus = node("a", 1, &[]).gpus;
         assert_eq!(place(&[full], ONE).unwrap().0, "a");

@@ -178,9 +178,9 @@ fn limit(param: &'static str, value: Given<u64>) -> Result<Option<u32>, ProxyErr
         Given::Absent => Ok(None),
         Given::Wrong => Err(invalid(format!("{param} must be a positive integer"))),
         Given::Is(0) => Err(invalid(format!("{param} must be at least 1, got 0"))),
-        Given::Is(value) => u32::try_from(value).map(Some).map_err(|_| {
-            invalid(format!("{param} must be at most {}, got {value}", u32::MAX))
-        }),
+        Given::Is(value) => u32::try_from(value)
+            .map(Some)
+            .map_err(|_| invalid(format!("{param} must be at most {}, got {value}", u32::MAX))),
     }
 }
 
