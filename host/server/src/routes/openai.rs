@@ -109,7 +109,7 @@ pub async fn models(
     request_body(content = Object, description = "an OpenAI chat completion request"),
     responses(
         (status = 200, description = "the engine's answer (JSON, or SSE when streaming)"),
-        (status = 400, description = "`invalid_request`: the body is not JSON, names no `model` string, or a token limit above 4294967295"),
+        (status = 400, description = "`invalid_request`: the body is not JSON, names no `model` string, or gives `max_tokens` or `max_completion_tokens` other than an integer from 1 to 4294967295, or `stream` other than a boolean (`param` names the field)"),
         (status = 403, description = "the inference chain denied: the policy's code and message"),
         (status = 404, description = "`model_not_found`"),
         (status = 429, description = "`replicas_busy`: every replica at its limit, or `worker_overloaded`: the worker at its stream limit; Retry-After"),
