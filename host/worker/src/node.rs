@@ -33,7 +33,7 @@ use switchyard_protocol::engines::EngineReport;
 use switchyard_protocol::limits::MAX_HEAD;
 use switchyard_protocol::stream::{AnswerHead, BLOB, BlobAnswer, BlobHead, BlobRefusal, INFERENCE};
 
-use self::answer::{error_answer, head_into, head_line};
+use self::answer::{error_answer, head_into};
 use crate::engines::{Engine, EngineBinaries, EngineSpec};
 use crate::placement::Placement;
 use crate::services;

@@ -7,7 +7,7 @@ use switchyard_protocol::openai::OpenAiErrorBody;
 use switchyard_protocol::stream::AnswerHead;
 
 /// An answer's head line (without its newline).
-pub(super) fn head_line(head: &AnswerHead) -> String {
+fn head_line(head: &AnswerHead) -> String {
     serde_json::to_string(head).expect("a head of strings serializes")
 }
 
