@@ -25,6 +25,9 @@ say "checking formatting"
 cargo fmt --all --check
 (cd fuzz && cargo fmt --check) # a workspace of its own
 
+say "the tree's shape against its ratchet (scripts/structure.sh)"
+scripts/structure.sh
+
 say "building the host"
 cargo build -p switchyard
 
