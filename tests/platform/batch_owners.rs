@@ -34,15 +34,21 @@ async fn file_routes(url: &str, key: &str, id: &str) -> Vec<(StatusCode, Option<
     let shown = call(url, key, Method::GET, &format!("/v1/files/{id}"), None).await;
     answers.push((shown.0, shown.1["error"]["code"].as_str().map(String::from)));
     let (status, text) = content(url, key, id).await;
-    let code = serde_json::from_str::<Value>(&text).ok().and_then(|v| {
-        v["error"]["code"].as_str().map(String::from)
-    });
+    let code = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v["error"]["code"].as_str().map(String::from));
     answers.push((status, code));
     let made = json!({"input_file_id": id, "endpoint": "/v1/chat/completions", "completion_window": "24h"});
     let created = call(url, key, Method::POST, "/v1/batches", Some(made)).await;
-    answers.push((created.0, created.1["error"]["code"].as_str().map(String::from)));
+    answers.push((
+        created.0,
+        created.1["error"]["code"].as_str().map(String::from),
+    ));
     let deleted = call(url, key, Method::DELETE, &format!("/v1/files/{id}"), None).await;
-    answers.push((deleted.0, deleted.1["error"]["code"].as_str().map(String::from)));
+    answers.push((
+        deleted.0,
+        deleted.1["error"]["code"].as_str().map(String::from),
+    ));
     answers
 }
 
@@ -64,7 +70,10 @@ async fn every_file_and_batch_route_answers_another_key_not_found() {
     let not_found = Some("file_not_found".to_string());
     let expected = vec![(StatusCode::NOT_FOUND, not_found); 4];
     assert_eq!(file_routes(&url, &b, &file).await, expected);
-    assert_eq!(file_routes(&url, &b, "file-0000000000000000").await, expected);
+    assert_eq!(
+        file_routes(&url, &b, "file-0000000000000000").await,
+        expected
+    );
     // And of A's batch.
     for (method, path) in [
         (Method::GET, format!("/v1/batches/{batch}")),
@@ -83,8 +92,14 @@ async fn every_file_and_batch_route_answers_another_key_not_found() {
 
     // A still has all of it; an admin key sees it too.
     let (status, shown) = call(&url, &a, Method::GET, &format!("/v1/batches/{batch}"), None).await;
-    assert_eq!((status, shown["metadata"]["secret"].as_str()), (StatusCode::OK, Some("a's")));
-    assert_eq!(content(&url, &a, &file).await, (StatusCode::OK, chat_lines("demo", 2)));
+    assert_eq!(
+        (status, shown["metadata"]["secret"].as_str()),
+        (StatusCode::OK, Some("a's"))
+    );
+    assert_eq!(
+        content(&url, &a, &file).await,
+        (StatusCode::OK, chat_lines("demo", 2))
+    );
     let (_, listed) = call(&url, ADMIN_TOKEN, Method::GET, "/v1/batches", None).await;
     assert_eq!(listed["data"][0]["id"], batch.as_str(), "{listed}");
 
@@ -93,20 +108,32 @@ async fn every_file_and_batch_route_answers_another_key_not_found() {
     let (status, _) = call(&url, &a, Method::POST, &cancel, None).await;
     assert_eq!(status, StatusCode::OK);
     let ended = cluster_until(&url, &a, &batch, |b| b["status"] == "cancelled").await;
-    let output = ended["output_file_id"].as_str().expect("an output file").to_string();
+    let output = ended["output_file_id"]
+        .as_str()
+        .expect("an output file")
+        .to_string();
     let answers = file_routes(&url, &b, &output).await;
     assert_eq!(answers[0].0, StatusCode::NOT_FOUND, "record: {answers:?}");
     assert_eq!(answers[1].0, StatusCode::NOT_FOUND, "content: {answers:?}");
     assert_eq!(answers[3].0, StatusCode::NOT_FOUND, "delete: {answers:?}");
     let (status, shown) = call(&url, &a, Method::GET, &format!("/v1/files/{output}"), None).await;
-    assert_eq!((status, shown["purpose"].as_str()), (StatusCode::OK, Some("batch_output")));
+    assert_eq!(
+        (status, shown["purpose"].as_str()),
+        (StatusCode::OK, Some("batch_output"))
+    );
     // A's own deletion works, once.
     let (status, deleted) =
         call(&url, &a, Method::DELETE, &format!("/v1/files/{file}"), None).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(deleted, json!({"id": file, "object": "file", "deleted": true}));
+    assert_eq!(
+        deleted,
+        json!({"id": file, "object": "file", "deleted": true})
+    );
     let again = call(&url, &a, Method::DELETE, &format!("/v1/files/{file}"), None).await;
-    assert_eq!(refusal(&again), (StatusCode::NOT_FOUND, Some("file_not_found")));
+    assert_eq!(
+        refusal(&again),
+        (StatusCode::NOT_FOUND, Some("file_not_found"))
+    );
     // The batch made from it keeps its record.
     let (status, _) = call(&url, &a, Method::GET, &format!("/v1/batches/{batch}"), None).await;
     assert_eq!(status, StatusCode::OK);
@@ -135,9 +162,17 @@ async fn a_file_expires_as_openai_s_expires_after_says_and_is_swept() {
     let (status, file) = upload(&url, &key, "batch", lines.as_bytes()).await;
     assert_eq!(status, StatusCode::OK, "{file}");
     let created = file["created_at"].as_i64().unwrap();
-    assert_eq!(file["expires_at"].as_i64(), Some(created + 2_592_000), "{file}");
+    assert_eq!(
+        file["expires_at"].as_i64(),
+        Some(created + 2_592_000),
+        "{file}"
+    );
     let fields = |seconds: &'static str| {
-        [("purpose", "batch"), ("expires_after[anchor]", "created_at"), ("expires_after[seconds]", seconds)]
+        [
+            ("purpose", "batch"),
+            ("expires_after[anchor]", "created_at"),
+            ("expires_after[seconds]", seconds),
+        ]
     };
     let (status, hour) = upload_form(&url, &key, &fields("3600"), lines.as_bytes()).await;
     assert_eq!(status, StatusCode::OK, "{hour}");
@@ -151,9 +186,16 @@ async fn a_file_expires_as_openai_s_expires_after_says_and_is_swept() {
             "{seconds}"
         );
     }
-    let other_anchor = [("purpose", "batch"), ("expires_after[anchor]", "last_active_at"), ("expires_after[seconds]", "3600")];
+    let other_anchor = [
+        ("purpose", "batch"),
+        ("expires_after[anchor]", "last_active_at"),
+        ("expires_after[seconds]", "3600"),
+    ];
     let answer = upload_form(&url, &key, &other_anchor, lines.as_bytes()).await;
-    assert_eq!(refusal(&answer), (StatusCode::BAD_REQUEST, Some("invalid_expires_after")));
+    assert_eq!(
+        refusal(&answer),
+        (StatusCode::BAD_REQUEST, Some("invalid_expires_after"))
+    );
 
     // Its hour passes: it is gone at once, and the sweep deletes its rows.
     let id = hour["id"].as_str().unwrap();
@@ -168,9 +210,14 @@ async fn a_file_expires_as_openai_s_expires_after_says_and_is_swept() {
     .await
     .unwrap();
     let shown = call(&url, &key, Method::GET, &format!("/v1/files/{id}"), None).await;
-    assert_eq!(refusal(&shown), (StatusCode::NOT_FOUND, Some("file_not_found")));
+    assert_eq!(
+        refusal(&shown),
+        (StatusCode::NOT_FOUND, Some("file_not_found"))
+    );
     assert_eq!(content(&url, &key, id).await.0, StatusCode::NOT_FOUND);
-    let store = switchyard_store::Store::connect(&cluster.database_url).await.unwrap();
+    let store = switchyard_store::Store::connect(&cluster.database_url)
+        .await
+        .unwrap();
     let swept = store
         .sweep_batch_files(std::time::Duration::from_secs(3600), 1000)
         .await
@@ -186,7 +233,14 @@ async fn a_file_expires_as_openai_s_expires_after_says_and_is_swept() {
         .unwrap()
         .get(0);
     assert_eq!(left, 0, "the expired file's rows are deleted");
-    let kept = call(&url, &key, Method::GET, &format!("/v1/files/{}", file["id"].as_str().unwrap()), None).await;
+    let kept = call(
+        &url,
+        &key,
+        Method::GET,
+        &format!("/v1/files/{}", file["id"].as_str().unwrap()),
+        None,
+    )
+    .await;
     assert_eq!(kept.0, StatusCode::OK, "the file not expired stays");
 }
 
@@ -202,12 +256,24 @@ async fn a_key_s_files_are_held_to_its_quota_and_a_line_longer_than_a_request_is
     let (status, first) = upload(&url, &a, "batch", lines.as_bytes()).await;
     assert_eq!(status, StatusCode::OK, "{first}");
     let second = upload(&url, &a, "batch", lines.as_bytes()).await;
-    assert_eq!(refusal(&second), (StatusCode::PAYLOAD_TOO_LARGE, Some("quota_exceeded")), "{}", second.1);
+    assert_eq!(
+        refusal(&second),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("quota_exceeded")),
+        "{}",
+        second.1
+    );
     // The quota is per key; deleting a file frees its share.
     let (status, _) = upload(&url, &b, "batch", lines.as_bytes()).await;
     assert_eq!(status, StatusCode::OK);
     let first = first["id"].as_str().unwrap();
-    let (status, _) = call(&url, &a, Method::DELETE, &format!("/v1/files/{first}"), None).await;
+    let (status, _) = call(
+        &url,
+        &a,
+        Method::DELETE,
+        &format!("/v1/files/{first}"),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     let (status, again) = upload(&url, &a, "batch", lines.as_bytes()).await;
     assert_eq!(status, StatusCode::OK, "{again}");
@@ -225,7 +291,13 @@ async fn a_key_s_files_are_held_to_its_quota_and_a_line_longer_than_a_request_is
         (StatusCode::BAD_REQUEST, Some("line_too_large")),
         "{refused}"
     );
-    assert!(refused["error"]["message"].as_str().unwrap().starts_with("line 2 "), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 2 "),
+        "{refused}"
+    );
 }
 
 /// The serve process's peak resident memory (`VmHWM`), in bytes.
@@ -268,5 +340,9 @@ async fn four_concurrent_48_mib_uploads_do_not_grow_the_replica_by_their_size() 
     // Held whole, four files are 192 MiB and more (their lines parsed
     // beside them); streamed, a few MiB each.
     let grown = peak_rss(pid).saturating_sub(before);
-    assert!(grown < 96 << 20, "the replica's peak grew by {} MiB", grown >> 20);
+    assert!(
+        grown < 96 << 20,
+        "the replica's peak grew by {} MiB",
+        grown >> 20
+    );
 }

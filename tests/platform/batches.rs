@@ -267,7 +267,10 @@ async fn a_batch_whose_key_is_revoked_ends_cancelled_and_runs_no_line_after() {
     // No line runs once it ended: the engine answers no more.
     let served = engine_stats(&cluster).await["completed"].as_u64().unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(engine_stats(&cluster).await["completed"].as_u64().unwrap(), served);
+    assert_eq!(
+        engine_stats(&cluster).await["completed"].as_u64().unwrap(),
+        served
+    );
     assert_eq!(completed(&batch(&url, ADMIN_TOKEN, &id).await.1), done);
 }
 

@@ -43,8 +43,8 @@ use tokio::sync::{Notify, watch};
 
 pub use create::{DEFAULT_LIMIT, batch, cancel, create_batch, list};
 pub use files::{
-    Content, DEFAULT_QUOTA, Upload, create_file, delete_file, file, file_content, too_large,
-    upload_bytes,
+    Content, DEFAULT_QUOTA, Upload, check_purpose, create_file, delete_file, file, file_content,
+    too_large, upload_bytes,
 };
 pub use valid::MAX_FILE_BYTES;
 

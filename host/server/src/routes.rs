@@ -32,8 +32,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use switchyard_protocol::limits::MAX_REQUEST_BODY;
 use axum::routing::{get, post, put};
+use switchyard_protocol::limits::MAX_REQUEST_BODY;
 
 use crate::state::AppState;
 

@@ -41,10 +41,7 @@ mod tests {
 
     #[test]
     fn a_key_sees_its_own_and_an_admin_key_sees_all() {
-        assert_eq!(
-            visible(&caller(&["inference"])),
-            Visible::Owner("key_a")
-        );
+        assert_eq!(visible(&caller(&["inference"])), Visible::Owner("key_a"));
         assert_eq!(visible(&caller(&["inference", "admin"])), Visible::All);
         assert_eq!(owner(&caller(&["admin"])), "key_a");
     }

@@ -5,16 +5,16 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use futures::StreamExt;
 use switchyard_protocol::batch::{
     BATCH_ENDPOINTS, BATCH_PURPOSE, Batch, BatchList, COMPLETION_WINDOW, CreateBatch,
 };
-use futures::StreamExt;
 use switchyard_store::StoreError;
 use switchyard_store::batches::{NewBatch, Visible};
 
+use super::access;
 use super::files::{self, random_hex};
 use super::valid::{self, Lines, MAX_MODELS, ValidLine};
-use super::access;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;

@@ -26,9 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use switchyard_protocol::batch::{
-    BATCH_UNIT_KIND, BatchError, BatchErrors, BatchStatus, LineUnit,
-};
+use switchyard_protocol::batch::{BATCH_UNIT_KIND, BatchError, BatchErrors, BatchStatus, LineUnit};
 use switchyard_store::batches::{DrivenBatch, Visible};
 use tokio::sync::{Notify, watch};
 
@@ -114,7 +112,11 @@ async fn sweep_files(state: &AppState) {
         .await
     {
         Ok(swept) if swept.expired + swept.abandoned > 0 => {
-            tracing::info!(expired = swept.expired, abandoned = swept.abandoned, "batch files swept");
+            tracing::info!(
+                expired = swept.expired,
+                abandoned = swept.abandoned,
+                "batch files swept"
+            );
         }
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "batch files not swept"),

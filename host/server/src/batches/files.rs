@@ -70,6 +70,18 @@ fn quota_exceeded(used: i64, quota: u64) -> ApiError {
     )
 }
 
+/// 400 `invalid_purpose` unless `purpose` is `batch`.
+pub fn check_purpose(purpose: &str) -> Result<(), ApiError> {
+    if purpose != BATCH_PURPOSE {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_purpose",
+            format!("purpose must be `{BATCH_PURPOSE}`"),
+        ));
+    }
+    Ok(())
+}
+
 /// An upload being written: checked line by line ([`Lines`]) and stored
 /// in [`CHUNK`]s as its bytes arrive, invisible until [`Upload::finish`].
 /// Dropped unfinished (refused, or its client went away), its rows are
@@ -148,13 +160,7 @@ impl Upload {
         purpose: &str,
         expires_after: i64,
     ) -> Result<FileObject, ApiError> {
-        if purpose != BATCH_PURPOSE {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_purpose",
-                format!("purpose must be `{BATCH_PURPOSE}`"),
-            ));
-        }
+        check_purpose(purpose)?;
         std::mem::take(&mut self.lines).finish()?;
         self.flush().await?;
         let file = self
@@ -201,29 +207,32 @@ pub async fn stored_file(
     visible: Visible<'_>,
     id: &str,
 ) -> Result<StoredFile, ApiError> {
-    state.store.batch_file(id, visible).await.map_err(stored(id))
+    state
+        .store
+        .batch_file(id, visible)
+        .await
+        .map_err(stored(id))
 }
 
 /// A file's record.
-pub async fn file(state: &AppState, visible: Visible<'_>, id: &str) -> Result<FileObject, ApiError> {
+pub async fn file(
+    state: &AppState,
+    visible: Visible<'_>,
+    id: &str,
+) -> Result<FileObject, ApiError> {
     Ok(stored_file(state, visible, id).await?.file)
 }
 
 /// An upload's chunks in order, read one at a time as they are sent.
 pub fn chunks(store: Store, id: String) -> Content {
-    futures::stream::try_unfold(Some(-1), move |after| {
+    futures::stream::try_unfold(-1, move |after| {
         let (store, id) = (store.clone(), id.clone());
         async move {
-            let Some(after) = after else {
-                return Ok(None);
-            };
             let mut next = store
                 .batch_file_chunks(&id, after, 1)
                 .await
                 .map_err(std::io::Error::other)?;
-            Ok(next
-                .pop()
-                .map(|(seq, data)| (Bytes::from(data), Some(seq))))
+            Ok(next.pop().map(|(seq, data)| (Bytes::from(data), seq)))
         }
     })
     .boxed()

@@ -52,7 +52,15 @@ pub async fn create_batch(
             Owner::Here => return Ok(batches::create_batch(state, request, caller, None).await?),
             Owner::Peer { peer, grant } => (peer, grant),
         };
-        let made = create_on(state, federation, &peer, grant, request.clone(), &input, caller);
+        let made = create_on(
+            state,
+            federation,
+            &peer,
+            grant,
+            request.clone(),
+            &input,
+            caller,
+        );
         match made.await {
             Ok(batch) => {
                 tracing::info!(batch = %batch.id, owner = %peer.label, key = %caller.key_id, "job created on its owner");

@@ -45,7 +45,8 @@ async fn act(state: &AppState, job: LocalJob) -> Result<Response, ApiError> {
                 key_id: format!("peer:{}", job.peer),
                 scopes: vec!["inference".into()],
             };
-            let file = batches::create_file(state, access::owner(&caller), &filename, &input).await?;
+            let file =
+                batches::create_file(state, access::owner(&caller), &filename, &input).await?;
             request.input_file_id = file.id;
             let origin = Some((job.peer_id.clone(), grant.clone()));
             let batch = batches::create_batch(state, request, &caller, origin).await?;
@@ -54,7 +55,9 @@ async fn act(state: &AppState, job: LocalJob) -> Result<Response, ApiError> {
         }
         JobAction::Get { id } => {
             owned(state, &id, &job.peer_id).await?;
-            Ok(json(to_json(&batches::batch(state, Visible::All, &id).await?)?))
+            Ok(json(to_json(
+                &batches::batch(state, Visible::All, &id).await?,
+            )?))
         }
         JobAction::Refresh { ids } => {
             let mut data = Vec::new();
@@ -74,13 +77,17 @@ async fn act(state: &AppState, job: LocalJob) -> Result<Response, ApiError> {
         }
         JobAction::Cancel { id } => {
             owned(state, &id, &job.peer_id).await?;
-            Ok(json(to_json(&batches::cancel(state, Visible::All, &id).await?)?))
+            Ok(json(to_json(
+                &batches::cancel(state, Visible::All, &id).await?,
+            )?))
         }
         JobAction::File { file } => {
             if state.store.batch_file_peer(&file).await?.as_deref() != Some(&job.peer_id) {
                 return Err(file_not_found(&file));
             }
-            Ok(json(to_json(&batches::file(state, Visible::All, &file).await?)?))
+            Ok(json(to_json(
+                &batches::file(state, Visible::All, &file).await?,
+            )?))
         }
         JobAction::Content { file } => {
             if state.store.batch_file_peer(&file).await?.as_deref() != Some(&job.peer_id) {

@@ -85,7 +85,12 @@ async fn read_form(state: &AppState, caller: &Caller, mut form: Multipart) -> Ap
     let mut read = Form::default();
     while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
         match field.name() {
-            Some("purpose") => read.purpose = Some(text(field).await?),
+            Some("purpose") => {
+                let purpose = text(field).await?;
+                // Refused before a file that follows is read.
+                batches::check_purpose(&purpose)?;
+                read.purpose = Some(purpose);
+            }
             Some("expires_after[anchor]") => read.anchor = Some(text(field).await?),
             Some("expires_after[seconds]") => read.seconds = Some(text(field).await?),
             Some("file") if read.upload.is_none() => {
@@ -108,7 +113,8 @@ async fn read_form(state: &AppState, caller: &Caller, mut form: Multipart) -> Ap
 /// `expires_after[seconds]` with its anchor, as OpenAI takes them; the
 /// longest when the form names none.
 fn expires_after(anchor: Option<&str>, seconds: Option<&str>) -> ApiResult<i64> {
-    let refuse = |message: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_expires_after", message);
+    let refuse =
+        |message: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_expires_after", message);
     if anchor.is_some_and(|a| a != EXPIRES_ANCHOR) {
         return Err(refuse(format!(
             "expires_after[anchor] must be `{EXPIRES_ANCHOR}`"

@@ -87,7 +87,8 @@ fn file(row: &tokio_postgres::Row) -> StoredFile {
 /// A per-owner lock for the quota check: two chunks of one owner's
 /// uploads are counted one after the other, so together they cannot pass
 /// the quota that each alone keeps to.
-const QUOTA_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended('batch_files:' || $1, 0))";
+const QUOTA_LOCK: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('batch_files:' || $1::text, 0))";
 
 impl Store {
     /// Starts an upload owned by `owner`: a row no read sees until
@@ -172,7 +173,11 @@ impl Store {
     }
 
     /// A file's record, if `visible` may see it.
-    pub async fn batch_file(&self, id: &str, visible: Visible<'_>) -> Result<StoredFile, StoreError> {
+    pub async fn batch_file(
+        &self,
+        id: &str,
+        visible: Visible<'_>,
+    ) -> Result<StoredFile, StoreError> {
         self.conn()
             .await?
             .query_opt(
