@@ -1,6 +1,6 @@
-//! A batch's input file parsed once into [`ValidLine`]s, and the limits it
-//! is held to. A file is checked when it is uploaded (so a bad one is
-//! refused at once, with the line that is wrong) and parsed again when a
+//! A batch's input file checked line by line into [`ValidLine`]s, and the
+//! limits it is held to. A file is checked as it is uploaded (so a bad one
+//! is refused at once, with the line that is wrong) and parsed again when a
 //! batch is created from it (the stored bytes become rows).
 
 use std::collections::{BTreeMap, HashSet};
@@ -162,6 +162,7 @@ impl Lines {
 }
 
 /// Parses a whole batch input file into its lines ([`Lines`]).
+#[cfg(test)]
 pub fn parse(content: &[u8]) -> Result<Vec<ValidLine>, ApiError> {
     let mut lines = Lines::keeping();
     lines.push(content)?;
