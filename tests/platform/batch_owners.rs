@@ -103,14 +103,12 @@ async fn every_file_and_batch_route_answers_another_key_not_found() {
     let (_, listed) = call(&url, ADMIN_TOKEN, Method::GET, "/v1/batches", None).await;
     assert_eq!(listed["data"][0]["id"], batch.as_str(), "{listed}");
 
-    // A's batch ends (no worker runs it): its output file is A's only.
-    let cancel = format!("/v1/batches/{batch}/cancel");
-    let (status, _) = call(&url, &a, Method::POST, &cancel, None).await;
-    assert_eq!(status, StatusCode::OK);
-    let ended = cluster_until(&url, &a, &batch, |b| b["status"] == "cancelled").await;
-    let output = ended["output_file_id"]
+    // A's batch ends (nothing serves `demo`: each line fails) and its
+    // error file is A's only.
+    let ended = cluster_until(&url, &a, &batch, |b| b["status"] == "completed").await;
+    let output = ended["error_file_id"]
         .as_str()
-        .expect("an output file")
+        .expect("an error file")
         .to_string();
     let answers = file_routes(&url, &b, &output).await;
     assert_eq!(answers[0].0, StatusCode::NOT_FOUND, "record: {answers:?}");
