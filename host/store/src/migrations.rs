@@ -83,6 +83,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "console_sessions",
         include_str!("../migrations/0018_console_sessions.sql"),
     ),
+    (
+        19,
+        "batch_owners",
+        include_str!("../migrations/0019_batch_owners.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").
