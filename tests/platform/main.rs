@@ -34,4 +34,5 @@ mod requests;
 mod sandbox;
 mod scheduling;
 mod settings;
+mod tls;
 mod vllm;

@@ -17,11 +17,7 @@ use switchyard_tests::replica::Replica;
 const PATH: &str = "/api/cluster/settings";
 
 async fn database(db: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(db, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
+    switchyard_tests::db::connect(db).await
 }
 
 async fn put(replica: &Replica, body: Value) -> (StatusCode, Value) {
