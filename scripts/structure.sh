@@ -130,7 +130,7 @@ if grew:
 if update:
     kept = {k: v for k, v in ratchet.items() if k not in counts}
     with open(RATCHET, "w") as f:
-        f.write("# The most each count may be (scripts/structure.sh); lowered by --update, never raised.\n")
+        f.write("# The most each count may be (scripts/structure.sh); lowered by --update, raised only by hand with the reason beside it.\n")
         for k, v in {**kept, **counts}.items():
             f.write(f"{k}={v}\n")
     print(f"\nratchet lowered to today's counts in {RATCHET}")
