@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use tokio::sync::{Notify, watch};
 
-pub use create::{DEFAULT_LIMIT, batch, cancel, create_batch, list};
+pub use create::{DEFAULT_LIMIT, batch, cancel, check, create_batch, list};
 pub use files::{
     Content, DEFAULT_QUOTA, Upload, check_purpose, create_file, delete_file, file, file_content,
     too_large, upload_bytes,

@@ -71,16 +71,9 @@ async fn input_lines(
     lines.finish()
 }
 
-/// Creates a batch from an uploaded file of `caller`'s, run as `caller`
-/// (its lines pass the `inference` chain as this caller's key, while the
-/// key is live). Every line must call `endpoint`. `peer`: a peer's job,
-/// the peer's id and its grant.
-pub async fn create_batch(
-    state: &AppState,
-    request: CreateBatch,
-    caller: &Caller,
-    peer: Option<(String, String)>,
-) -> Result<Batch, ApiError> {
+/// The request's own fields (endpoint, window, metadata), judged before
+/// its input file is read, so that a bad field is named whatever the file.
+pub fn check(request: &CreateBatch) -> Result<(), ApiError> {
     if !BATCH_ENDPOINTS.contains(&request.endpoint.as_str()) {
         return Err(refuse(
             "invalid_endpoint",
@@ -93,7 +86,20 @@ pub async fn create_batch(
             format!("completion_window must be `{COMPLETION_WINDOW}`"),
         ));
     }
-    valid::metadata(&request.metadata)?;
+    valid::metadata(&request.metadata)
+}
+
+/// Creates a batch from an uploaded file of `caller`'s, run as `caller`
+/// (its lines pass the `inference` chain as this caller's key, while the
+/// key is live). Every line must call `endpoint`. `peer`: a peer's job,
+/// the peer's id and its grant.
+pub async fn create_batch(
+    state: &AppState,
+    request: CreateBatch,
+    caller: &Caller,
+    peer: Option<(String, String)>,
+) -> Result<Batch, ApiError> {
+    check(&request)?;
     let lines = input_lines(state, access::visible(caller), &request.input_file_id).await?;
     if let Some((n, line)) = lines
         .iter()

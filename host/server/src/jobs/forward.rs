@@ -42,6 +42,7 @@ pub async fn create_batch(
     let Some(federation) = &state.federation else {
         return Ok(batches::create_batch(state, request, caller, None).await?);
     };
+    batches::check(&request)?;
     let visible = access::visible(caller);
     // Only an upload the caller may see (another key's is not found).
     let input = batches::upload_bytes(state, visible, &request.input_file_id).await?;
