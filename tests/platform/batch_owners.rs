@@ -216,11 +216,12 @@ async fn a_file_expires_as_openai_s_expires_after_says_and_is_swept() {
     let store = switchyard_store::Store::connect(&cluster.database_url)
         .await
         .unwrap();
-    let swept = store
+    // The server's own sweep may have run first; either way, after one
+    // sweep the file's rows are gone.
+    store
         .sweep_batch_files(std::time::Duration::from_secs(3600), 1000)
         .await
         .unwrap();
-    assert_eq!(swept.expired, 1, "{swept:?}");
     let left: i64 = db
         .query_one(
             "SELECT (SELECT count(*) FROM batch_files WHERE id = $1)
