@@ -83,6 +83,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "console_sessions",
         include_str!("../migrations/0018_console_sessions.sql"),
     ),
+    (
+        20,
+        "join_token_limits",
+        include_str!("../migrations/0020_join_token_limits.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").
