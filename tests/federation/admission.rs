@@ -15,7 +15,11 @@ async fn push(member: &Member, name: &str) {
     let bytes = component(name);
     let pushed = reqwest::Client::new()
         .post(format!("{}/api/plugins", member.url()))
-        .query(&[("name", name), ("version", "1.0.0"), ("sha256", &sha256(&bytes))])
+        .query(&[
+            ("name", name),
+            ("version", "1.0.0"),
+            ("sha256", &sha256(&bytes)),
+        ])
         .bearer_auth(ADMIN_TOKEN)
         .body(bytes)
         .send()
@@ -90,7 +94,10 @@ async fn each_clusters_inference_chain_judges_a_remote_call_in_its_own_names() {
                       "max_concurrent": 4, "max_requests": 100});
     let id = grant(&beta, &alpha, &["inference"], spec).await;
     let key = alpha.key(&["inference", "federation:invoke"]).await;
-    tokio::join!(push(&alpha, "model-allowlist"), push(&beta, "model-allowlist"));
+    tokio::join!(
+        push(&alpha, "model-allowlist"),
+        push(&beta, "model-allowlist")
+    );
     push(&alpha, "max-tokens").await;
 
     // Beta's chain refuses everything: refused calls are not charged.

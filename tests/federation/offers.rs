@@ -26,8 +26,10 @@ async fn a_model_offer_with_its_own_id_is_granted_and_used() {
         StatusCode::CREATED,
         Method::POST,
         "/api/models",
-        Some(json!({"id": "custom", "revision": "r1", "licence": "apache-2.0",
-            "files": [{"path": "custom.gguf", "size": bytes.len(), "sha256": digest}]})),
+        Some(
+            json!({"id": "custom", "revision": "r1", "licence": "apache-2.0",
+            "files": [{"path": "custom.gguf", "size": bytes.len(), "sha256": digest}]}),
+        ),
     )
     .await;
     beta.expect(

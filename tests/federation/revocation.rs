@@ -241,7 +241,10 @@ async fn a_call_under_a_revoked_grant_says_grant_revoked_while_another_grant_is_
             .await
             .unwrap();
         let status = response.status();
-        (status, response.json::<Value>().await.unwrap_or(Value::Null))
+        (
+            status,
+            response.json::<Value>().await.unwrap_or(Value::Null),
+        )
     };
     assert_eq!(call().await.0, StatusCode::OK);
 

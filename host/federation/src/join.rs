@@ -122,7 +122,9 @@ impl Federation {
                 Lane::Inference,
                 LinkPurpose::Join,
                 Some(&request.join_token),
-                |listener| self.register_listener(&known, &request.label, &url, listener, &mut registered),
+                |listener| {
+                    self.register_listener(&known, &request.label, &url, listener, &mut registered)
+                },
             )
             .await;
         let (_, dialled) = match dialled {

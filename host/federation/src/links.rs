@@ -448,7 +448,10 @@ impl Federation {
                     Ok(true) => Ok(()),
                     Ok(false) => {
                         self.gate.wrong_guess(address);
-                        tracing::info!(?address, "a join with a wrong, expired or used-up token was refused");
+                        tracing::info!(
+                            ?address,
+                            "a join with a wrong, expired or used-up token was refused"
+                        );
                         Err(Refusal::new(
                             "invalid_join_token",
                             "the join token is not this cluster's current one, or it expired or was used up",
@@ -471,7 +474,7 @@ impl Federation {
     /// Whether `peer` is this cluster itself (its id or its key).
     pub(crate) fn is_self(&self, peer: &PeerIdentity) -> bool {
         let own = self.cluster.identity();
-        peer.cluster_id == own.cluster_id || peer.public_key == own.public_key
+        peer.cluster_id == own.cluster_id || own.public_key.as_ref() == Some(&peer.public_key)
     }
 
     /// The listener's last step, on a proved key: a joining peer is
@@ -567,4 +570,3 @@ pub struct Dialled {
     >,
     lane: Lane,
 }
-

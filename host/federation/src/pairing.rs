@@ -239,9 +239,11 @@ impl Federation {
                 Resource::Model { .. } if o.resource.default_id() == *model => Some(model.clone()),
                 _ => None,
             });
-            models.push(named.ok_or_else(|| {
-                FederationError::invalid(format!("'{model}' is no model offer"))
-            })?);
+            models.push(
+                named.ok_or_else(|| {
+                    FederationError::invalid(format!("'{model}' is no model offer"))
+                })?,
+            );
         }
         let mut machines = Vec::with_capacity(spec.machines.len());
         for machine in &spec.machines {

@@ -108,9 +108,10 @@ pub async fn serve(
         });
         // The remote address, for routes that bound what one address may
         // hold (the federation link's handshakes).
-        let service = TowerToHyperService::new(
-            tower::Layer::layer(&axum::Extension(axum::extract::ConnectInfo(remote)), app.clone()),
-        );
+        let service = TowerToHyperService::new(tower::Layer::layer(
+            &axum::Extension(axum::extract::ConnectInfo(remote)),
+            app.clone(),
+        ));
         let mut stop = stop_rx.clone();
         let done = done_rx.clone();
         tokio::spawn(async move {

@@ -7,16 +7,16 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, State};
-use axum::Extension;
-use std::net::SocketAddr;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use std::net::SocketAddr;
 use switchyard_carrier::stream_seam::Lane;
 use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
 use switchyard_federation::gate::Busy;
@@ -187,9 +187,15 @@ pub async fn link(
     let permit = federation.handshake_permit(address).map_err(|busy| {
         let message = match busy {
             Busy::Replica => "too many link handshakes are in progress; try again",
-            Busy::Address => "too many link handshakes from this address are in progress; try again",
+            Busy::Address => {
+                "too many link handshakes from this address are in progress; try again"
+            }
         };
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "too_many_handshakes", message)
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_handshakes",
+            message,
+        )
     })?;
     Ok(upgrade
         .write_buffer_size(WEBSOCKET_BUFFER)
