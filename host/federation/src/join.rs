@@ -182,7 +182,7 @@ impl Federation {
                 public_key: &listener.public_key,
             })
             .await
-            .map_err(|e| crate::links::unavailable(e))?;
+            .map_err(crate::links::unavailable)?;
         match inserted {
             Insert::Done(peer) => {
                 *registered = Some(Joined::Created(peer));
