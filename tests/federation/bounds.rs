@@ -221,6 +221,15 @@ async fn peers_and_operation_receipts_are_bounded_and_forgetting_reclaims_them()
             .contains("peers"),
         "{refused}"
     );
+    // Alpha's half failed before gamma wrote its own: gamma keeps nothing.
+    gamma
+        .expect(
+            StatusCode::NOT_FOUND,
+            Method::GET,
+            "/api/federation/peers/alpha",
+            None,
+        )
+        .await;
     alpha
         .expect(
             StatusCode::NO_CONTENT,

@@ -86,7 +86,7 @@ pub async fn serve(
             permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
             () = &mut shutdown => break,
         };
-        let (socket, _) = tokio::select! {
+        let (socket, remote) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -106,7 +106,12 @@ pub async fn serve(
             socket,
             _permit: permit,
         });
-        let service = TowerToHyperService::new(app.clone());
+        // The remote address, for routes that bound what one address may
+        // hold (the federation link's handshakes).
+        let service = TowerToHyperService::new(tower::Layer::layer(
+            &axum::Extension(axum::extract::ConnectInfo(remote)),
+            app.clone(),
+        ));
         let mut stop = stop_rx.clone();
         let done = done_rx.clone();
         tokio::spawn(async move {

@@ -164,6 +164,7 @@ fn local_answer(response: Response) -> LocalAnswer {
             .into_data_stream()
             .map(|chunk| chunk.map_err(|e| e.to_string()))
             .boxed(),
+        admitted: true,
     }
 }
 
