@@ -44,7 +44,7 @@ say "running the tests"
 cargo test --workspace --exclude switchyard-bench
 
 say "the platform suite again, against the PostgreSQL that accepts only TLS (verify-full, a private CA)"
-SWITCHYARD_TEST_DATABASE_URL="$SWITCHYARD_TEST_TLS_DATABASE_URL" cargo test -p switchyard-tests --test platform
+SWITCHYARD_TEST_DATABASE_URL="$SWITCHYARD_TEST_TLS_DATABASE_URL" cargo test --workspace --exclude switchyard-bench --test platform
 
 say "fuzzing every network parser briefly (scripts/fuzz.sh runs them long)"
 run_fuzzers_briefly
