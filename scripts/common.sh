@@ -39,7 +39,8 @@ pg_bin_dir() {
 }
 
 # A private PostgreSQL for the suites, on a Unix socket only, in a fresh
-# folder; exports SWITCHYARD_TEST_DATABASE_URL. Pair with
+# folder; exports SWITCHYARD_TEST_DATABASE_URL. Then a second one that
+# accepts only TLS (start_tls_postgres). Pair with
 # `trap stop_private_postgres EXIT`.
 start_private_postgres() {
     PG_ROOT=$(mktemp -d /tmp/switchyard-test-pg.XXXXXX)
@@ -55,12 +56,96 @@ start_private_postgres() {
     "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PG_ROOT/data" -l "$PG_ROOT/server.log" -w -o \
         "-c listen_addresses='' -c unix_socket_directories='$PG_ROOT' -c max_connections=300 -c fsync=off" start >/dev/null
     export SWITCHYARD_TEST_DATABASE_URL="host=$PG_ROOT port=5432 user=postgres dbname=postgres"
+    start_tls_postgres
+}
+
+# The role of the TLS PostgreSQL that signs in with a client certificate
+# (its CN) instead of a password.
+TLS_CLIENT_ROLE=switchyard_tls_client
+
+# A private PostgreSQL that accepts only TLS, as managed services do: on
+# 127.0.0.1 at a free port, `hostssl` lines only (no `local`, no `host`),
+# its certificate (localhost, 127.0.0.1) signed by a CA made here with the
+# openssl CLI. Exports SWITCHYARD_TEST_TLS_DATABASE_URL (the superuser, with
+# a password, sslmode=verify-full and the CA) and
+# SWITCHYARD_TEST_TLS_CLIENT_URL (TLS_CLIENT_ROLE with its client
+# certificate, which the server requires of that role).
+start_tls_postgres() {
+    command -v openssl >/dev/null || apt_install openssl
+    PG_BIN=${PG_BIN:-$(pg_bin_dir)}
+    AS_PG=()
+    [[ $(id -u) -ne 0 ]] || AS_PG=(runuser -u postgres --)
+    PG_TLS_ROOT=$(mktemp -d /tmp/switchyard-test-pg-tls.XXXXXX)
+    chmod 711 "$PG_TLS_ROOT"
+    local certs="$PG_TLS_ROOT/certs" data="$PG_TLS_ROOT/data" password port=""
+    mkdir -p "$certs"
+    password=$(openssl rand -hex 16)
+    say "making a private CA and certificates in $certs"
+    (
+        set -e
+        cd "$certs"
+        local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+        openssl req -x509 "${key[@]}" -days 3 -subj "/CN=switchyard test CA" -keyout ca.key -out ca.crt
+        openssl req "${key[@]}" -subj "/CN=localhost" -keyout server.key -out server.csr
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >server.ext
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3 \
+            -extfile server.ext -out server.crt
+        openssl req "${key[@]}" -subj "/CN=$TLS_CLIENT_ROLE" -keyout client.key -out client.csr
+        printf 'extendedKeyUsage=clientAuth\n' >client.ext
+        openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3 \
+            -extfile client.ext -out client.crt
+        chmod 600 server.key client.key
+    ) >"$PG_TLS_ROOT/openssl.log" 2>&1 || { cat "$PG_TLS_ROOT/openssl.log"; return 1; }
+    printf '%s\n' "$password" >"$PG_TLS_ROOT/password"
+    chmod 600 "$PG_TLS_ROOT/password"
+    if [[ $(id -u) -eq 0 ]]; then
+        chown -R postgres: "$PG_TLS_ROOT"
+        # The suites (this user) read the CA and present the client's certificate.
+        chown root: "$certs/client.key"
+    fi
+    say "starting a private PostgreSQL that accepts only TLS in $PG_TLS_ROOT"
+    "${AS_PG[@]}" "$PG_BIN/initdb" -D "$data" -U postgres --auth=scram-sha-256 \
+        --pwfile="$PG_TLS_ROOT/password" -E UTF8 --locale=C >/dev/null || return 1
+    rm -f "$PG_TLS_ROOT/password"
+    # First match wins: the certificate role must present its certificate
+    # (`cert` checks it against the CA and its CN against the role).
+    "${AS_PG[@]}" tee "$data/pg_hba.conf" >/dev/null <<HBA
+hostssl all $TLS_CLIENT_ROLE 127.0.0.1/32 cert
+hostssl all all 127.0.0.1/32 scram-sha-256
+HBA
+    local attempt
+    for attempt in 1 2 3 4 5 6 7 8; do
+        port=$((20000 + RANDOM % 30000))
+        if "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$data" -l "$PG_TLS_ROOT/server.log" -w -o \
+            "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories='' \
+             -c ssl=on -c ssl_cert_file='$certs/server.crt' -c ssl_key_file='$certs/server.key' \
+             -c ssl_ca_file='$certs/ca.crt' -c max_connections=300 -c fsync=off" start >/dev/null; then
+            break
+        fi
+        port=""  # most likely taken: another port
+    done
+    if [[ -z "$port" ]]; then
+        tail -n 20 "$PG_TLS_ROOT/server.log" >&2
+        say "the TLS PostgreSQL did not start"
+        return 1
+    fi
+    local tls="sslmode=verify-full&sslrootcert=$certs/ca.crt"
+    export SWITCHYARD_TEST_TLS_DATABASE_URL="postgres://postgres:$password@localhost:$port/postgres?$tls"
+    export SWITCHYARD_TEST_TLS_CLIENT_URL="postgres://$TLS_CLIENT_ROLE@localhost:$port/postgres?$tls&sslcert=$certs/client.crt&sslkey=$certs/client.key"
+    PGPASSWORD=$password "$PG_BIN/psql" -qAt -v ON_ERROR_STOP=1 \
+        "host=localhost port=$port user=postgres dbname=postgres sslmode=verify-full sslrootcert=$certs/ca.crt" \
+        -c "CREATE ROLE $TLS_CLIENT_ROLE LOGIN" >/dev/null
 }
 
 stop_private_postgres() {
-    [[ -n "${PG_ROOT:-}" ]] || return 0
-    "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PG_ROOT/data" -m immediate -w stop >/dev/null 2>&1 || true
-    rm -rf "$PG_ROOT"
+    if [[ -n "${PG_ROOT:-}" ]]; then
+        "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PG_ROOT/data" -m immediate -w stop >/dev/null 2>&1 || true
+        rm -rf "$PG_ROOT"
+    fi
+    if [[ -n "${PG_TLS_ROOT:-}" ]]; then
+        "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PG_TLS_ROOT/data" -m immediate -w stop >/dev/null 2>&1 || true
+        rm -rf "$PG_TLS_ROOT"
+    fi
 }
 
 # A reused target folder outside the clone makes a fresh clone build fast.

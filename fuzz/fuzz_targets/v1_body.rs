@@ -22,7 +22,7 @@ mod fields;
 #[path = "../../host/server/src/routes/openai/fields/tree.rs"]
 mod tree;
 
-use fields::{Fields, read};
+use fields::{Fields, Given, read};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| tree::check(data));

@@ -362,10 +362,7 @@ async fn a_cluster_row_naming_an_unknown_carrier_stops_the_start() {
         let first = Frontend::start(&database_url, &[]);
         assert_eq!(first.get("/api/cluster/carrier").await["carrier"], "tunnel");
     }
-    let (client, connection) = tokio_postgres::connect(&database_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(&database_url).await;
     client
         .execute("UPDATE cluster_carrier SET carrier = 'carrier-pigeon'", &[])
         .await
@@ -409,10 +406,7 @@ async fn a_nats_row_pinned_before_its_streams_rode_sessions_pins_the_tunnel_at_s
     };
     assert!(pinned["tunnel"]["sha256"].is_string(), "{pinned}");
     // A row from before: the `nats` component alone.
-    let (client, connection) = tokio_postgres::connect(&database_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(&database_url).await;
     client
         .execute(
             "UPDATE cluster_carrier SET plugins = plugins - 'tunnel'",

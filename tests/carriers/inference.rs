@@ -188,6 +188,24 @@ async fn serves_through_the_chain(nats: Option<&NatsServer>) {
     assert_eq!(answer["object"], "chat.completion");
     assert_eq!(answer["usage"]["completion_tokens"], 5, "{answer}");
 
+    // A limit of the wrong type or range is refused with its field named
+    // before the clamp runs: the clamp would otherwise write 5 over it.
+    for (field, value) in [
+        ("max_tokens", json!(-5)),
+        ("max_tokens", json!("ten")),
+        ("max_tokens", json!(8.5)),
+        ("max_completion_tokens", json!(0)),
+        ("stream", json!("yes")),
+    ] {
+        let mut body =
+            json!({"model": "demo-tiny", "messages": [{"role": "user", "content": "hi"}]});
+        body[field] = value.clone();
+        let (status, answer) = api.send(v1("/v1/chat/completions").json(&body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{field}={value}: {answer}");
+        assert_eq!(answer["error"]["type"], "invalid_request_error", "{answer}");
+        assert_eq!(answer["error"]["param"], field, "{answer}");
+    }
+
     // Streamed: SSE chunks, then [DONE].
     let response = v1("/v1/chat/completions")
         .json(

@@ -93,10 +93,7 @@ async fn a_worker_stops_an_engine_no_replica_names() {
 
     // The replica is forgotten (as after a stop its worker never confirmed):
     // its engine still runs on the worker.
-    let (db, connection) = tokio_postgres::connect(&cluster.database_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let db = switchyard_tests::db::connect(&cluster.database_url).await;
     db.execute("DELETE FROM deployment_replicas WHERE id = $1", &[&engine])
         .await
         .unwrap();

@@ -80,10 +80,7 @@ async fn large_messages_spill_and_the_spill_table_is_used() {
             .unwrap();
         assert_eq!(&m.payload, payload, "message {i} in arrival order, whole");
     }
-    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(&db).await;
     let spilled: i64 = client
         .query_one("SELECT count(*) FROM switchyard_carrier_spill", &[])
         .await
@@ -180,10 +177,7 @@ async fn the_replicas_pgbus_login_cannot_read_the_platform_tables() {
         .await
         .unwrap()
         .expect("the test database's role may create roles");
-    let (client, connection) = tokio_postgres::connect(&login.url(&db), tokio_postgres::NoTls)
-        .await
-        .expect("the carrier login connects");
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(&login.url(&db)).await;
 
     // The replica's carrier is connected with it, not with the server's login.
     let sessions: i64 = client
@@ -215,10 +209,7 @@ async fn without_createrole_the_carrier_login_falls_back_to_the_servers() {
     // A server whose role owns its database but may not create roles, as on
     // managed PostgreSQL.
     let db = fresh_database().await;
-    let (admin, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let admin = switchyard_tests::db::connect(&db).await;
     let database: String = admin
         .query_one("SELECT current_database()", &[])
         .await
@@ -337,10 +328,7 @@ async fn a_burst_of_spills_is_batched_and_every_message_heard_once_in_publish_or
     }
 
     // Batched: the spilled rows were committed in fewer transactions than rows.
-    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(&db).await;
     let row = client
         .query_one(
             "SELECT count(*), count(DISTINCT xmin::text) FROM switchyard_carrier_spill",
@@ -431,10 +419,7 @@ async fn spilled_payloads_are_held_by_the_host_and_arrive_byte_exact() {
         let stats = frontend.stats();
         assert!(stats.cell_bytes < 1024, "{name}: {stats:?}");
     }
-    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(&db).await;
     let spilled: Vec<i64> = client
         .query(
             "SELECT length(payload)::bigint FROM switchyard_carrier_spill ORDER BY id",

@@ -451,10 +451,7 @@ async fn a_worker_that_cannot_follow_blocks_nats_until_forced_and_is_demoted_the
 /// Leaves a probe unit on pgbus's queue as a submit in flight on the old
 /// set does when it lands after the settle.
 async fn strand_unit(database_url: &str, id: &str) {
-    let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(database_url).await;
     let schema: String = client
         .query_one(
             "SELECT table_schema::text FROM information_schema.tables
@@ -478,10 +475,7 @@ async fn strand_unit(database_url: &str, id: &str) {
 
 /// The backend holding the carrier leader lock, if any.
 async fn leader_backend(database_url: &str) -> Option<i32> {
-    let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(database_url).await;
     // A bigint advisory key shows as classid (high half) and objid (low
     // half); pg_locks lists every database's (other tests' leaders too).
     let high = ((LEADER_LOCK >> 32) as u32).to_string();
@@ -500,10 +494,7 @@ async fn leader_backend(database_url: &str) -> Option<i32> {
 
 /// The row as the database holds it.
 async fn row_state(database_url: &str) -> (String, String) {
-    let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(database_url).await;
     let row = client
         .query_one("SELECT carrier, state FROM cluster_carrier", &[])
         .await

@@ -88,6 +88,17 @@ async fn up_answers_and_stops(nats: Option<&NatsServer>) {
         }
     }
     let key = key.expect("the inference key is printed");
+    // The worker got its registration token by environment: no command
+    // line (which `ps` shows every user) carries one.
+    let workers = processes_under(up.id())
+        .into_iter()
+        .filter(|args| args.iter().any(|a| a == "worker"))
+        .collect::<Vec<_>>();
+    assert_eq!(workers.len(), 1, "one local worker: {workers:?}");
+    assert!(
+        !workers[0].iter().any(|a| a.contains("registration")),
+        "{workers:?}"
+    );
     // The printed console address answers its sign-in page.
     let console = printed
         .iter()
@@ -211,4 +222,42 @@ async fn shipped_policies_are_bound_and_at_work(port: u16, admin: &str, printed:
         },
     )
     .await;
+}
+
+/// The command lines of `pid`'s descendants, read from /proc.
+fn processes_under(pid: u32) -> Vec<Vec<String>> {
+    // Every process's parent, from the field after the name in its `stat`.
+    let parent_of = |entry: &std::fs::DirEntry| -> Option<(u32, u32)> {
+        let child: u32 = entry.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+        let parent = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        Some((child, parent))
+    };
+    let links: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|entry| parent_of(&entry))
+        .collect();
+    let mut found = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        for &(child, _) in links.iter().filter(|(_, p)| *p == parent) {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            found.push(
+                cmdline
+                    .split(|b| *b == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect(),
+            );
+            parents.push(child);
+        }
+    }
+    found
 }

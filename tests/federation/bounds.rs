@@ -194,11 +194,7 @@ async fn peers_and_operation_receipts_are_bounded_and_forgetting_reclaims_them()
     // are more than this machine runs; peers that dial alpha, so that alpha
     // does not dial 127 addresses that do not exist); the 128th joins, the
     // 129th not.
-    let (db, connection) =
-        tokio_postgres::connect(&alpha.cluster.database_url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-    tokio::spawn(connection);
+    let db = switchyard_tests::db::connect(&alpha.cluster.database_url).await;
     db.batch_execute(
         "INSERT INTO federation_peers (id, label, cluster_id, public_key) \
          SELECT 'peer_fill' || i, 'fill' || i, 'cluster_fill' || i, 'key' || i \
@@ -225,6 +221,15 @@ async fn peers_and_operation_receipts_are_bounded_and_forgetting_reclaims_them()
             .contains("peers"),
         "{refused}"
     );
+    // Alpha's half failed before gamma wrote its own: gamma keeps nothing.
+    gamma
+        .expect(
+            StatusCode::NOT_FOUND,
+            Method::GET,
+            "/api/federation/peers/alpha",
+            None,
+        )
+        .await;
     alpha
         .expect(
             StatusCode::NO_CONTENT,
@@ -245,11 +250,7 @@ async fn peers_and_operation_receipts_are_bounded_and_forgetting_reclaims_them()
                "max_concurrent": 1, "max_requests": 5000}),
     )
     .await;
-    let (db, connection) =
-        tokio_postgres::connect(&beta.cluster.database_url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-    tokio::spawn(connection);
+    let db = switchyard_tests::db::connect(&beta.cluster.database_url).await;
     db.execute(
         "INSERT INTO federation_operations (peer_id, id, grant_id, request_sha256, state) \
          SELECT p.id, 'op-' || i, $1, 'x', 'done' \

@@ -68,6 +68,19 @@ async fn a_removed_or_swapped_key_suspends_federation() {
     let (status, refused) = call().await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{refused}");
     assert_eq!(refused["error"]["code"], "identity_missing", "{refused}");
+    // Alpha's own record and status say the link is down, and why.
+    let peer = alpha
+        .cluster
+        .until(
+            "/api/federation/peers/beta",
+            "alpha's record of beta still says its link is up while suspended",
+            |p| p["link"]["state"] == "down",
+        )
+        .await;
+    let error = peer["link"]["last_error"].as_str().unwrap_or_default();
+    assert!(error.contains("identity_missing"), "{peer}");
+    let status = identity_state(&alpha).await;
+    assert_eq!(status["peers"][0]["link"]["state"], "down", "{status}");
     let (status, refused) = alpha
         .call(Method::POST, "/api/federation/join-token", None)
         .await;

@@ -97,6 +97,15 @@ async fn a_batch_sent_to_alpha_runs_once_on_beta_through_kills_and_a_cut_link() 
     assert_eq!(shown["owner_available"], true, "{shown}");
     assert_eq!(shown["projection_stale"], false, "{shown}");
     assert!(shown["last_synced_at"].as_i64().is_some(), "{shown}");
+    // The projection is the job's creator's: another of alpha's keys is
+    // told of it what it is told of a job that does not exist.
+    let other = alpha.key(&["inference"]).await;
+    let (status, hidden) = batch(alpha.url(), &other, &id).await;
+    assert_eq!(
+        (status, hidden["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("batch_not_found")),
+        "{hidden}"
+    );
 
     // Beta's worker dies (SIGKILL; its engine with it) under the lines it
     // runs and comes back, then beta's second replica, with the lines it

@@ -5,6 +5,7 @@
 //! Needs `SWITCHYARD_TEST_DATABASE_URL`, the built guest components and a
 //! built `switchyard` binary (`scripts/test.sh` provides all three).
 
+mod admission;
 mod bounds;
 mod chains;
 mod console;
@@ -14,6 +15,8 @@ mod identity;
 mod inference;
 mod jobs;
 mod manage;
+mod offers;
 mod pairing;
 mod replicas;
 mod revocation;
+mod strangers;

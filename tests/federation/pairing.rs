@@ -184,3 +184,22 @@ async fn request_approve_complete_leaves_both_sides_the_receipt_signed_by_both_k
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_joining_itself_is_refused_and_registers_nothing() {
+    let alpha = Member::bare("alpha").await;
+    let token = alpha.join_token().await;
+    let (status, refused) = alpha
+        .call(
+            Method::POST,
+            "/api/federation/peers",
+            Some(json!({"url": alpha.url(), "join_token": token, "label": "me"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(refused["error"]["code"], "self_join", "{refused}");
+    let peers = alpha
+        .expect(StatusCode::OK, Method::GET, "/api/federation/peers", None)
+        .await;
+    assert_eq!(peers["peers"], json!([]), "{peers}");
+}

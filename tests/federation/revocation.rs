@@ -209,3 +209,64 @@ async fn stop_on_revoke_stops_only_the_grant_s_own_services_even_once_expired() 
     assert_eq!(replicas(&beta, "federation.s-keep").await, 1);
     assert_eq!(replicas(&beta, "demo").await, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_under_a_revoked_grant_says_grant_revoked_while_another_grant_is_active() {
+    let (alpha, beta) = tokio::join!(Member::bare("alpha"), Member::serving("beta", json!({})));
+    alpha.join(&beta).await;
+    beta.offer_service("chat").await;
+    beta.expect(
+        StatusCode::CREATED,
+        Method::POST,
+        "/api/federation/offers",
+        Some(json!({"resource": {"kind": "model", "model": "demo", "revision": "r1"}})),
+    )
+    .await;
+    let chat = json!({"services": ["chat"], "operations": ["inference"], "lifetime_s": 3600,
+                      "max_concurrent": 4, "max_requests": 100});
+    let revoked = grant(&beta, &alpha, &["inference"], chat).await;
+    // Another active grant from the same owner, naming no service.
+    let copies = json!({"models": ["demo@r1"], "operations": ["models:transfer"],
+                        "lifetime_s": 3600, "max_concurrent": 1, "max_requests": 10,
+                        "max_model_bytes": 1_000_000});
+    grant(&beta, &alpha, &["models:transfer"], copies).await;
+    let key = alpha.key(&["federation:invoke"]).await;
+    let call = || async {
+        let response = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", alpha.url()))
+            .bearer_auth(&key)
+            .json(&json!({"model": "beta/chat", "max_tokens": 2,
+                          "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (
+            status,
+            response.json::<Value>().await.unwrap_or(Value::Null),
+        )
+    };
+    assert_eq!(call().await.0, StatusCode::OK);
+
+    beta.expect(
+        StatusCode::OK,
+        Method::POST,
+        &format!("/api/federation/grants/{revoked}/revoke"),
+        None,
+    )
+    .await;
+    // Once alpha knows of the revocation, it still claims that grant.
+    alpha
+        .cluster
+        .until(
+            &format!("/api/federation/grants/{revoked}"),
+            "alpha never learned of the revocation",
+            |g| g["status"] == "revoked",
+        )
+        .await;
+    for _ in 0..2 {
+        let (status, refused) = call().await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+        assert_eq!(refused["error"]["code"], "grant_revoked", "{refused}");
+    }
+}

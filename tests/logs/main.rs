@@ -35,10 +35,7 @@ async fn a_not_ready_answer_from_the_readiness_probe_is_not_logged_as_a_fault() 
     // replica starts; that is its answer, not a fault.
     let name = database_url.rsplit("dbname=").next().unwrap().to_string();
     let base = std::env::var("SWITCHYARD_TEST_DATABASE_URL").unwrap();
-    let (admin, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let admin = switchyard_tests::db::connect(&base).await;
     admin
         .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
         .await

@@ -70,10 +70,7 @@ async fn anonymous_is_401_and_a_missing_scope_is_403() {
     assert_eq!(body["error"]["code"], "invalid_request");
 
     // The stored form is a digest: the token never appears in the database.
-    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(&db).await;
     let dump: String = client
         .query_one(
             "SELECT string_agg(id || name || encode(token_sha256, 'hex'), ',') FROM api_keys",

@@ -225,6 +225,55 @@ async fn a_batch_cancelled_mid_run_ends_cancelled_with_the_lines_that_ran() {
     assert!(String::from_utf8_lossy(&listed.stdout).contains(&id));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_key_is_revoked_ends_cancelled_and_runs_no_line_after() {
+    // 50 ms a token, 8 tokens, 4 at a time: 200 lines would take 20 s.
+    let (cluster, _worker, _dir) =
+        serving(json!({"max_concurrency": 4, "token_delay_ms": 50})).await;
+    let (status, key) = cluster
+        .call(
+            Method::POST,
+            "/api/keys",
+            Some(json!({"name": "app", "scopes": ["inference"]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{key}");
+    let (key_id, token) = (
+        key["key"]["id"].as_str().unwrap().to_string(),
+        key["token"].as_str().unwrap().to_string(),
+    );
+    let url = cluster.serve.url.clone();
+    let (status, file) = upload(&url, &token, "batch", chat_lines("demo", 200).as_bytes()).await;
+    assert_eq!(status, StatusCode::OK, "{file}");
+    let made = json!({"input_file_id": file["id"], "endpoint": "/v1/chat/completions",
+        "completion_window": "24h"});
+    let (status, created) = call(&cluster, &token, Method::POST, "/v1/batches", Some(made)).await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let id = created["id"].as_str().unwrap().to_string();
+    batch_until(&url, &token, &id, "no line ran", |b| completed(b) >= 8).await;
+
+    let (status, _) = cluster
+        .call(Method::DELETE, &format!("/api/keys/{key_id}"), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    // The admin key reads it: the revoked key reads nothing any more.
+    let ended = batch_until(&url, ADMIN_TOKEN, &id, "the batch ran on", |b| {
+        b["status"] == "cancelled"
+    })
+    .await;
+    assert_eq!(ended["errors"]["data"][0]["code"], "key_revoked", "{ended}");
+    let done = completed(&ended);
+    assert!((8..200).contains(&done), "{ended}");
+    // No line runs once it ended: the engine answers no more.
+    let served = engine_stats(&cluster).await["completed"].as_u64().unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        engine_stats(&cluster).await["completed"].as_u64().unwrap(),
+        served
+    );
+    assert_eq!(completed(&batch(&url, ADMIN_TOKEN, &id).await.1), done);
+}
+
 async fn call(
     cluster: &Cluster,
     key: &str,
@@ -292,7 +341,8 @@ async fn a_bad_batch_file_is_refused_with_a_code_that_names_the_fault() {
     }
     let (status, body) = upload(&cluster.serve.url, &key, "fine-tune", good.as_bytes()).await;
     assert_eq!(body["error"]["code"], "invalid_purpose", "{status} {body}");
-    let huge = vec![b' '; (64 << 20) + 1];
+    // Blank lines: the file's size is refused, not a line's.
+    let huge = vec![b'\n'; (64 << 20) + 1];
     let (status, body) = upload(&cluster.serve.url, &key, "batch", &huge).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
     assert_eq!(body["error"]["code"], "file_too_large");

@@ -4,6 +4,7 @@
 mod api_fuzz;
 mod api_input;
 mod auth;
+mod batch_owners;
 mod batches;
 mod carrier_cli;
 mod carrier_components;
@@ -35,4 +36,5 @@ mod requests;
 mod sandbox;
 mod scheduling;
 mod settings;
+mod tls;
 mod vllm;

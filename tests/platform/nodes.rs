@@ -196,10 +196,7 @@ async fn registration_approval_and_the_connect_endpoints_answers() {
     assert!(!nodes.to_string().contains("sy_"), "{nodes}");
 
     // A lookup that fails is 500, never a 401 that hides it.
-    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(&db).await;
     client
         .batch_execute("ALTER TABLE nodes RENAME TO nodes_gone")
         .await
@@ -533,10 +530,7 @@ async fn registration_tokens_expire_run_out_are_listed_and_revoked_and_names_are
     let (_, short) = create(json!({"name": "short", "ttl_seconds": 3600})).await;
     let short_value = short["value"].as_str().unwrap().to_string();
     assert!(short["token"]["expires_at"].is_string(), "{short}");
-    let (client, connection) = tokio_postgres::connect(&db, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(&db).await;
     client
         .execute(
             "UPDATE registration_tokens SET expires_at = now() - interval '1 second' WHERE id = $1",

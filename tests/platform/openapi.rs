@@ -43,6 +43,10 @@ fn the_document_lists_security_and_every_error_status() {
             "{public} never answers 401"
         );
     }
+    // The federation link is authenticated by its key handshake alone.
+    let link = &doc["paths"]["/api/federation/link"]["get"];
+    assert!(link["security"].is_null(), "the link takes no credential");
+    assert!(link["responses"].get("401").is_none(), "{link}");
     // A secured JSON route lists the statuses a client can meet.
     let keys = &doc["paths"]["/api/keys"]["post"];
     assert_eq!(keys["security"][0]["bearer"], serde_json::json!([]));

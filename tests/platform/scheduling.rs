@@ -28,10 +28,7 @@ use switchyard_tests::replica::Replica as Frontend;
 async fn store() -> (Store, tokio_postgres::Client) {
     let url = fresh_database().await;
     let store = Store::connect(&url).await.expect("store");
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("a direct connection");
-    tokio::spawn(connection);
+    let client = switchyard_tests::db::connect(&url).await;
     client
         .batch_execute(
             "INSERT INTO nodes (id, name, state, credential_sha256)

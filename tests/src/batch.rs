@@ -105,13 +105,34 @@ pub async fn upload(
     purpose: &str,
     content: &[u8],
 ) -> (reqwest::StatusCode, Value) {
+    upload_form(url, key, &[("purpose", purpose)], content).await
+}
+
+/// Uploads `content` with the text `fields` before it (`purpose`,
+/// `expires_after[seconds]`, ...); the status and the answer.
+pub async fn upload_form(
+    url: &str,
+    key: &str,
+    fields: &[(&str, &str)],
+    content: &[u8],
+) -> (reqwest::StatusCode, Value) {
     const BOUNDARY: &str = "switchyard-test-boundary";
-    let mut body = format!(
-        "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\n{purpose}\r\n\
-         --{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n\
-         Content-Type: application/jsonl\r\n\r\n"
-    )
-    .into_bytes();
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n\
+             Content-Type: application/jsonl\r\n\r\n"
+        )
+        .as_bytes(),
+    );
     body.extend_from_slice(content);
     body.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
     let response = reqwest::Client::new()
@@ -125,6 +146,26 @@ pub async fn upload(
         .send()
         .await
         .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// `method path` with `key` and an optional JSON body; the status and the
+/// answer (`null` when it is no JSON).
+pub async fn call(
+    url: &str,
+    key: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (reqwest::StatusCode, Value) {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{url}{path}"))
+        .bearer_auth(key);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
     let status = response.status();
     (status, response.json().await.unwrap_or(Value::Null))
 }

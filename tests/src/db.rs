@@ -1,6 +1,9 @@
-//! A fresh database per test in the suite's PostgreSQL.
+//! A fresh database per test in the suite's PostgreSQL, and connections to
+//! it made as the host makes them (TLS as the URL's `ssl*` parameters ask:
+//! the suite also runs against a PostgreSQL that accepts only TLS).
 
 use rand::RngCore;
+use switchyard_store::DatabaseUrl;
 
 /// The connection string of a new, empty database.
 pub async fn fresh_database() -> String {
@@ -8,10 +11,13 @@ pub async fn fresh_database() -> String {
         "SWITCHYARD_TEST_DATABASE_URL is not set: run the suites with scripts/test.sh, \
          which starts a private PostgreSQL for them",
     );
-    let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .expect("connecting to the test PostgreSQL");
-    tokio::spawn(connection);
+    fresh_database_in(&base).await
+}
+
+/// A new, empty database in the PostgreSQL that `base` (a superuser's
+/// URL) reaches; its URL keeps every parameter of `base`.
+pub async fn fresh_database_in(base: &str) -> String {
+    let client = connect(base).await;
     let mut suffix = [0u8; 6];
     rand::rng().fill_bytes(&mut suffix);
     let name = format!("t_{}", hex::encode(suffix));
@@ -19,7 +25,17 @@ pub async fn fresh_database() -> String {
         .batch_execute(&format!("CREATE DATABASE {name}"))
         .await
         .expect("creating a test database");
-    with_database(&base, &name)
+    with_database(base, &name)
+}
+
+/// A connection to `url`, its driver spawned, made by the host's own
+/// [`DatabaseUrl`].
+pub async fn connect(url: &str) -> tokio_postgres::Client {
+    DatabaseUrl::parse(url)
+        .expect("a valid database URL")
+        .connect_spawned()
+        .await
+        .expect("connecting to the test PostgreSQL")
 }
 
 /// `base` pointed at another database (keyword form or URL form).
@@ -46,7 +62,7 @@ fn with_database(base: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn database_is_replaced_in_both_forms() {
+    fn database_is_replaced_in_both_forms_keeping_every_parameter() {
         assert_eq!(
             super::with_database("host=/s user=postgres", "t1"),
             "host=/s user=postgres dbname=t1"
@@ -54,6 +70,13 @@ mod tests {
         assert_eq!(
             super::with_database("postgres://u:p@h:5/db?sslmode=disable", "t1"),
             "postgres://u:p@h:5/t1?sslmode=disable"
+        );
+        assert_eq!(
+            super::with_database(
+                "postgres://u:p@localhost:5/postgres?sslmode=verify-full&sslrootcert=/t/ca.crt",
+                "t1"
+            ),
+            "postgres://u:p@localhost:5/t1?sslmode=verify-full&sslrootcert=/t/ca.crt"
         );
     }
 }

@@ -165,10 +165,7 @@ async fn start(runtime: &Arc<Runtime>, url: &str, config: serde_json::Value) -> 
 /// The carrier's burst; per frontend: delivered, dropped, seconds to the last.
 async fn burst(url: &str) -> Vec<(usize, u64, f64)> {
     // A checkpoint owed by earlier writes is not this burst's cost.
-    let (admin, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
+    let admin = switchyard_tests::db::connect(url).await;
     admin.batch_execute("CHECKPOINT").await.expect("checkpoint");
     let runtime = carrier_runtime();
     let frontends = [
@@ -316,12 +313,9 @@ async fn small(url: &str) -> (f64, f64) {
     sender.await.expect("sender");
 
     // Bare: one client notifying, pipelined the same way, one connection listening.
-    let connect = || async {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        (client, connection)
-    };
+    // TLS as the URL asks, as the carrier's own connections have it.
+    let database = switchyard_store::DatabaseUrl::parse(url).expect("database URL");
+    let connect = || async { database.connect().await.expect("connect") };
     let (listen_client, mut listen_connection) = connect().await;
     let (tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {

@@ -4,12 +4,12 @@
 //! blocks: notifications wait in a bounded queue and overflow is counted.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
 use switchyard_runtime::carrier::{Notification, Param, Query};
+use switchyard_store::DatabaseUrl;
 use tokio::sync::mpsc;
 use tokio_postgres::Statement;
 use tokio_postgres::types::{ToSql, Type};
@@ -73,14 +73,16 @@ impl DbConnection {
         };
 
         let session = io.spawn(async move {
-            let config = match tokio_postgres::Config::from_str(&url) {
-                Ok(config) => config,
+            // With TLS as the URL's `sslmode`, `sslrootcert`, `sslcert` and
+            // `sslkey` ask, like every other connection of the host's.
+            let url = match DatabaseUrl::parse(&url) {
+                Ok(url) => url,
                 Err(e) => {
-                    let _ = events.send(Event::Closed(handle, format!("invalid database URL: {e}")));
+                    let _ = events.send(Event::Closed(handle, e.to_string()));
                     return;
                 }
             };
-            let (client, mut connection) = match config.connect(tokio_postgres::NoTls).await {
+            let (client, mut connection) = match url.connect().await {
                 Ok(pair) => pair,
                 Err(e) => {
                     let _ = events.send(Event::Closed(handle, format!("connecting to the database: {e}")));

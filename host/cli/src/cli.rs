@@ -154,6 +154,9 @@ pub struct ServeArgs {
     /// The largest model file the library takes, uploaded or fetched, in bytes [default: 256 GiB].
     #[arg(long)]
     pub max_blob_bytes: Option<u64>,
+    /// The bytes of batch files (`/v1/files`) one API key may keep at once, in bytes [default: 512 MiB].
+    #[arg(long)]
+    pub batch_storage_quota_bytes: Option<u64>,
     /// Admission decision records kept, the newest, across all points [default: 100000].
     #[arg(long)]
     pub decisions_keep: Option<u64>,

@@ -86,6 +86,9 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     if let Some(bytes) = args.max_blob_bytes {
         config.max_blob_bytes = bytes;
     }
+    if let Some(bytes) = args.batch_storage_quota_bytes {
+        config.batch_storage_quota = bytes;
+    }
     if let Some(n) = args.decisions_keep {
         config.decision_log.keep = n;
     }

@@ -5,9 +5,13 @@
 //! the private key, so a restore cannot bring it back.
 
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use switchyard_protocol::federation::Identity;
+use switchyard_protocol::federation::{
+    DEFAULT_JOIN_TOKEN_TTL_S, Identity, JoinToken, MAX_JOIN_TOKEN_TTL_S, MAX_JOIN_TOKEN_USES,
+    NewJoinToken,
+};
 use switchyard_store::Store;
 
 use crate::identity::{ClusterKey, IdentityState, KeyError, identity_state};
@@ -84,7 +88,11 @@ impl Cluster {
             tracing::warn!(state = %state, "federation suspended on this replica");
         }
         let token = match made {
-            true => Some(rotate_join_token(store).await?),
+            true => Some(
+                rotate_join_token(store, &NewJoinToken::default())
+                    .await?
+                    .join_token,
+            ),
             false => None,
         };
         let cluster = Self {
@@ -176,18 +184,43 @@ impl Cluster {
 }
 
 /// Makes a new join token; the previous one stops working. Answers the
-/// token (shown once: only its SHA-256 is kept).
-pub async fn rotate_join_token(store: &Store) -> FedResult<String> {
+/// token (shown once: only its SHA-256 is kept) with its lifetime and uses.
+pub async fn rotate_join_token(store: &Store, spec: &NewJoinToken) -> FedResult<JoinToken> {
+    let ttl_s = spec.ttl_s.unwrap_or(DEFAULT_JOIN_TOKEN_TTL_S);
+    let uses = spec.uses.unwrap_or(1);
+    if !(60..=MAX_JOIN_TOKEN_TTL_S).contains(&ttl_s) {
+        return Err(FederationError::invalid(format!(
+            "ttl_s must be 60 to {MAX_JOIN_TOKEN_TTL_S}"
+        )));
+    }
+    if !(1..=MAX_JOIN_TOKEN_USES).contains(&uses) {
+        return Err(FederationError::invalid(format!(
+            "uses must be 1 to {MAX_JOIN_TOKEN_USES}"
+        )));
+    }
     let token = new_join_token();
-    store.set_join_token(&join_token_sha256(&token)).await?;
-    Ok(token)
+    store
+        .set_join_token(&join_token_sha256(&token), Duration::from_secs(ttl_s), uses)
+        .await?;
+    Ok(JoinToken {
+        join_token: token,
+        expires_in_s: ttl_s,
+        uses,
+    })
 }
 
-/// Whether `token` is the current join token, compared in constant time.
+/// Whether `token` is the current join token, not expired or used up,
+/// compared in constant time.
 pub async fn join_token_matches(store: &Store, token: &str) -> FedResult<bool> {
     use subtle::ConstantTimeEq;
     let Some(stored) = store.join_token_sha256().await? else {
         return Ok(false);
     };
     Ok(bool::from(join_token_sha256(token).ct_eq(&stored)))
+}
+
+/// Spends one use of `token` (already matched); `false` when it expired or
+/// was used up since.
+pub async fn use_join_token(store: &Store, token: &str) -> FedResult<bool> {
+    Ok(store.use_join_token(&join_token_sha256(token)).await?)
 }

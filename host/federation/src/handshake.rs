@@ -33,6 +33,12 @@ use crate::proof::{Party, Role, Session, new_nonce, transcript};
 /// for a loaded peer and still frees the connection of one that is stuck.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a listener waits for the dialer's first message (its
+/// `hello`, sent as soon as the websocket opens): a dialer that sends
+/// nothing holds a handshake slot this long at most, not a full
+/// [`HANDSHAKE_TIMEOUT`].
+pub const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How long a refusal is offered to the peer before the connection is
 /// left: telling it why is a courtesy, not a step to wait on.
 const REFUSAL_GRACE: Duration = Duration::from_secs(1);
@@ -126,22 +132,24 @@ impl std::error::Error for Refusal {}
 
 /// Dials: sends `Hello`, checks the listener's `Challenge` against the key
 /// it claims, lets `expect` judge that identity (the caller checks it is
-/// the peer it meant, e.g. the stored public key; an `Err` is sent to the
+/// the peer it meant, e.g. the stored public key, and a join registers it
+/// there, before the listener registers anything; an `Err` is sent to the
 /// listener as the refusal), proves this side's key and waits for
 /// `Accepted`. `join_token` goes with [`LinkPurpose::Join`] only (a
 /// listener refuses it on a plain link).
-pub async fn dial<Si, St>(
+pub async fn dial<Si, St, E>(
     local: Local<'_>,
     purpose: LinkPurpose,
     lane: &str,
     join_token: Option<&str>,
-    expect: impl FnOnce(&PeerIdentity) -> Result<(), Refusal>,
+    expect: impl FnOnce(PeerIdentity) -> E,
     sink: &mut Si,
     stream: &mut St,
 ) -> Result<PeerIdentity, Refusal>
 where
     Si: Sink<String> + Unpin,
     St: Stream<Item = String> + Unpin,
+    E: Future<Output = Result<(), Refusal>>,
 {
     let mut wire = Wire { sink, stream };
     let public_key = local.key.public_key();
@@ -201,7 +209,7 @@ where
     if let Err(refusal) = check(&peer.public_key, &signed, &signature) {
         return Err(wire.refuse(refusal).await);
     }
-    if let Err(refusal) = expect(&peer) {
+    if let Err(refusal) = expect(peer.clone()).await {
         return Err(wire.refuse(refusal).await);
     }
     let signature = local.key.sign(&transcript(Role::Dialer, &session));
@@ -238,7 +246,8 @@ where
     R: Future<Output = Result<(), Refusal>>,
 {
     let mut wire = Wire { sink, stream };
-    let (incoming, peer_nonce) = match read_hello(wire.recv("hello").await?) {
+    let hello = wire.recv_within("hello", FIRST_MESSAGE_TIMEOUT).await?;
+    let (incoming, peer_nonce) = match read_hello(hello) {
         Ok(hello) => hello,
         Err(refusal) => return Err(wire.refuse(refusal).await),
     };
@@ -376,13 +385,22 @@ where
     /// The next message; the peer's `Refused` as an `Err`. A timeout or a
     /// malformed message is refused to the peer first.
     async fn recv(&mut self, expected: &str) -> Result<LinkMessage, Refusal> {
-        let text = match timeout(HANDSHAKE_TIMEOUT, self.stream.next()).await {
+        self.recv_within(expected, HANDSHAKE_TIMEOUT).await
+    }
+
+    /// [`Wire::recv`], waiting at most `within`.
+    async fn recv_within(
+        &mut self,
+        expected: &str,
+        within: Duration,
+    ) -> Result<LinkMessage, Refusal> {
+        let text = match timeout(within, self.stream.next()).await {
             Ok(Some(text)) => text,
             Ok(None) => return Err(closed()),
             Err(_) => {
                 let refusal = Refusal::new(
                     code::HANDSHAKE_TIMEOUT,
-                    format!("no {expected} within {}s", HANDSHAKE_TIMEOUT.as_secs()),
+                    format!("no {expected} within {} ms", within.as_millis()),
                 );
                 return Err(self.refuse(refusal).await);
             }

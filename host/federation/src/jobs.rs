@@ -101,6 +101,7 @@ impl Federation {
             status: head.status,
             headers: head.headers,
             body: first.chain(rest).boxed(),
+            admitted: true,
         })
     }
 

@@ -110,65 +110,36 @@ impl Federation {
         self.cluster.key()?;
         let known = self.store.peers().await?;
         let url = request.url.trim_end_matches('/').to_string();
-        let label = request.label.clone();
-        let check = known.clone();
         let _joining = Joining::new(self, &url);
+        // This side's half is written before this side's proof, so the
+        // listener registers this cluster only once it is registered here;
+        // a refusal afterwards undoes this half, and a refusal here leaves
+        // nothing on either side.
+        let mut registered: Option<Joined> = None;
         let dialled = self
             .dial(
                 &url,
                 Lane::Inference,
                 LinkPurpose::Join,
                 Some(&request.join_token),
-                |listener| match contradiction(&check, &label, &url, listener) {
-                    Some(why) => Err(Refusal::new("identity_conflict", why)),
-                    None => Ok(()),
+                |listener| {
+                    self.register_listener(&known, &request.label, &url, listener, &mut registered)
                 },
             )
             .await;
-        let (listener, dialled) = dialled.map_err(|e| match e {
-            DialError::Unreachable(why) => {
-                FederationError::unavailable(format!("the peer at {url} cannot be reached: {why}"))
-            }
-            DialError::Refused(r) if r.code == "invalid_join_token" => {
-                FederationError::new(401, "invalid_join_token", r.message)
-            }
-            DialError::Refused(r) if r.code == "identity_conflict" => conflict(r.message),
-            DialError::Refused(r) if r.code == "limit_reached" => FederationError::new(
-                409,
-                "limit_reached",
-                format!("the peer refused: {}", r.message),
-            ),
-            DialError::Refused(r) => {
-                FederationError::new(502, "link_refused", format!("the handshake failed: {r}"))
-            }
-            DialError::Local(e) => e,
-        })?;
-        let existing = known
-            .iter()
-            .find(|p| p.public_key == listener.public_key)
-            .cloned();
-        let (joined, peer) = match existing {
-            Some(peer) => (Joined::Existing(peer.clone()), peer),
-            None => {
-                let inserted = self
-                    .store
-                    .insert_peer(NewPeer {
-                        label: &request.label,
-                        url: Some(&url),
-                        cluster_id: &listener.cluster_id,
-                        public_key: &listener.public_key,
-                    })
-                    .await?;
-                match inserted {
-                    Insert::Done(peer) => (Joined::Created(peer.clone()), peer),
-                    Insert::Full(bound) => return Err(FederationError::limit(bound)),
-                    Insert::Exists => {
-                        return Err(conflict(
-                            "a peer with this label, URL or cluster id is known",
-                        ));
-                    }
+        let (_, dialled) = match dialled {
+            Ok(dialled) => dialled,
+            Err(e) => {
+                if let Some(Joined::Created(peer)) = &registered {
+                    self.store.delete_peer(&peer.id).await?;
                 }
+                return Err(join_refusal(e, &url));
             }
+        };
+        let (joined, peer) = match registered {
+            Some(Joined::Created(peer)) => (Joined::Created(peer.clone()), peer),
+            Some(Joined::Existing(peer)) => (Joined::Existing(peer.clone()), peer),
+            None => return Err(FederationError::internal("the join registered no peer")),
         };
         self.hold(&crate::links::LinkPeer::from(&peer), dialled)
             .await
@@ -179,6 +150,53 @@ impl Federation {
             Joined::Created(_) => Joined::Created(peer),
             Joined::Existing(_) => Joined::Existing(peer),
         })
+    }
+
+    /// The joining side's half, once the listener proved its key: refuses
+    /// this cluster itself and an identity that contradicts a known peer,
+    /// else finds the peer known with the same identity or registers it.
+    async fn register_listener(
+        &self,
+        known: &[Peer],
+        label: &str,
+        url: &str,
+        listener: PeerIdentity,
+        registered: &mut Option<Joined>,
+    ) -> Result<(), Refusal> {
+        if self.is_self(&listener) {
+            return Err(crate::links::self_join());
+        }
+        if let Some(why) = contradiction(known, label, url, &listener) {
+            return Err(Refusal::new("identity_conflict", why));
+        }
+        if let Some(peer) = known.iter().find(|p| p.public_key == listener.public_key) {
+            *registered = Some(Joined::Existing(peer.clone()));
+            return Ok(());
+        }
+        let inserted = self
+            .store
+            .insert_peer(NewPeer {
+                label,
+                url: Some(url),
+                cluster_id: &listener.cluster_id,
+                public_key: &listener.public_key,
+            })
+            .await
+            .map_err(crate::links::unavailable)?;
+        match inserted {
+            Insert::Done(peer) => {
+                *registered = Some(Joined::Created(peer));
+                Ok(())
+            }
+            Insert::Full(bound) => Err(Refusal::new(
+                "limit_reached",
+                format!("the joining cluster's {} bound is reached", bound.name()),
+            )),
+            Insert::Exists => Err(Refusal::new(
+                "identity_conflict",
+                "a peer with this label, URL or cluster id is known",
+            )),
+        }
     }
 
     /// Forgets a peer: closes its link, deletes its requests, grants and
@@ -195,6 +213,37 @@ impl Federation {
         Ok(())
     }
 }
+
+/// A failed join's answer. Whatever kept a URL from answering as a
+/// Switchyard cluster (nothing listens, an HTTP answer that is not a link,
+/// a handshake that breaks off) is one answer, logged with its cause: the
+/// join endpoint is no probe of what answers on internal addresses.
+fn join_refusal(e: DialError, url: &str) -> FederationError {
+    match e {
+        DialError::Refused(r) if r.code == "invalid_join_token" => {
+            FederationError::new(401, "invalid_join_token", r.message)
+        }
+        DialError::Refused(r) if r.code == "join_rate_limited" => {
+            FederationError::new(429, "join_rate_limited", r.message)
+        }
+        DialError::Refused(r) if r.code == "identity_conflict" => conflict(r.message),
+        DialError::Refused(r) if r.code == "self_join" => {
+            FederationError::new(409, "self_join", r.message)
+        }
+        DialError::Refused(r) if r.code == "limit_reached" => {
+            FederationError::new(409, "limit_reached", r.message)
+        }
+        DialError::Local(e) => e,
+        other => {
+            tracing::info!(url, cause = %other, "a join found no cluster to join");
+            FederationError::unavailable(PEER_UNREACHABLE)
+        }
+    }
+}
+
+/// The one message of a join that reached no cluster.
+pub const PEER_UNREACHABLE: &str =
+    "no Switchyard cluster answered a join at this URL (see this cluster's log for the cause)";
 
 /// Marks a URL as being joined until dropped (however the join ends).
 struct Joining<'a> {
@@ -261,7 +310,7 @@ pub(crate) async fn register_joiner(store: &Store, peer: &PeerIdentity) -> Resul
         Insert::Done(peer) => Ok(peer),
         Insert::Full(bound) => Err(Refusal::new(
             "limit_reached",
-            format!("the {} bound is reached", bound.name()),
+            format!("the joined cluster's {} bound is reached", bound.name()),
         )),
         Insert::Exists => Err(Refusal::new(
             "identity_conflict",

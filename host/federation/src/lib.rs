@@ -14,6 +14,7 @@
 //! - [`handshake`]: the link's opening exchange, both keys proved.
 //! - `links`: the links this replica holds, dialled and accepted.
 //! - `join`: joining a peer with its join token.
+//! - `gate`: who may start a link handshake (per replica, per address, join guesses).
 //! - `pairing`: requests, approvals, shares, completion and revocation.
 //! - `calls`: the calls a peer makes over the link, answered here.
 //! - `changes`: revocations and removals other replicas made, acted on here.
@@ -34,6 +35,7 @@ mod changes;
 mod cluster;
 pub mod copies;
 pub mod error;
+pub mod gate;
 pub mod handshake;
 pub mod identity;
 mod incoming;
@@ -108,6 +110,9 @@ pub struct LocalAnswer {
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: BoxStream<'static, Result<Bytes, String>>,
+    /// Whether this cluster's own chains admitted the call; `false` when
+    /// the answer is their refusal (the grant's charge is then refunded).
+    pub admitted: bool,
 }
 
 /// A remote inference call admitted by its grant, to be answered by this
@@ -202,9 +207,9 @@ pub struct Federation {
     cluster: Cluster,
     links: Links,
     host: Arc<dyn Host>,
-    /// Handshakes answered at once: each may hold a socket for a while
-    /// before its dialer proves anything.
-    handshakes: Arc<tokio::sync::Semaphore>,
+    /// Handshakes answered at once, in all and per address, and the
+    /// waits of addresses that guessed join tokens wrong.
+    gate: gate::Gate,
     /// Calls judged here, for `/metrics`.
     calls: metrics::CallCounts,
     /// This cluster's peers and grants as read lately (remote calls pick
@@ -227,9 +232,6 @@ struct Seen {
     peers: Vec<switchyard_protocol::federation::Peer>,
     grants: Vec<switchyard_protocol::federation::GrantRecord>,
 }
-
-/// The most link handshakes a replica answers at once.
-const MAX_HANDSHAKES: usize = 16;
 
 impl std::fmt::Debug for Federation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -254,7 +256,7 @@ impl Federation {
             cluster,
             links: Links::default(),
             host,
-            handshakes: Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES)),
+            gate: Default::default(),
             calls: Default::default(),
             seen: Default::default(),
             served: Default::default(),
@@ -288,10 +290,14 @@ impl Federation {
         &self.store
     }
 
-    /// A place among the handshakes answered at once; `None` when all are
-    /// taken (the link endpoint answers 503 then).
-    pub fn handshake_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        self.handshakes.clone().try_acquire_owned().ok()
+    /// A place among the handshakes answered at once for a dialer at
+    /// `address`; `Err` when the replica's or the address's are all taken
+    /// (the link endpoint answers 503 then).
+    pub fn handshake_permit(
+        &self,
+        address: Option<std::net::IpAddr>,
+    ) -> Result<gate::HandshakePermit, gate::Busy> {
+        self.gate.enter(address)
     }
 
     /// The links this replica holds.

@@ -1,14 +1,14 @@
 //! The links this replica holds: one websocket per peer and lane, opened
 //! by the key handshake and then carrying the tunnel plugin's multiplexed
 //! streams, which either side opens. The side that knows the peer's URL
-//! dials (and redials with backoff); the other accepts at
+//! dials (and redials with backoff, in `keeper`); the other accepts at
 //! `GET /api/federation/link`.
 
 use std::collections::HashMap;
 use std::fmt::Display;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{Sink, SinkExt, StreamExt};
@@ -21,23 +21,13 @@ use switchyard_protocol::federation::{
 };
 use switchyard_protocol::jobs::JOBS_SERVICE;
 use switchyard_protocol::link::LinkPurpose;
-use switchyard_store::federation::DiallerLock;
-use tokio::sync::watch;
 
 use crate::handshake::{self, Incoming, Local, PeerIdentity, Refusal};
 use crate::{Federation, FederationError};
 
-/// The first wait before a link is dialled again; doubled after each
-/// failure up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-/// The longest wait between two dials of a link.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// How often the keeper looks at the identity and the links.
-const TICK: Duration = Duration::from_secs(1);
-/// How often a replica that does not dial tries the dialler lock.
-const LOCK_RETRY: Duration = Duration::from_secs(5);
-/// A replica silent this long has its concurrency slots released.
-const DEAD_REPLICA: Duration = Duration::from_secs(15);
+mod keeper;
+
+pub(crate) use keeper::keep;
 
 /// The lanes a link has: calls and inference, and (for model copies) bulk.
 const LANES: [Lane; 2] = [Lane::Inference, Lane::Bulk];
@@ -106,11 +96,18 @@ impl Links {
         });
     }
 
-    /// Closes every link (federation is suspended).
-    pub fn close_all(&self) {
-        for (_, (_, session)) in self.held.lock().expect("links lock").drain() {
+    /// Closes every link (federation is suspended); answers the peers
+    /// whose inference lane was held, for the caller to record them down
+    /// (the sessions' own ends find them gone and record nothing).
+    pub fn close_all(&self) -> Vec<String> {
+        let mut closed = Vec::new();
+        for ((peer, lane), (_, session)) in self.held.lock().expect("links lock").drain() {
             session.close();
+            if lane == Lane::Inference {
+                closed.push(peer);
+            }
         }
+        closed
     }
 }
 
@@ -273,14 +270,17 @@ impl Federation {
     /// Dials `url` on `lane` and proves both keys; `expect` judges the
     /// listener's identity. Answers the peer and the session, held by the
     /// caller's [`Federation::hold`].
-    pub(crate) async fn dial(
+    pub(crate) async fn dial<E>(
         self: &Arc<Self>,
         url: &str,
         lane: Lane,
         purpose: LinkPurpose,
         join_token: Option<&str>,
-        expect: impl FnOnce(&PeerIdentity) -> Result<(), Refusal>,
-    ) -> Result<(PeerIdentity, Dialled), DialError> {
+        expect: impl FnOnce(PeerIdentity) -> E,
+    ) -> Result<(PeerIdentity, Dialled), DialError>
+    where
+        E: std::future::Future<Output = Result<(), Refusal>>,
+    {
         let key = self.cluster.key().map_err(DialError::Local)?;
         let identity = self.cluster.identity();
         let target = format!(
@@ -350,7 +350,7 @@ impl Federation {
         websocket: W,
         codec: Codec<M>,
         lane: Lane,
-        permit: tokio::sync::OwnedSemaphorePermit,
+        permit: crate::gate::HandshakePermit,
     ) where
         W: Sink<M, Error = E> + futures::Stream<Item = Result<M, E>> + Unpin + Send + 'static,
         M: Send + 'static,
@@ -361,6 +361,7 @@ impl Federation {
             return;
         };
         let identity = self.cluster.identity();
+        let address = permit.address();
         let (mut sink, mut stream) = websocket.split();
         let local = Local {
             key: &key,
@@ -374,8 +375,8 @@ impl Federation {
             let (admitting, registering) = (self.clone(), self.clone());
             handshake::accept(
                 local,
-                move |incoming| async move { admitting.admit(incoming).await },
-                move |incoming| async move { registering.register(incoming).await },
+                move |incoming| async move { admitting.admit(incoming, address).await },
+                move |incoming| async move { registering.register(incoming, address).await },
                 &mut text_out,
                 &mut text_in,
             )
@@ -427,16 +428,35 @@ impl Federation {
 
     /// The listener's first check, before anything is answered: a join
     /// needs the current join token, a link a key that is a peer's.
-    async fn admit(&self, incoming: Incoming) -> Result<(), Refusal> {
+    async fn admit(&self, incoming: Incoming, address: Option<IpAddr>) -> Result<(), Refusal> {
+        if self.is_self(&incoming.peer) {
+            return Err(self_join());
+        }
         match incoming.purpose {
             LinkPurpose::Join => {
+                if let Some(wait) = self.gate.join_wait(address) {
+                    return Err(Refusal::new(
+                        "join_rate_limited",
+                        format!(
+                            "too many wrong join tokens from this address; try again in {} s",
+                            wait.as_secs() + 1
+                        ),
+                    ));
+                }
                 let token = incoming.join_token.as_deref().unwrap_or_default();
                 match crate::cluster::join_token_matches(&self.store, token).await {
                     Ok(true) => Ok(()),
-                    Ok(false) => Err(Refusal::new(
-                        "invalid_join_token",
-                        "the join token is not this cluster's current one",
-                    )),
+                    Ok(false) => {
+                        self.gate.wrong_guess(address);
+                        tracing::info!(
+                            ?address,
+                            "a join with a wrong, expired or used-up token was refused"
+                        );
+                        Err(Refusal::new(
+                            "invalid_join_token",
+                            "the join token is not this cluster's current one, or it expired or was used up",
+                        ))
+                    }
                     Err(e) => Err(unavailable(e)),
                 }
             }
@@ -451,11 +471,29 @@ impl Federation {
         }
     }
 
+    /// Whether `peer` is this cluster itself (its id or its key).
+    pub(crate) fn is_self(&self, peer: &PeerIdentity) -> bool {
+        let own = self.cluster.identity();
+        peer.cluster_id == own.cluster_id || own.public_key.as_ref() == Some(&peer.public_key)
+    }
+
     /// The listener's last step, on a proved key: a joining peer is
     /// registered (or found registered with the same identity).
-    async fn register(&self, incoming: Incoming) -> Result<(), Refusal> {
+    async fn register(&self, incoming: Incoming, address: Option<IpAddr>) -> Result<(), Refusal> {
         if incoming.purpose != LinkPurpose::Join {
             return Ok(());
+        }
+        let token = incoming.join_token.as_deref().unwrap_or_default();
+        // A use of the token is spent once the dialer proved its key.
+        match crate::cluster::use_join_token(&self.store, token).await {
+            Ok(true) => self.gate.right_guess(address),
+            Ok(false) => {
+                return Err(Refusal::new(
+                    "invalid_join_token",
+                    "the join token expired or was used up during the handshake",
+                ));
+            }
+            Err(e) => return Err(unavailable(e)),
         }
         crate::join::register_joiner(&self.store, &incoming.peer)
             .await
@@ -480,6 +518,17 @@ impl Federation {
         }
     }
 
+    /// Closes every link held here and records each down with `why`
+    /// (`identity_missing`, ...): status and the peer record never say
+    /// `up` while federation is suspended.
+    pub(crate) async fn suspend_links(&self, why: &str) {
+        let message = format!("federation is suspended here: {why}");
+        for peer in self.links.close_all() {
+            self.link_state(&peer, Lane::Inference, LinkState::Down, Some(&message))
+                .await;
+        }
+    }
+
     /// Records a lane's state; the inference lane's is the link's.
     async fn link_state(&self, peer: &str, lane: Lane, state: LinkState, error: Option<&str>) {
         if lane != Lane::Inference {
@@ -495,9 +544,18 @@ impl Federation {
     }
 }
 
+/// The refusal of a cluster that dials itself (the same cluster id or key
+/// on both ends): nothing is registered on either side.
+pub(crate) fn self_join() -> Refusal {
+    Refusal::new(
+        "self_join",
+        "a cluster cannot join or link to itself: the URL leads back to this cluster",
+    )
+}
+
 /// A refusal for a fault of this side: the detail is logged, the peer
 /// (whose key is not proved yet) reads a generic message.
-fn unavailable(e: impl Display) -> Refusal {
+pub(crate) fn unavailable(e: impl Display) -> Refusal {
     tracing::warn!(error = %e, "a link could not be answered");
     Refusal::new(
         "unavailable",
@@ -511,143 +569,4 @@ pub struct Dialled {
         tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
     >,
     lane: Lane,
-}
-
-/// The keeper: rereads the identity, dials the links this cluster dials
-/// (with backoff), and releases the slots of replicas that died.
-pub(crate) async fn keep(federation: Arc<Federation>, mut stop: watch::Receiver<bool>) {
-    let mut dials: HashMap<(String, Lane), Redial> = HashMap::new();
-    let mut last_sweep = Instant::now();
-    let mut dialler: Option<DiallerLock> = None;
-    let mut last_try: Option<Instant> = None;
-    loop {
-        tokio::select! {
-            _ = stop.changed() => break,
-            _ = tokio::time::sleep(TICK) => {}
-        }
-        match federation.cluster.refresh(&federation.store).await {
-            Ok(_) if federation.cluster.key().is_err() => {
-                federation.links.close_all();
-                continue;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "federation: the identity was not read");
-                continue;
-            }
-        }
-        if last_sweep.elapsed() > DEAD_REPLICA {
-            last_sweep = Instant::now();
-            if let Err(e) = federation.store.release_dead_slots(DEAD_REPLICA).await {
-                tracing::warn!(error = %e, "federation: dead replicas' slots not released");
-            }
-        }
-        // One replica dials each peer: the one holding the dialler lock.
-        if !dialler.as_ref().is_some_and(DiallerLock::is_held)
-            && last_try.is_none_or(|at| at.elapsed() >= LOCK_RETRY)
-        {
-            last_try = Some(Instant::now());
-            dialler = match federation.store.try_dialler_lock().await {
-                Ok(lock) => lock,
-                Err(e) => {
-                    tracing::warn!(error = %e, "federation: the dialler lock was not tried");
-                    None
-                }
-            };
-        }
-        if !dialler.as_ref().is_some_and(DiallerLock::is_held) {
-            continue;
-        }
-        let peers = match federation.store.peers().await {
-            Ok(peers) => peers,
-            Err(e) => {
-                tracing::warn!(error = %e, "federation: peers not read");
-                continue;
-            }
-        };
-        dials.retain(|(peer, _), _| peers.iter().any(|p| &p.id == peer));
-        let joining = federation.joining.lock().expect("joining lock").clone();
-        let dialled_here = |p: &&Peer| p.url.as_ref().is_some_and(|url| !joining.contains(url));
-        for peer in peers.iter().filter(dialled_here) {
-            for lane in LANES {
-                let redial = dials.entry((peer.id.clone(), lane)).or_default();
-                if federation.links.session(&peer.id, lane).is_some()
-                    || redial.dialling.as_ref().is_some_and(|t| !t.is_finished())
-                    || redial.next.is_some_and(|next| Instant::now() < next)
-                {
-                    continue;
-                }
-                // The bulk lane follows the inference lane.
-                if lane == Lane::Bulk && !federation.links.is_up(&peer.id) {
-                    continue;
-                }
-                redial.dialling = Some(tokio::spawn(dial_once(
-                    federation.clone(),
-                    peer.clone(),
-                    lane,
-                    redial.failures,
-                )));
-                redial.next = Some(Instant::now() + backoff(redial.failures));
-                redial.failures += 1;
-            }
-        }
-        // A lane that came up resets its backoff.
-        for ((peer, lane), redial) in dials.iter_mut() {
-            if federation.links.session(peer, *lane).is_some() {
-                redial.failures = 0;
-                redial.next = None;
-            }
-        }
-    }
-    federation.links.close_all();
-}
-
-/// One dial of a peer's lane.
-async fn dial_once(federation: Arc<Federation>, peer: Peer, lane: Lane, failures: u32) {
-    let Some(url) = peer.url.clone() else {
-        return;
-    };
-    if lane == Lane::Inference && failures == 0 {
-        federation
-            .link_state(&peer.id, lane, LinkState::Connecting, None)
-            .await;
-    }
-    let expected = peer.public_key.clone();
-    let dialled = federation
-        .dial(&url, lane, LinkPurpose::Link, None, |listener| {
-            if listener.public_key == expected {
-                Ok(())
-            } else {
-                Err(Refusal::new(
-                    "identity_conflict",
-                    "the peer answered with another key than the one it paired with",
-                ))
-            }
-        })
-        .await;
-    let failed = match dialled {
-        Ok((_, dialled)) => match federation.hold(&LinkPeer::from(&peer), dialled).await {
-            Ok(_) => return,
-            Err(e) => e,
-        },
-        Err(e) => e.to_string(),
-    };
-    tracing::debug!(peer = %peer.label, lane = lane.as_str(), error = %failed, "link dial failed");
-    federation
-        .link_state(&peer.id, lane, LinkState::Down, Some(&failed))
-        .await;
-}
-
-/// The wait before the `failures + 1`th dial.
-fn backoff(failures: u32) -> Duration {
-    FIRST_BACKOFF
-        .saturating_mul(1u32 << failures.min(5))
-        .min(MAX_BACKOFF)
-}
-
-#[derive(Default)]
-struct Redial {
-    dialling: Option<tokio::task::JoinHandle<()>>,
-    next: Option<Instant>,
-    failures: u32,
 }

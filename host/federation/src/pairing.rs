@@ -182,8 +182,13 @@ impl Federation {
     }
 
     /// Checks a grant's resources against what this cluster offers and
-    /// the caller's scopes.
-    async fn check_spec(&self, spec: &GrantSpec, scopes: &[String]) -> FedResult<()> {
+    /// the caller's scopes; answers the model revisions and nodes the
+    /// grant's offers name.
+    async fn check_spec(
+        &self,
+        spec: &GrantSpec,
+        scopes: &[String],
+    ) -> FedResult<(Vec<String>, Vec<String>)> {
         if spec.operations.is_empty() || spec.operations.len() > MAX_OPERATIONS_NAMED {
             return Err(FederationError::invalid(
                 "operations must name 1 to 8 operations",
@@ -224,21 +229,37 @@ impl Federation {
                 )));
             }
         }
+        // The terms name the resources themselves (`model@revision`, a
+        // node), whatever id their offer was published under: that is what
+        // copies, ranges and managed services look them up by.
+        let mut models = Vec::with_capacity(spec.models.len());
         for model in &spec.models {
-            if !offered(model, |r| matches!(r, Resource::Model { .. })) {
-                return Err(FederationError::invalid(format!(
-                    "'{model}' is no model offer"
-                )));
-            }
+            let named = offers.iter().find_map(|o| match &o.resource {
+                Resource::Model { .. } if o.id == *model => Some(o.resource.default_id()),
+                Resource::Model { .. } if o.resource.default_id() == *model => Some(model.clone()),
+                _ => None,
+            });
+            models.push(
+                named.ok_or_else(|| {
+                    FederationError::invalid(format!("'{model}' is no model offer"))
+                })?,
+            );
         }
+        let mut machines = Vec::with_capacity(spec.machines.len());
         for machine in &spec.machines {
-            if !offered(machine, |r| matches!(r, Resource::Machine { .. })) {
-                return Err(FederationError::invalid(format!(
-                    "'{machine}' is no machine offer"
-                )));
-            }
+            let node = offers.iter().find_map(|o| match &o.resource {
+                Resource::Machine { node } if o.id == *machine || node == machine => {
+                    Some(node.clone())
+                }
+                _ => None,
+            });
+            machines.push(node.ok_or_else(|| {
+                FederationError::invalid(format!("'{machine}' is no machine offer"))
+            })?);
         }
-        Ok(())
+        models.dedup();
+        machines.dedup();
+        Ok((models, machines))
     }
 
     /// Signs and keeps a grant, and offers it to the peer; nothing is kept
@@ -250,7 +271,7 @@ impl Federation {
         spec: GrantSpec,
         scopes: &[String],
     ) -> FedResult<GrantRecord> {
-        self.check_spec(&spec, scopes).await?;
+        let (models, machines) = self.check_spec(&spec, scopes).await?;
         let peer = self.peer(peer_id).await?;
         let key = self.cluster.key()?;
         let issued = now_ms();
@@ -268,8 +289,8 @@ impl Federation {
             },
             operations,
             services: spec.services,
-            models: spec.models,
-            machines: spec.machines,
+            models,
+            machines,
             issued_at_unix_ms: issued,
             expires_at_unix_ms: issued.saturating_add(spec.lifetime_s as u64 * 1000),
             max_concurrent: spec.max_concurrent,

@@ -43,6 +43,30 @@ pub struct RemoteTarget {
     pub service: String,
 }
 
+/// The grant a call to `service` claims (see [`Federation::resolve`]);
+/// `Err(Some(id))` when only revoked grants name the service, `Err(None)`
+/// when there is none to claim.
+fn pick_grant<'g>(
+    grants: &[&'g GrantRecord],
+    service: &str,
+) -> Result<&'g GrantRecord, Option<String>> {
+    let names = |g: &&GrantRecord| g.terms.services.iter().any(|s| s == service);
+    let all = || grants.iter().copied();
+    if let Some(grant) = all().find(|g| usable(g, service)) {
+        return Ok(grant);
+    }
+    if let Some(grant) = all().filter(names).find(|g| g.status != "revoked") {
+        return Ok(grant);
+    }
+    if let Some(revoked) = all().find(names) {
+        return Err(Some(revoked.id.clone()));
+    }
+    all()
+        .find(|g| g.status == "active" && g.terms.operations.contains(&Operation::InferenceManage))
+        .or_else(|| all().find(|g| g.status != "revoked"))
+        .ok_or(None)
+}
+
 /// Whether an incoming grant lets this cluster call `service` now (as far
 /// as this side knows; the owner decides).
 fn usable(grant: &GrantRecord, service: &str) -> bool {
@@ -80,9 +104,14 @@ impl Federation {
     }
 
     /// The target of a `/v1` model name `<peer label>/<service>`: `None`
-    /// when it names no peer (a local model, or none). The grant chosen is
-    /// one that allows the service, else the newest one from that peer:
-    /// the owner judges and says why a call is outside.
+    /// when it names no peer (a local model, or none). The grant is the one
+    /// that names the service: an active one first, else one the owner
+    /// will say is expired or inactive; when every grant naming it is
+    /// revoked the call is refused here with `grant_revoked` (another
+    /// grant from the same owner would only hide the revocation behind
+    /// `service_not_granted`). A service no grant names goes with a
+    /// managed service's grant, else the newest grant from that peer: the
+    /// owner judges and says why a call is outside.
     pub async fn resolve(&self, model: &str) -> FedResult<Option<RemoteTarget>> {
         let Some((label, service)) = model.split_once('/') else {
             return Ok(None);
@@ -97,36 +126,18 @@ impl Federation {
             .iter()
             .filter(|g| g.direction == Direction::Incoming && g.peer == peer.label)
             .collect();
-        // A service the grant lists; else a managed service's grant; else
-        // the newest grant, for the owner to say why the call is outside.
-        let grant = grants
-            .iter()
-            .find(|g| usable(g, service))
-            .copied()
-            .or_else(|| {
-                grants.iter().copied().find(|g| {
-                    g.status == "active" && g.terms.operations.contains(&Operation::InferenceManage)
-                })
-            })
-            .or_else(|| grants.iter().copied().find(|g| g.status != "revoked"))
-            .ok_or_else(|| {
-                match grants
-                    .iter()
-                    .find(|g| g.terms.services.iter().any(|s| s == service))
-                {
-                    // Only a revoked grant named it: say so, as the owner would.
-                    Some(revoked) => FederationError::new(
-                        403,
-                        "grant_revoked",
-                        format!("grant {} from peer '{label}' was revoked", revoked.id),
-                    ),
-                    None => FederationError::new(
-                        403,
-                        "no_grant",
-                        format!("peer '{label}' has granted this cluster nothing to call"),
-                    ),
-                }
-            })?;
+        let grant = pick_grant(&grants, service).map_err(|revoked| match revoked {
+            Some(revoked) => FederationError::new(
+                403,
+                "grant_revoked",
+                format!("grant {revoked} from peer '{label}' was revoked"),
+            ),
+            None => FederationError::new(
+                403,
+                "no_grant",
+                format!("peer '{label}' has granted this cluster nothing to call"),
+            ),
+        })?;
         Ok(Some(RemoteTarget {
             peer_id: peer.id.clone(),
             model: model.to_string(),
@@ -181,6 +192,19 @@ pub(crate) struct Slot {
     grant: String,
     instance: String,
     held: u32,
+    /// What the call was charged, for a refund when the owner's own
+    /// chains refuse it after the counters admitted it.
+    cost: Cost,
+}
+
+impl Slot {
+    /// Gives back the call's requests and tokens: the owner refused it,
+    /// and a refused call is not charged against `max_requests`.
+    pub(crate) async fn refund(&self) {
+        if let Err(e) = self.store.refund_grant(&self.grant, self.cost).await {
+            tracing::warn!(grant = %self.grant, error = %e, "a refused call's charge was not refunded");
+        }
+    }
 }
 
 impl Drop for Slot {
@@ -291,6 +315,7 @@ impl Federation {
                     grant: grant_id.to_string(),
                     instance: self.config.instance_id.clone(),
                     held: charge.concurrent,
+                    cost,
                 },
             )),
             Err(refused) => Err(Denied {
@@ -487,6 +512,10 @@ async fn serve(
             body,
         })
         .await?;
+    if !answer.admitted {
+        // The owner's own chains refused it: only admitted calls count.
+        slot.refund().await;
+    }
     Ok((answer, slot))
 }
 

@@ -176,13 +176,16 @@ impl Federation {
     /// lost key); links close, and every peer must be joined again.
     pub async fn adopt_key(&self) -> FedResult<Identity> {
         self.cluster.adopt(&self.store).await?;
-        self.links.close_all();
+        self.suspend_links("a new key was adopted").await;
         Ok(self.identity())
     }
 
     /// Makes a new join token; the previous one stops working.
-    pub async fn rotate_join_token(&self) -> FedResult<String> {
+    pub async fn rotate_join_token(
+        &self,
+        spec: &switchyard_protocol::federation::NewJoinToken,
+    ) -> FedResult<switchyard_protocol::federation::JoinToken> {
         self.cluster.key()?;
-        crate::cluster::rotate_join_token(&self.store).await
+        crate::cluster::rotate_join_token(&self.store, spec).await
     }
 }

@@ -36,7 +36,53 @@ pub struct FileObject {
     pub filename: String,
     /// `batch` for an upload, `batch_output` for a batch's output and error files.
     pub purpose: String,
+    /// Unix seconds when an upload expires (its `expires_after`, 30 days
+    /// by default, as OpenAI's batch files); `null` for an output file.
+    #[serde(default)]
+    pub expires_at: Option<i64>,
 }
+
+/// What `DELETE /v1/files/{id}` answers, as OpenAI does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct FileDeleted {
+    /// `file-…`.
+    pub id: String,
+    /// Always `file`.
+    pub object: String,
+    /// Always `true`.
+    pub deleted: bool,
+}
+
+/// Why a batch failed or ended early, as OpenAI lists a batch's `errors`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchErrors {
+    /// Always `list`.
+    pub object: String,
+    /// The errors.
+    pub data: Vec<BatchError>,
+}
+
+/// One entry of [`BatchErrors`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchError {
+    /// A stable code (`key_revoked`).
+    pub code: String,
+    /// For a person.
+    pub message: String,
+    /// The parameter at fault, if one is.
+    pub param: Option<String>,
+    /// The input line at fault, if one is.
+    pub line: Option<i64>,
+}
+
+/// The only `expires_after[anchor]` OpenAI takes.
+pub const EXPIRES_ANCHOR: &str = "created_at";
+/// The shortest `expires_after[seconds]`, as OpenAI allows (an hour).
+pub const MIN_EXPIRES_SECONDS: i64 = 3600;
+/// The longest `expires_after[seconds]`, as OpenAI allows (30 days), and
+/// the expiry of an upload that names none (OpenAI's default for batch files).
+pub const MAX_EXPIRES_SECONDS: i64 = 2_592_000;
 
 text_enum! {
     /// Where a batch is (`batches.status`).

@@ -375,8 +375,9 @@ pub struct ClusterSettings {
     /// How long a worker waits for work still running on a released set
     /// before it closes it anyway.
     pub max_drain_ms: u64,
-    /// A worker waits a random time up to this before it attaches to a
-    /// target, so that a fleet does not connect at once.
+    /// The cap of the random wait before a worker attaches to a target, so
+    /// that a fleet does not connect at once: the wait's bound grows with
+    /// the workers that must attach (none for a handful) up to this.
     pub attach_jitter_ms: u64,
     /// Which kinds of plugin must be signed by a trusted key to be
     /// uploaded or bound (see [`crate::signing`]).

@@ -106,12 +106,40 @@ pub struct Identity {
     pub public_key: Option<String>,
 }
 
+/// How long a join token works when its maker names no lifetime: a day.
+pub const DEFAULT_JOIN_TOKEN_TTL_S: u64 = 24 * 3600;
+/// The longest lifetime a join token may be given: 30 days.
+pub const MAX_JOIN_TOKEN_TTL_S: u64 = 30 * 24 * 3600;
+/// The most joins one token may be given.
+pub const MAX_JOIN_TOKEN_USES: u32 = 128;
+
 /// A new join token (`POST /api/federation/join-token`), shown once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct JoinToken {
     /// The token; the previous one stops working.
     pub join_token: String,
+    /// Seconds until it stops working.
+    #[serde(default)]
+    pub expires_in_s: u64,
+    /// How many joins it admits (each spent once a joining cluster proved
+    /// its key).
+    #[serde(default)]
+    pub uses: u32,
+}
+
+/// The optional body of `POST /api/federation/join-token`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewJoinToken {
+    /// Its lifetime in seconds, 60 to [`MAX_JOIN_TOKEN_TTL_S`]; default
+    /// [`DEFAULT_JOIN_TOKEN_TTL_S`].
+    #[serde(default)]
+    pub ttl_s: Option<u64>,
+    /// How many joins it admits, 1 to [`MAX_JOIN_TOKEN_USES`]; default 1.
+    #[serde(default)]
+    pub uses: Option<u32>,
 }
 
 /// `POST /api/federation/peers`: join the cluster at `url`.

@@ -23,6 +23,7 @@
 //! - [`decisions`]: the admission decision log: a binding's logging, a record, a query's answer.
 //! - [`models`]: a model revision's manifest.
 //! - [`limits`]: limits both sides hold to, each with its reason.
+//! - [`openai`]: OpenAI's error shape and `type`, for errors a worker streams to a `/v1` client.
 //! - [`link`]: the federation link's handshake messages.
 //! - [`plugin`]: plugin kinds, and the modes an admission chain binds a policy with.
 //! - [`signing`]: signed plugins: the detached signature, trusted keys, `require_signed`.
@@ -108,6 +109,7 @@ pub mod limits;
 pub mod link;
 pub mod models;
 pub mod node;
+pub mod openai;
 pub mod plugin;
 pub mod signing;
 pub mod state;

@@ -23,3 +23,9 @@ pub const MAX_FILES_REPORTED: usize = 4096;
 /// queue's units. A carrier refuses any other root, so both sides must name
 /// the same four.
 pub const SUBJECT_ROOTS: [&str; 4] = ["jobs", "cache", "node", "work"];
+
+/// The largest body of a `/v1` inference request (axum's default limit,
+/// which the `/v1` routes keep, and what a peer's remote call carries). A
+/// batch line is such a request, so an upload refuses a longer line at once
+/// instead of storing a line that can never be sent.
+pub const MAX_REQUEST_BODY: usize = 2 * 1024 * 1024;

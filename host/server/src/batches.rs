@@ -3,8 +3,14 @@
 //! and its output and error files are read back, in OpenAI's shapes.
 //!
 //! The routes (`routes/batches.rs`) are a thin shell over the functions
-//! here, which federation calls as well: [`create_file`], [`file`],
-//! [`file_content`], [`create_batch`], [`batch`], [`list`], [`cancel`].
+//! here, which federation calls as well: [`Upload`], [`create_file`],
+//! [`file`], [`file_content`], [`delete_file`], [`create_batch`],
+//! [`batch`], [`list`], [`cancel`].
+//!
+//! Files and batches belong to the key that created them and are answered
+//! about to that key only (and to `admin` keys), see [`access`]. A line
+//! runs only while its batch's key is live and holds `inference`: a batch
+//! whose key was revoked ends `cancelled`, its `errors` saying why.
 //!
 //! A batch is a job whose lines are units on the cluster's work queue
 //! (kind `batch`). The database is the truth: a line is a row, dispatched
@@ -13,14 +19,17 @@
 //! back or ignore.
 //!
 //! # Layout
-//! - `valid`: an input file parsed once into lines, and the limits.
-//! - `files`: `/v1/files`: upload, record, content.
+//! - `access`: whose files and batches a caller sees.
+//! - `valid`: an input file checked line by line, and the limits.
+//! - `files`: `/v1/files`: upload (streamed to the database in chunks,
+//!   under a per-key quota), record, content, delete.
 //! - `create`: `/v1/batches`: create, read, list, cancel.
 //! - `driver`: one driver per batch at a time (a leased row) dispatches
-//!   the lines and ends the batch.
+//!   the lines and ends the batch; every replica sweeps expired files.
 //! - `consumer`: every replica runs the lines its units name.
 //! - `output`: the output and error files, written from the lines.
 
+pub mod access;
 mod consumer;
 mod create;
 mod driver;
@@ -32,8 +41,11 @@ use std::sync::Arc;
 
 use tokio::sync::{Notify, watch};
 
-pub use create::{DEFAULT_LIMIT, batch, cancel, create_batch, list};
-pub use files::{Content, create_file, file, file_content, too_large};
+pub use create::{DEFAULT_LIMIT, batch, cancel, check, create_batch, list};
+pub use files::{
+    Content, DEFAULT_QUOTA, Upload, check_purpose, create_file, delete_file, file, file_content,
+    too_large, upload_bytes,
+};
 pub use valid::MAX_FILE_BYTES;
 
 use crate::state::AppState;

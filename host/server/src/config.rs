@@ -49,6 +49,8 @@ pub struct ServeConfig {
     pub edge: crate::edge::EdgeLimits,
     /// The largest blob the library takes (an upload or a fetch).
     pub max_blob_bytes: u64,
+    /// The bytes of batch files one key may keep (`--batch-storage-quota-bytes`).
+    pub batch_storage_quota: u64,
     /// The model library's folder, when it is shared storage every replica
     /// mounts (`--library-dir`); `None`: `<data_dir>/library`, and a replica
     /// fetches a blob it lacks from another replica.
@@ -89,6 +91,7 @@ impl Default for ServeConfig {
             fetch_allow: Default::default(),
             edge: Default::default(),
             max_blob_bytes: crate::library::MAX_BLOB_BYTES,
+            batch_storage_quota: crate::batches::DEFAULT_QUOTA,
             library_dir: None,
             metrics_auth: false,
             federation_key: None,
@@ -123,6 +126,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("fetch_allow", &self.fetch_allow)
             .field("edge", &self.edge)
             .field("max_blob_bytes", &self.max_blob_bytes)
+            .field("batch_storage_quota", &self.batch_storage_quota)
             .field("library_dir", &self.library_dir)
             .field("metrics_auth", &self.metrics_auth)
             .field("federation_key", &self.federation_key)

@@ -71,7 +71,7 @@ impl Host for ServerHost {
         let state = self.state();
         Box::pin(async move {
             let state = state?;
-            let response = crate::routes::openai::serve_federated(&state, call).await;
+            let (response, admitted) = crate::routes::openai::serve_federated(&state, call).await;
             let status = response.status().as_u16();
             let headers = response
                 .headers()
@@ -87,6 +87,7 @@ impl Host for ServerHost {
                 status,
                 headers,
                 body,
+                admitted,
             })
         })
     }

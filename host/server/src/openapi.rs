@@ -93,6 +93,7 @@ use crate::routes;
         routes::openai::embeddings,
         routes::batches::upload,
         routes::batches::show_file,
+        routes::batches::delete_file,
         routes::batches::file_content,
         routes::batches::create,
         routes::batches::show,
@@ -128,6 +129,7 @@ use crate::routes;
         switchyard_protocol::admin::NewKey,
         switchyard_protocol::federation::Identity,
         switchyard_protocol::federation::JoinToken,
+        switchyard_protocol::federation::NewJoinToken,
         switchyard_protocol::federation::JoinPeer,
         switchyard_protocol::federation::Peer,
         switchyard_protocol::federation::LinkStatus,
@@ -168,6 +170,7 @@ use crate::routes;
         switchyard_protocol::admin::NewRegistrationToken,
         switchyard_protocol::node::RegisterNode,
         switchyard_protocol::batch::FileObject,
+        switchyard_protocol::batch::FileDeleted,
         switchyard_protocol::batch::Batch,
         switchyard_protocol::batch::BatchStatus,
         switchyard_protocol::batch::RequestCounts,
@@ -240,6 +243,10 @@ pub struct ErrorDetail {
 /// Routes anyone may call.
 const PUBLIC: &[&str] = &["/healthz", "/readyz"];
 
+/// Routes that take no credential but answer like the API otherwise: the
+/// federation link is authenticated by its key handshake alone.
+const ANONYMOUS: &[&str] = &["/api/federation/link"];
+
 /// The answers every route shares, added to each operation so that the
 /// document lists every status a client can see: 401/403 wherever a
 /// credential is needed, 400/413/415/422 wherever a body or a path
@@ -278,22 +285,27 @@ impl utoipa::Modify for CommonResponses {
                     );
                     continue;
                 }
-                if op.security.is_none() {
-                    op.security = Some(vec![SecurityRequirement::new(
-                        "bearer",
-                        Vec::<String>::new(),
-                    )]);
+                if ANONYMOUS.contains(&path.as_str()) {
+                    // No requirement, as a public route: no credential is asked for.
+                    op.security = None;
+                } else {
+                    if op.security.is_none() {
+                        op.security = Some(vec![SecurityRequirement::new(
+                            "bearer",
+                            Vec::<String>::new(),
+                        )]);
+                    }
+                    add(
+                        op,
+                        "401",
+                        "`unauthorized`: no credential, or one that is not valid",
+                    );
+                    add(
+                        op,
+                        "403",
+                        "`forbidden`: the credential lacks the scope this route needs",
+                    );
                 }
-                add(
-                    op,
-                    "401",
-                    "`unauthorized`: no credential, or one that is not valid",
-                );
-                add(
-                    op,
-                    "403",
-                    "`forbidden`: the credential lacks the scope this route needs",
-                );
                 add(
                     op,
                     "503",

@@ -33,6 +33,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post, put};
+use switchyard_protocol::limits::MAX_REQUEST_BODY;
 
 use crate::state::AppState;
 
@@ -200,14 +201,27 @@ pub fn api(state: Arc<AppState>) -> Router {
             post(deployment_preview::preview),
         )
         .route("/v1/models", get(openai::models))
-        .route("/v1/chat/completions", post(openai::chat))
-        .route("/v1/completions", post(openai::completions))
-        .route("/v1/embeddings", post(openai::embeddings))
+        // A request body at most MAX_REQUEST_BODY; a batch's line is held to it at upload.
+        .route(
+            "/v1/chat/completions",
+            post(openai::chat).layer(DefaultBodyLimit::max(MAX_REQUEST_BODY)),
+        )
+        .route(
+            "/v1/completions",
+            post(openai::completions).layer(DefaultBodyLimit::max(MAX_REQUEST_BODY)),
+        )
+        .route(
+            "/v1/embeddings",
+            post(openai::embeddings).layer(DefaultBodyLimit::max(MAX_REQUEST_BODY)),
+        )
         .route(
             "/v1/files",
             post(batches::upload).layer(DefaultBodyLimit::max(batches::MAX_UPLOAD_BODY)),
         )
-        .route("/v1/files/{id}", get(batches::show_file))
+        .route(
+            "/v1/files/{id}",
+            get(batches::show_file).delete(batches::delete_file),
+        )
         .route("/v1/files/{id}/content", get(batches::file_content))
         .route("/v1/batches", post(batches::create).get(batches::list))
         .route("/v1/batches/{id}", get(batches::show))

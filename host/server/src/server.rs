@@ -155,6 +155,7 @@ async fn serve(
         carriers,
         admission_synced: AtomicBool::new(false),
         fetch_allow: config.fetch_allow.clone(),
+        batch_storage_quota: config.batch_storage_quota,
     });
 
     federation_host.attach(&state);

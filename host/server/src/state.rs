@@ -38,6 +38,8 @@ pub struct AppState {
     pub library: Library,
     /// Hosts a model fetch may reach though they are not public.
     pub fetch_allow: crate::fetch::AllowList,
+    /// The bytes of batch files one key may keep.
+    pub batch_storage_quota: u64,
     /// This replica's federation; `None` only in the router's own tests.
     pub federation: Option<Arc<switchyard_federation::Federation>>,
     /// The carrier set and its seams; `None` without carrier components.

@@ -9,30 +9,20 @@
 //!
 //! Times are the database's clock; the API shows them as unix seconds.
 
+pub mod files;
 pub mod lines;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use switchyard_protocol::batch::{Batch, BatchStatus, FileObject, RequestCounts};
+use switchyard_protocol::batch::{Batch, BatchStatus, RequestCounts};
+
+pub use files::{StoredFile, Visible};
 
 use crate::{Store, StoreError};
 
 /// Lines inserted per statement when a batch is created.
 const INSERT_CHUNK: usize = 5_000;
-
-/// A file to store.
-#[derive(Debug, Clone)]
-pub struct NewFile {
-    /// `file-…`.
-    pub id: String,
-    /// `batch`.
-    pub purpose: String,
-    /// As uploaded.
-    pub filename: String,
-    /// The JSONL.
-    pub content: Vec<u8>,
-}
 
 /// A batch to store, with its lines.
 #[derive(Debug, Clone)]
@@ -57,6 +47,9 @@ pub struct NewBatch {
     pub models: Vec<String>,
     /// `(custom_id, body)` of each line, in file order.
     pub lines: Vec<(String, Vec<u8>)>,
+    /// A peer's job: the peer's id and the grant it came under (the
+    /// owner answers only that peer about it; revoking the grant cancels it).
+    pub peer: Option<(String, String)>,
 }
 
 /// What a driver needs of a batch it holds.
@@ -73,6 +66,9 @@ pub struct DrivenBatch {
     /// Lines without an outcome yet, from the counters (exact while the
     /// batch is in progress: only a cancel ends lines without counting them).
     pub unfinished: i64,
+    /// Whether its lines may run: a peer's job, or its key is live and
+    /// holds `inference` (or `admin`).
+    pub key_live: bool,
 }
 
 /// The columns [`batch`] reads, in order.
@@ -82,7 +78,7 @@ const BATCH_COLUMNS: &str = "id, endpoint, input_file_id, completion_window, sta
     extract(epoch FROM finalizing_at)::bigint, extract(epoch FROM completed_at)::bigint,
     extract(epoch FROM failed_at)::bigint, extract(epoch FROM expired_at)::bigint,
     extract(epoch FROM expires_at)::bigint, extract(epoch FROM cancelling_at)::bigint,
-    extract(epoch FROM cancelled_at)::bigint";
+    extract(epoch FROM cancelled_at)::bigint, errors";
 
 fn batch(row: &tokio_postgres::Row) -> Batch {
     let metadata: Option<serde_json::Value> = row.get(5);
@@ -90,7 +86,7 @@ fn batch(row: &tokio_postgres::Row) -> Batch {
         id: row.get(0),
         object: "batch".into(),
         endpoint: row.get(1),
-        errors: None,
+        errors: row.get(20),
         input_file_id: row.get(2),
         completion_window: row.get(3),
         status: crate::state_column(row, 4),
@@ -120,82 +116,7 @@ fn batch(row: &tokio_postgres::Row) -> Batch {
     }
 }
 
-const FILE_COLUMNS: &str =
-    "id, purpose, filename, bytes, extract(epoch FROM created_at)::bigint, kind, batch_id";
-
-/// A stored file and, for an output or error file, its batch and kind.
-#[derive(Debug, Clone)]
-pub struct StoredFile {
-    /// As the API shows it.
-    pub file: FileObject,
-    /// `upload`, `output` or `error`.
-    pub kind: String,
-    /// An output or error file's batch.
-    pub batch_id: Option<String>,
-}
-
-fn file(row: &tokio_postgres::Row) -> StoredFile {
-    StoredFile {
-        file: FileObject {
-            id: row.get(0),
-            object: "file".into(),
-            purpose: row.get(1),
-            filename: row.get(2),
-            bytes: row.get(3),
-            created_at: row.get(4),
-        },
-        kind: row.get(5),
-        batch_id: row.get(6),
-    }
-}
-
 impl Store {
-    /// Stores an uploaded file.
-    pub async fn insert_batch_file(&self, new: &NewFile) -> Result<FileObject, StoreError> {
-        let row = self
-            .conn()
-            .await?
-            .query_one(
-                &format!(
-                    "INSERT INTO batch_files (id, purpose, filename, bytes, content)
-                     VALUES ($1, $2, $3, $4, $5) RETURNING {FILE_COLUMNS}"
-                ),
-                &[
-                    &new.id,
-                    &new.purpose,
-                    &new.filename,
-                    &(new.content.len() as i64),
-                    &new.content,
-                ],
-            )
-            .await?;
-        Ok(file(&row).file)
-    }
-
-    /// A file's record.
-    pub async fn batch_file(&self, id: &str) -> Result<StoredFile, StoreError> {
-        self.conn()
-            .await?
-            .query_opt(
-                &format!("SELECT {FILE_COLUMNS} FROM batch_files WHERE id = $1"),
-                &[&id],
-            )
-            .await?
-            .map(|row| file(&row))
-            .ok_or_else(|| StoreError::NotFound(format!("file {id}")))
-    }
-
-    /// An uploaded file's bytes (`None` for an output or error file).
-    pub async fn batch_file_content(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let row = self
-            .conn()
-            .await?
-            .query_opt("SELECT content FROM batch_files WHERE id = $1", &[&id])
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("file {id}")))?;
-        Ok(row.get(0))
-    }
-
     /// Stores a batch (`validating`) and its lines, in one transaction.
     pub async fn insert_batch(&self, new: &NewBatch) -> Result<Batch, StoreError> {
         let mut conn = self.conn().await?;
@@ -208,9 +129,9 @@ impl Store {
             .query_one(
                 &format!(
                     "INSERT INTO batches (id, endpoint, input_file_id, completion_window, status,
-                         metadata, key_id, scopes, models, total, expires_at)
+                         metadata, key_id, scopes, models, total, expires_at, peer_id, grant_id)
                      VALUES ($1, $2, $3, $4, 'validating', $5, $6, $7, $8, $9,
-                         now() + make_interval(secs => $10))
+                         now() + make_interval(secs => $10), $11, $12)
                      RETURNING {BATCH_COLUMNS}"
                 ),
                 &[
@@ -224,6 +145,8 @@ impl Store {
                     &new.models,
                     &(new.lines.len() as i32),
                     &new.window.as_secs_f64(),
+                    &new.peer.as_ref().map(|(peer, _)| peer),
+                    &new.peer.as_ref().map(|(_, grant)| grant),
                 ],
             )
             .await?;
@@ -245,22 +168,27 @@ impl Store {
         Ok(batch(&row))
     }
 
-    /// A batch.
-    pub async fn batch(&self, id: &str) -> Result<Batch, StoreError> {
+    /// A batch, if `visible` may see it.
+    pub async fn batch(&self, id: &str, visible: Visible<'_>) -> Result<Batch, StoreError> {
         self.conn()
             .await?
             .query_opt(
-                &format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = $1"),
-                &[&id],
+                &format!(
+                    "SELECT {BATCH_COLUMNS} FROM batches
+                      WHERE id = $1 AND ($2::text IS NULL OR key_id = $2)"
+                ),
+                &[&id, &visible.owner()],
             )
             .await?
             .map(|row| batch(&row))
             .ok_or_else(|| StoreError::NotFound(format!("batch {id}")))
     }
 
-    /// Batches, the newest first: `limit` of them after the batch `after`.
+    /// The batches `visible` may see, the newest first: `limit` of them
+    /// after the batch `after`.
     pub async fn list_batches(
         &self,
+        visible: Visible<'_>,
         after: Option<&str>,
         limit: i64,
     ) -> Result<Vec<Batch>, StoreError> {
@@ -270,34 +198,44 @@ impl Store {
             .query(
                 &format!(
                     "SELECT {BATCH_COLUMNS} FROM batches
-                     WHERE $1::text IS NULL
-                        OR (created_at, id) < (SELECT created_at, id FROM batches WHERE id = $1)
+                     WHERE ($3::text IS NULL OR key_id = $3)
+                       AND ($1::text IS NULL
+                        OR (created_at, id) < (SELECT created_at, id FROM batches WHERE id = $1))
                      ORDER BY created_at DESC, id DESC LIMIT $2"
                 ),
-                &[&after, &limit],
+                &[&after, &limit, &visible.owner()],
             )
             .await?;
         Ok(rows.iter().map(batch).collect())
     }
 
-    /// Moves a running batch to `cancelling`; a batch already cancelling
-    /// or cancelled is answered as it is. `None`: the batch ended otherwise.
-    pub async fn cancel_batch(&self, id: &str) -> Result<Option<Batch>, StoreError> {
+    /// Moves a running batch `visible` may see to `cancelling`, with
+    /// `errors` (OpenAI's list) saying why when not its owner's choice; a
+    /// batch already cancelling or cancelled is answered as it is. `None`:
+    /// the batch ended otherwise.
+    pub async fn cancel_batch(
+        &self,
+        id: &str,
+        visible: Visible<'_>,
+        errors: Option<&serde_json::Value>,
+    ) -> Result<Option<Batch>, StoreError> {
         let conn = self.conn().await?;
         let row = conn
             .query_opt(
                 &format!(
-                    "UPDATE batches SET status = 'cancelling', cancelling_at = now()
+                    "UPDATE batches SET status = 'cancelling', cancelling_at = now(),
+                            errors = coalesce($3, errors)
                      WHERE id = $1 AND status IN ('validating', 'in_progress')
+                       AND ($2::text IS NULL OR key_id = $2)
                      RETURNING {BATCH_COLUMNS}"
                 ),
-                &[&id],
+                &[&id, &visible.owner(), &errors],
             )
             .await?;
         if let Some(row) = row {
             return Ok(Some(batch(&row)));
         }
-        let now = self.batch(id).await?;
+        let now = self.batch(id, visible).await?;
         Ok(matches!(now.status, BatchStatus::Cancelling | BatchStatus::Cancelled).then_some(now))
     }
 
@@ -319,7 +257,10 @@ impl Store {
                       WHERE status IN ('validating', 'in_progress', 'cancelling', 'finalizing')
                         AND (driver IS NULL OR driver = $1 OR driver_until < now())
                       ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-                 RETURNING id, status, models, expires_at < now(), total - completed - failed",
+                 RETURNING id, status, models, expires_at < now(), total - completed - failed,
+                     batches.peer_id IS NOT NULL OR EXISTS (SELECT 1 FROM api_keys k
+                         WHERE k.id = batches.key_id AND k.revoked_at IS NULL
+                           AND k.scopes && ARRAY['inference', 'admin'])",
                 &[&instance, &lease.as_secs_f64(), &limit],
             )
             .await?;
@@ -331,6 +272,7 @@ impl Store {
                 models: row.get(2),
                 expired: row.get(3),
                 unfinished: i64::from(row.get::<_, i32>(4)),
+                key_live: row.get(5),
             })
             .collect())
     }
@@ -390,9 +332,10 @@ impl Store {
             (errors, "error", "batch_errors.jsonl"),
         ] {
             if let Some((file_id, bytes)) = file {
+                // The batch's owner owns its output.
                 tx.execute(
-                    "INSERT INTO batch_files (id, purpose, filename, bytes, batch_id, kind)
-                     VALUES ($1, 'batch_output', $2, $3, $4, $5)",
+                    "INSERT INTO batch_files (id, purpose, filename, bytes, batch_id, kind, owner)
+                     SELECT $1, 'batch_output', $2, $3, $4, $5, key_id FROM batches WHERE id = $4",
                     &[&file_id, &name, &bytes, &id, &kind],
                 )
                 .await?;

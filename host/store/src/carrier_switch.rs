@@ -376,11 +376,7 @@ impl Store {
     /// A connection of its own, outside the pool (a session advisory lock
     /// lives as long as it), with its driver spawned.
     pub async fn dedicated(&self) -> Result<tokio_postgres::Client, StoreError> {
-        let (client, connection) = self.config.connect(self.tls.clone()).await?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(client)
+        self.url.connect_spawned().await
     }
 }
 

@@ -14,7 +14,9 @@
 //! - [`federation`]: this cluster's identity, peers, offers, requests, grants
 //!   and their counters, operation receipts and managed services.
 //! - [`error`]: the store's error type.
-//! - `tls`: TLS to PostgreSQL as `sslmode` asks (disable, prefer, require, verify-full).
+//! - [`database_url`]: a database URL parsed once; every connection is made from it.
+//! - `tls`: TLS to PostgreSQL as libpq's `sslmode`, `sslrootcert`, `sslcert`
+//!   and `sslkey` ask.
 
 pub mod admission;
 pub mod admission_decisions;
@@ -22,6 +24,7 @@ pub mod batches;
 pub mod carrier_switch;
 pub mod cluster;
 pub mod console_sessions;
+pub mod database_url;
 pub mod deployments;
 pub mod embedded;
 pub mod error;
@@ -37,6 +40,7 @@ pub mod trust;
 
 use std::time::Duration;
 
+pub use database_url::DatabaseUrl;
 pub use error::StoreError;
 
 /// A state column (text) as its enum. Every state is written from the
@@ -90,8 +94,7 @@ pub const ADMISSION_CHANNEL: &str = "switchyard_admission";
 #[derive(Clone)]
 pub struct Store {
     pool: deadpool_postgres::Pool,
-    config: tokio_postgres::Config,
-    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    url: DatabaseUrl,
 }
 
 impl std::fmt::Debug for Store {
@@ -117,12 +120,9 @@ impl Store {
     /// For what must run without a database (the router's own tests, where
     /// a request that reaches it is answered 503 `database_unavailable`).
     pub fn connect_lazily(url: &str, timeouts: PoolTimeouts) -> Result<Self, StoreError> {
-        let (mut config, verify) = tls::parse(url)?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(timeouts.create);
-        }
-        let tls = tls::connector(verify);
-        let manager = deadpool_postgres::Manager::new(config.clone(), tls.clone());
+        let mut url = DatabaseUrl::parse(url)?;
+        url.default_connect_timeout(timeouts.create);
+        let manager = deadpool_postgres::Manager::new(url.config().clone(), url.tls());
         let pool = deadpool_postgres::Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -131,7 +131,7 @@ impl Store {
             .recycle_timeout(Some(timeouts.recycle))
             .build()
             .map_err(|e| StoreError::Config(e.to_string()))?;
-        Ok(Self { pool, config, tls })
+        Ok(Self { pool, url })
     }
 
     /// A pooled connection.
@@ -146,7 +146,7 @@ impl Store {
         channel: &str,
     ) -> Result<(tokio_postgres::Client, tokio::sync::mpsc::Receiver<String>), StoreError> {
         use futures::StreamExt;
-        let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
+        let (client, mut connection) = self.url.connect().await?;
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
@@ -159,6 +159,11 @@ impl Store {
         });
         client.batch_execute(&format!("LISTEN {channel}")).await?;
         Ok((client, rx))
+    }
+
+    /// The URL this store connects to, for connections of its own.
+    pub fn url(&self) -> &DatabaseUrl {
+        &self.url
     }
 
     /// Whether the database answers.

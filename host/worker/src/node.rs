@@ -12,6 +12,7 @@
 //! `engine.start` is parsed under the worker's [`EngineStartPolicy`] (see
 //! [`start`]) and an `inference` head must name a `/v1/` path (see [`head`]).
 
+mod answer;
 mod head;
 pub mod start;
 
@@ -22,7 +23,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
-use serde_json::json;
 use switchyard_carrier::control::{ControlHandler, ControlRefusal};
 use switchyard_carrier::stream_seam::Acceptor;
 use switchyard_carrier::{Stream, StreamReader};
@@ -33,6 +33,7 @@ use switchyard_protocol::engines::EngineReport;
 use switchyard_protocol::limits::MAX_HEAD;
 use switchyard_protocol::stream::{AnswerHead, BLOB, BlobAnswer, BlobHead, BlobRefusal, INFERENCE};
 
+use self::answer::{error_answer, head_into};
 use crate::engines::{Engine, EngineBinaries, EngineSpec};
 use crate::placement::Placement;
 use crate::services;
@@ -326,32 +327,23 @@ impl Node {
             mut reader,
             mut writer,
         } = stream;
-        let fail = |status: u16, code: &str, message: String| {
-            let head = AnswerHead {
-                status,
-                headers: vec![("content-type".into(), "application/json".into())],
-            };
-            // The engine's error body: OpenAI's shape, which clients parse.
-            let body = json!({"error": {"message": message, "type": code, "code": code}});
-            Bytes::from(format!("{}\n{body}", head_line(&head)))
-        };
         let (head, rest) = match read_head(&mut reader).await {
             Ok(head) => head,
             Err(e) => {
-                let _ = writer.write(fail(400, "invalid_request", e)).await;
+                let _ = writer.write(error_answer(400, "invalid_request", e)).await;
                 return writer.finish();
             }
         };
         let head = match head::parse(&head) {
             Ok(head) => head,
             Err(e) => {
-                let _ = writer.write(fail(400, "invalid_request", e)).await;
+                let _ = writer.write(error_answer(400, "invalid_request", e)).await;
                 return writer.finish();
             }
         };
         let Some(engine) = self.engine(&head.replica) else {
             let _ = writer
-                .write(fail(
+                .write(error_answer(
                     503,
                     "replica_unavailable",
                     format!("no replica {} here", head.replica),
@@ -362,7 +354,7 @@ impl Node {
         let Some(_in_flight) = engine.admit() else {
             let message = format!("replica {} is {}", head.replica, engine.state().name());
             let _ = writer
-                .write(fail(503, "replica_unavailable", message))
+                .write(error_answer(503, "replica_unavailable", message))
                 .await;
             return writer.finish();
         };
@@ -386,7 +378,7 @@ impl Node {
             Ok(response) => response,
             Err(e) => {
                 let _ = writer
-                    .write(fail(502, "engine_failed", e.to_string()))
+                    .write(error_answer(502, "engine_failed", e.to_string()))
                     .await;
                 return writer.finish();
             }
@@ -442,20 +434,6 @@ impl Node {
     }
 }
 
-/// An answer's head line (without its newline).
-fn head_line(head: &AnswerHead) -> String {
-    serde_json::to_string(head).expect("a head of strings serializes")
-}
-
-/// An answer's head line and its newline, written into `out` (no
-/// intermediate string: this runs once per answer).
-fn head_into(head: &AnswerHead, out: &mut BytesMut) {
-    use bytes::BufMut;
-    let mut writer = out.writer();
-    serde_json::to_writer(&mut writer, head).expect("a head of strings serializes");
-    writer.into_inner().put_u8(b'\n');
-}
-
 /// The request's first line, and what came after it in the same chunk.
 async fn read_head(reader: &mut StreamReader) -> Result<(Vec<u8>, Bytes), String> {
     reader.read_line(MAX_HEAD).await.map_err(|e| e.to_string())
@@ -476,6 +454,8 @@ fn chunks(
 
 #[cfg(test)]
 mod unknown_engine_tests {
+    use serde_json::json;
+
     use super::*;
 
     /// A node with engines `ids` supervised (their program need not exist:
@@ -542,6 +522,8 @@ mod unknown_engine_tests {
 
 #[cfg(test)]
 mod start_tests {
+    use serde_json::json;
+
     use super::*;
 
     #[tokio::test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use tokio::sync::{Mutex, mpsc};
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 const CHANNEL: &str = "bench_bare_burst";
 
@@ -46,12 +46,9 @@ pub struct Shape {
 /// first publish to the last of them.
 pub type Heard = (usize, f64);
 
+/// TLS as the URL asks, as the carrier's own connections have it.
 async fn connect(url: &str) -> Client {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .expect("bare client connects");
-    tokio::spawn(connection);
-    client
+    switchyard_tests::db::connect(url).await
 }
 
 /// Runs the burst; one result per frontend.
@@ -119,7 +116,9 @@ async fn frontend(url: &str, shape: Shape) -> (Client, mpsc::UnboundedReceiver<(
     let (fetched_tx, fetched) = mpsc::unbounded_channel::<(usize, Instant)>();
 
     // Notifications arrive only while the connection is polled: poll it on its own.
-    let (listener, mut connection) = tokio_postgres::connect(url, NoTls)
+    let (listener, mut connection) = switchyard_store::DatabaseUrl::parse(url)
+        .expect("database URL")
+        .connect()
         .await
         .expect("bare listener connects");
     tokio::spawn(async move {

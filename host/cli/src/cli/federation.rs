@@ -37,6 +37,12 @@ pub enum FederationCommand {
         /// one cannot be shown again).
         #[arg(long)]
         rotate: bool,
+        /// How long the token works, in seconds (default a day, at most 30 days).
+        #[arg(long)]
+        ttl_s: Option<u64>,
+        /// How many clusters may join with it (default one).
+        #[arg(long)]
+        uses: Option<u32>,
         #[command(flatten)]
         out: Output,
     },

@@ -17,7 +17,7 @@ use serde_json::Value;
 use switchyard_federation::identity::{ClusterKey, default_key_path};
 use switchyard_protocol::federation::{
     FederationStatus, Identity, JoinPeer, JoinToken, MAX_GRANTS, MAX_OFFERS, MAX_OPERATIONS,
-    MAX_PEERS, NewOffer, Offer, Peer, PeerStatus, Resource,
+    MAX_PEERS, NewJoinToken, NewOffer, Offer, Peer, PeerStatus, Resource,
 };
 use switchyard_protocol::jobs::Eligibility;
 
@@ -41,7 +41,12 @@ pub async fn federation(command: FederationCommand) -> anyhow::Result<ExitCode> 
         }) => key_init(file.unwrap_or_else(|| default_key_path(&data_dir)), json),
         FederationCommand::Identity { adopt: false, out } => identity(out).await,
         FederationCommand::Identity { adopt: true, out } => adopt(out).await,
-        FederationCommand::Token { rotate, out } => token(rotate, out).await,
+        FederationCommand::Token {
+            rotate,
+            ttl_s,
+            uses,
+            out,
+        } => token(rotate, NewJoinToken { ttl_s, uses }, out).await,
         FederationCommand::Join {
             url,
             join_token,
@@ -183,7 +188,7 @@ pub fn render_identity(identity: &Identity) -> String {
 /// Rotates the join token and prints it with the exact join command. The
 /// label is read first: once the token is rotated the old one is gone, so
 /// nothing that can fail comes between making the new one and printing it.
-async fn token(rotate: bool, out: Output) -> anyhow::Result<ExitCode> {
+async fn token(rotate: bool, spec: NewJoinToken, out: Output) -> anyhow::Result<ExitCode> {
     if !rotate {
         bail!(
             "a join token is kept only as a hash and shown once, when it is made: \
@@ -197,12 +202,16 @@ async fn token(rotate: bool, out: Output) -> anyhow::Result<ExitCode> {
             .await?,
     )?;
     let body = client
-        .send(client.request(Method::POST, "/api/federation/join-token"))
+        .send(
+            client
+                .request(Method::POST, "/api/federation/join-token")
+                .json(&spec),
+        )
         .await?;
     if out.json {
         return print_json(&body);
     }
-    let JoinToken { join_token } = typed(body)?;
+    let JoinToken { join_token, .. } = typed(body)?;
     print!(
         "{}",
         render_token(&join_token, &out.api.server, &identity.label)

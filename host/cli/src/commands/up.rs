@@ -37,6 +37,10 @@ const DEMO_REVISION: &str = "r1";
 /// The demo model's file: its bytes seed the reference engine.
 const DEMO_BYTES: usize = 4 * 1024 * 1024;
 const READY_WITHIN: Duration = Duration::from_secs(120);
+/// How long `up`'s registration token opens a registration: the local
+/// worker registers within seconds of its start; a token that outlived it
+/// would be one more secret to leak.
+const UP_REGISTRATION_TTL_SECONDS: i64 = 300;
 
 pub(super) fn say(message: &str) {
     eprintln!("up: {message}");
@@ -119,6 +123,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             .port();
         worker_args.extend(["--address".into(), format!("127.0.0.1:{port}")]);
     }
+    // The registration token goes by environment, not on the command line
+    // (where `ps` shows it to every user), and opens one registration
+    // within minutes: it is spent once the worker holds its credential.
+    let mut registration_token = None;
     if !worker_dir.join("node.json").exists() {
         let token = api
             .send_json(
@@ -126,23 +134,25 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
                 "/api/nodes/registration-tokens",
                 &NewRegistrationToken {
                     name: "up".into(),
-                    ttl_seconds: None,
-                    max_uses: None,
+                    ttl_seconds: Some(UP_REGISTRATION_TTL_SECONDS),
+                    max_uses: Some(1),
                 },
             )
             .await?;
-        worker_args.push("--registration-token".into());
-        worker_args.push(
+        registration_token = Some(
             token["value"]
                 .as_str()
                 .context("a registration token")?
-                .into(),
+                .to_string(),
         );
     }
     say("starting a local worker");
     let mut worker = Command::new(std::env::current_exe()?);
     if let Some(url) = &args.nats_url {
         worker.env("SWITCHYARD_NATS_URL", url);
+    }
+    if let Some(token) = &registration_token {
+        worker.env("SWITCHYARD_REGISTRATION_TOKEN", token);
     }
     let mut worker = worker
         .args(&worker_args)

@@ -87,10 +87,14 @@ fn refused(code: &str) -> impl Fn(&String) -> bool + '_ {
 }
 
 /// The dialer's check: the listener must show the stored key.
-fn expect_key(stored: String) -> impl FnOnce(&PeerIdentity) -> Result<(), Refusal> {
-    move |peer| match peer.public_key == stored {
-        true => Ok(()),
-        false => Err(Refusal::new("unknown_peer", "not the stored key")),
+fn expect_key(
+    stored: String,
+) -> impl FnOnce(PeerIdentity) -> std::future::Ready<Result<(), Refusal>> {
+    move |peer| {
+        std::future::ready(match peer.public_key == stored {
+            true => Ok(()),
+            false => Err(Refusal::new("unknown_peer", "not the stored key")),
+        })
     }
 }
 

@@ -5,14 +5,16 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use futures::StreamExt;
 use switchyard_protocol::batch::{
     BATCH_ENDPOINTS, BATCH_PURPOSE, Batch, BatchList, COMPLETION_WINDOW, CreateBatch,
 };
 use switchyard_store::StoreError;
-use switchyard_store::batches::NewBatch;
+use switchyard_store::batches::{NewBatch, Visible};
 
-use super::files::random_hex;
-use super::valid::{self, MAX_MODELS};
+use super::access;
+use super::files::{self, random_hex};
+use super::valid::{self, Lines, MAX_MODELS, ValidLine};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -40,14 +42,38 @@ fn stored(id: &str) -> impl Fn(StoreError) -> ApiError + '_ {
     }
 }
 
-/// Creates a batch from an uploaded file, run as `caller` (its lines pass
-/// the `inference` chain as this caller's key). Every line must call
-/// `endpoint`.
-pub async fn create_batch(
+/// The lines of the upload `id` that `visible` may see, read a chunk at a
+/// time and checked as at upload.
+async fn input_lines(
     state: &AppState,
-    request: CreateBatch,
-    caller: &Caller,
-) -> Result<Batch, ApiError> {
+    visible: Visible<'_>,
+    id: &str,
+) -> Result<Vec<ValidLine>, ApiError> {
+    let stored_file = files::stored_file(state, visible, id).await?;
+    if stored_file.kind != "upload" || stored_file.file.purpose != BATCH_PURPOSE {
+        return Err(refuse(
+            "invalid_file",
+            format!("file {id:.64} was not uploaded with purpose `{BATCH_PURPOSE}`"),
+        ));
+    }
+    let mut lines = Lines::keeping();
+    let mut read = 0;
+    let mut chunks = files::chunks(state.store.clone(), id.to_string());
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(ApiError::internal)?;
+        read += chunk.len() as i64;
+        lines.push(&chunk)?;
+    }
+    // Deleted or expired while it was read.
+    if read != stored_file.file.bytes {
+        return Err(files::not_found(id));
+    }
+    lines.finish()
+}
+
+/// The request's own fields (endpoint, window, metadata), judged before
+/// its input file is read, so that a bad field is named whatever the file.
+pub fn check(request: &CreateBatch) -> Result<(), ApiError> {
     if !BATCH_ENDPOINTS.contains(&request.endpoint.as_str()) {
         return Err(refuse(
             "invalid_endpoint",
@@ -60,32 +86,21 @@ pub async fn create_batch(
             format!("completion_window must be `{COMPLETION_WINDOW}`"),
         ));
     }
-    valid::metadata(&request.metadata)?;
-    let id = &request.input_file_id;
-    let file_not_found = || {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "file_not_found",
-            format!("no file {id:.64}"),
-        )
-    };
-    let stored_file = state.store.batch_file(id).await.map_err(|e| match e {
-        StoreError::NotFound(_) => file_not_found(),
-        e => e.into(),
-    })?;
-    if stored_file.kind != "upload" || stored_file.file.purpose != BATCH_PURPOSE {
-        return Err(refuse(
-            "invalid_file",
-            format!("file {id:.64} was not uploaded with purpose `{BATCH_PURPOSE}`"),
-        ));
-    }
-    let content = state
-        .store
-        .batch_file_content(id)
-        .await?
-        .ok_or_else(file_not_found)?;
-    let lines = valid::parse(&content)?;
-    drop(content);
+    valid::metadata(&request.metadata)
+}
+
+/// Creates a batch from an uploaded file of `caller`'s, run as `caller`
+/// (its lines pass the `inference` chain as this caller's key, while the
+/// key is live). Every line must call `endpoint`. `peer`: a peer's job,
+/// the peer's id and its grant.
+pub async fn create_batch(
+    state: &AppState,
+    request: CreateBatch,
+    caller: &Caller,
+    peer: Option<(String, String)>,
+) -> Result<Batch, ApiError> {
+    check(&request)?;
+    let lines = input_lines(state, access::visible(caller), &request.input_file_id).await?;
     if let Some((n, line)) = lines
         .iter()
         .enumerate()
@@ -115,25 +130,27 @@ pub async fn create_batch(
         completion_window: request.completion_window,
         window: WINDOW,
         metadata: request.metadata,
-        key_id: caller.key_id.clone(),
+        key_id: access::owner(caller).to_string(),
         scopes: caller.scopes.clone(),
         models: models.into_iter().map(String::from).collect(),
         lines: lines.into_iter().map(|l| (l.custom_id, l.body)).collect(),
+        peer,
     };
     let batch = state.store.insert_batch(&new).await?;
     tracing::info!(batch = %batch.id, key = %caller.key_id, lines = new.lines.len(), "batch created");
     Ok(batch)
 }
 
-/// A batch.
-pub async fn batch(state: &AppState, id: &str) -> Result<Batch, ApiError> {
-    state.store.batch(id).await.map_err(stored(id))
+/// A batch, if `visible` may see it.
+pub async fn batch(state: &AppState, visible: Visible<'_>, id: &str) -> Result<Batch, ApiError> {
+    state.store.batch(id, visible).await.map_err(stored(id))
 }
 
-/// Batches, the newest first: at most `limit` (1 to [`MAX_LIMIT`],
-/// [`DEFAULT_LIMIT`] when absent) after the batch `after`.
+/// The batches `visible` may see, the newest first: at most `limit` (1 to
+/// [`MAX_LIMIT`], [`DEFAULT_LIMIT`] when absent) after the batch `after`.
 pub async fn list(
     state: &AppState,
+    visible: Visible<'_>,
     after: Option<&str>,
     limit: Option<i64>,
 ) -> Result<BatchList, ApiError> {
@@ -144,7 +161,7 @@ pub async fn list(
         )));
     }
     // One more than asked tells whether more follow.
-    let mut data = state.store.list_batches(after, limit + 1).await?;
+    let mut data = state.store.list_batches(visible, after, limit + 1).await?;
     let has_more = data.len() as i64 > limit;
     data.truncate(limit as usize);
     Ok(BatchList {
@@ -156,11 +173,16 @@ pub async fn list(
     })
 }
 
-/// Cancels a batch: `cancelling` at once (lines not yet running never
-/// run), `cancelled` once the lines running finished. 409
+/// Cancels a batch `visible` may see: `cancelling` at once (lines not yet
+/// running never run), `cancelled` once the lines running finished. 409
 /// `batch_not_cancellable` for a batch that ended otherwise.
-pub async fn cancel(state: &AppState, id: &str) -> Result<Batch, ApiError> {
-    match state.store.cancel_batch(id).await.map_err(stored(id))? {
+pub async fn cancel(state: &AppState, visible: Visible<'_>, id: &str) -> Result<Batch, ApiError> {
+    match state
+        .store
+        .cancel_batch(id, visible, None)
+        .await
+        .map_err(stored(id))?
+    {
         Some(batch) => {
             tracing::info!(batch = %id, "batch cancelling");
             Ok(batch)

@@ -11,7 +11,13 @@
 //!   no line is open the batch completes; past `expires_at` the lines not
 //!   running expire;
 //! - `cancelling`: lines not running are cancelled; once none runs, the
-//!   batch is `cancelled`.
+//!   batch is `cancelled`;
+//! - a batch whose key was revoked (or no longer holds `inference`) is
+//!   moved to `cancelling` with `errors` saying so; its lines stopped
+//!   running already (a claim checks the key).
+//!
+//! Every replica also sweeps expired and abandoned uploads, about once a
+//! minute.
 //!
 //! Ending a batch writes its output and error files' records (their bytes
 //! are the lines, [`super::output`]).
@@ -20,8 +26,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use switchyard_protocol::batch::{BATCH_UNIT_KIND, BatchStatus, LineUnit};
-use switchyard_store::batches::DrivenBatch;
+use switchyard_protocol::batch::{BATCH_UNIT_KIND, BatchError, BatchErrors, BatchStatus, LineUnit};
+use switchyard_store::batches::{DrivenBatch, Visible};
 use tokio::sync::{Notify, watch};
 
 use super::files::random_hex;
@@ -52,12 +58,23 @@ const MIN_WINDOW: i64 = 4;
 const WINDOW_PER_SLOT: i64 = 4;
 /// Lines in flight per batch at most, whatever the capacity.
 const MAX_WINDOW: i64 = 1024;
+/// How often expired uploads are swept; they answer 404 from the moment
+/// they expire, so the sweep only frees their space.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// Uploads deleted per statement of a sweep (the next sweep takes the rest).
+const SWEEP_LIMIT: i64 = 1000;
+/// An upload still incomplete this long after it began was abandoned (its
+/// replica died mid-way): far longer than a 64 MiB body takes at the
+/// slowest rate the edge lets through.
+const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 
 /// Drives batches until `stop`; `wake` brings the next pass forward (a
 /// line finished here).
 pub async fn run(state: Arc<AppState>, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
     let mut last_check = tokio::time::Instant::now();
     let mut last_pass = last_check;
+    let mut sweep = tokio::time::interval(SWEEP_EVERY);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = stop.changed() => break,
@@ -65,6 +82,10 @@ pub async fn run(state: Arc<AppState>, wake: Arc<Notify>, mut stop: watch::Recei
                 tokio::time::sleep_until(last_pass + MIN_GAP).await;
             }
             _ = tokio::time::sleep(PASS) => {}
+            _ = sweep.tick() => {
+                sweep_files(&state).await;
+                continue;
+            }
         }
         last_pass = tokio::time::Instant::now();
         // Exhausted lines are looked for about once a second: the query
@@ -80,6 +101,25 @@ pub async fn run(state: Arc<AppState>, wake: Arc<Notify>, mut stop: watch::Recei
     // Let another replica take over at once.
     if let Err(e) = state.store.release_batches(&state.instance_id).await {
         tracing::warn!(error = %e, "batches not released");
+    }
+}
+
+/// Deletes expired uploads and abandoned ones.
+async fn sweep_files(state: &AppState) {
+    match state
+        .store
+        .sweep_batch_files(ABANDONED_AFTER, SWEEP_LIMIT)
+        .await
+    {
+        Ok(swept) if swept.expired + swept.abandoned > 0 => {
+            tracing::info!(
+                expired = swept.expired,
+                abandoned = swept.abandoned,
+                "batch files swept"
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "batch files not swept"),
     }
 }
 
@@ -102,6 +142,17 @@ async fn drive(
     check_exhausted: bool,
 ) -> anyhow::Result<()> {
     let store = &state.store;
+    let running = matches!(
+        batch.status,
+        BatchStatus::Validating | BatchStatus::InProgress
+    );
+    if running && !batch.key_live {
+        store
+            .cancel_batch(&batch.id, Visible::All, Some(&key_gone()))
+            .await?;
+        tracing::info!(batch = %batch.id, "batch cancelling: its key was revoked or lost `inference`");
+        return Ok(());
+    }
     match batch.status {
         BatchStatus::Validating => {
             store.start_batch(&batch.id).await?;
@@ -143,6 +194,23 @@ async fn drive(
         // Ended, or finalizing inside another driver's transaction.
         _ => Ok(()),
     }
+}
+
+/// Why a batch whose key went away was cancelled, as OpenAI lists a
+/// batch's `errors`.
+fn key_gone() -> serde_json::Value {
+    let errors = BatchErrors {
+        object: "list".into(),
+        data: vec![BatchError {
+            code: "key_revoked".into(),
+            message: "the API key that created this batch was revoked or no longer holds \
+                      the `inference` scope; its lines not yet run were cancelled"
+                .into(),
+            param: None,
+            line: None,
+        }],
+    };
+    serde_json::to_value(errors).expect("errors serialize")
 }
 
 /// Ends the batch as `to` once no line is open, with its files.

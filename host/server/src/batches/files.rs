@@ -1,25 +1,39 @@
-//! `/v1/files`: a batch's input uploaded (checked line by line, then
-//! stored), a file's record, and its content (an upload's bytes, or a
-//! batch's output written from its lines).
+//! `/v1/files`: a batch's input uploaded (checked line by line and written
+//! in chunks as it streams in), a file's record, its content (an upload's
+//! chunks, or a batch's output written from its lines), and its deletion.
+//! Every file belongs to a key ([`super::access`]); an upload expires.
 
 use axum::http::StatusCode;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use switchyard_protocol::batch::{BATCH_PURPOSE, FileObject};
-use switchyard_store::StoreError;
-use switchyard_store::batches::NewFile;
+use switchyard_protocol::batch::{BATCH_PURPOSE, FileDeleted, FileObject, MAX_EXPIRES_SECONDS};
+use switchyard_store::batches::files::Appended;
+use switchyard_store::batches::{StoredFile, Visible};
+use switchyard_store::{Store, StoreError};
 
 use super::output::{self, Part};
-use super::valid::{self, MAX_FILE_BYTES, MAX_FILENAME};
+use super::valid::{Lines, MAX_FILE_BYTES, MAX_FILENAME};
 use crate::error::ApiError;
 use crate::state::AppState;
 
 /// A file's bytes as they are served.
 pub type Content = BoxStream<'static, Result<Bytes, std::io::Error>>;
 
-/// 404 `file_not_found`.
-fn not_found(id: &str) -> ApiError {
+/// Bytes of an upload written per statement: a replica holds at most this
+/// much of a file (and one line, [`super::valid::MAX_LINE`]) whatever its
+/// size, and a 64 MiB file is 64 short transactions.
+pub const CHUNK: usize = 1 << 20;
+
+/// The bytes of uploads one key may keep at once when no setting says
+/// otherwise: eight files of the largest size, room to queue batches back
+/// to back, while one key cannot fill the database's disk (one grew it
+/// from 50 MB to 2 GB before there was a quota).
+pub const DEFAULT_QUOTA: u64 = 8 * MAX_FILE_BYTES as u64;
+
+/// 404 `file_not_found`: for a file that does not exist and for another
+/// key's alike.
+pub fn not_found(id: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "file_not_found",
@@ -44,14 +58,20 @@ pub fn too_large() -> ApiError {
     )
 }
 
-/// Stores an uploaded batch input: `purpose` must be `batch`, the content
-/// a batch file ([`valid::parse`]).
-pub async fn create_file(
-    state: &AppState,
-    purpose: &str,
-    filename: &str,
-    content: Vec<u8>,
-) -> Result<FileObject, ApiError> {
+/// 413 `quota_exceeded`.
+fn quota_exceeded(used: i64, quota: u64) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "quota_exceeded",
+        format!(
+            "this key's files hold {used} bytes and may hold at most {quota}: \
+             delete some (DELETE /v1/files/{{id}}) or let them expire"
+        ),
+    )
+}
+
+/// 400 `invalid_purpose` unless `purpose` is `batch`.
+pub fn check_purpose(purpose: &str) -> Result<(), ApiError> {
     if purpose != BATCH_PURPOSE {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -59,48 +79,215 @@ pub async fn create_file(
             format!("purpose must be `{BATCH_PURPOSE}`"),
         ));
     }
-    if filename.is_empty() || filename.len() > MAX_FILENAME || filename.contains('\0') {
-        return Err(ApiError::invalid_request(format!(
-            "the file's name must be 1 to {MAX_FILENAME} bytes without NUL"
-        )));
+    Ok(())
+}
+
+/// An upload being written: checked line by line ([`Lines`]) and stored
+/// in [`CHUNK`]s as its bytes arrive, invisible until [`Upload::finish`].
+/// Dropped unfinished (refused, or its client went away), its rows are
+/// deleted; a replica that dies leaves them to the sweep.
+pub struct Upload {
+    store: Store,
+    id: String,
+    owner: String,
+    quota: u64,
+    seq: i32,
+    buffer: Vec<u8>,
+    bytes: usize,
+    lines: Lines,
+    finished: bool,
+}
+
+impl Upload {
+    /// Starts an upload of `filename` owned by `owner`.
+    pub async fn begin(state: &AppState, owner: &str, filename: &str) -> Result<Self, ApiError> {
+        if filename.is_empty() || filename.len() > MAX_FILENAME || filename.contains('\0') {
+            return Err(ApiError::invalid_request(format!(
+                "the file's name must be 1 to {MAX_FILENAME} bytes without NUL"
+            )));
+        }
+        let id = format!("file-{}", random_hex());
+        state.store.begin_batch_file(&id, owner, filename).await?;
+        Ok(Upload {
+            store: state.store.clone(),
+            id,
+            owner: owner.to_string(),
+            quota: state.batch_storage_quota,
+            seq: 0,
+            buffer: Vec::new(),
+            bytes: 0,
+            lines: Lines::default(),
+            finished: false,
+        })
     }
-    if content.len() > MAX_FILE_BYTES {
-        return Err(too_large());
+
+    /// Takes the next bytes of the file.
+    pub async fn push(&mut self, data: &[u8]) -> Result<(), ApiError> {
+        self.bytes += data.len();
+        if self.bytes > MAX_FILE_BYTES {
+            return Err(too_large());
+        }
+        self.lines.push(data)?;
+        self.buffer.extend_from_slice(data);
+        if self.buffer.len() >= CHUNK {
+            self.flush().await?;
+        }
+        Ok(())
     }
-    valid::parse(&content)?;
-    let new = NewFile {
-        id: format!("file-{}", random_hex()),
-        purpose: purpose.to_string(),
-        filename: filename.to_string(),
-        content,
-    };
-    Ok(state.store.insert_batch_file(&new).await?)
+
+    async fn flush(&mut self) -> Result<(), ApiError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let quota = i64::try_from(self.quota).unwrap_or(i64::MAX);
+        let appended = self
+            .store
+            .append_batch_file(&self.id, &self.owner, self.seq, &self.buffer, quota)
+            .await?;
+        if let Appended::OverQuota { used } = appended {
+            return Err(quota_exceeded(used, self.quota));
+        }
+        self.seq += 1;
+        self.buffer.clear();
+        Ok(())
+    }
+
+    /// Checks the last line and the form's `purpose`, stores what is left
+    /// and makes the file visible, expiring `expires_after` seconds after
+    /// its creation.
+    pub async fn finish(
+        mut self,
+        purpose: &str,
+        expires_after: i64,
+    ) -> Result<FileObject, ApiError> {
+        check_purpose(purpose)?;
+        std::mem::take(&mut self.lines).finish()?;
+        self.flush().await?;
+        let file = self
+            .store
+            .complete_batch_file(&self.id, purpose, expires_after)
+            .await?;
+        self.finished = true;
+        Ok(file)
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
+        tokio::spawn(async move {
+            if let Err(e) = store.discard_batch_file(&id).await {
+                tracing::debug!(file = %id, error = %e, "an unfinished upload was left to the sweep");
+            }
+        });
+    }
+}
+
+/// Stores a batch input given whole (a peer's job), owned by `owner`,
+/// expiring after the longest time an upload may keep.
+pub async fn create_file(
+    state: &AppState,
+    owner: &str,
+    filename: &str,
+    content: &[u8],
+) -> Result<FileObject, ApiError> {
+    let mut upload = Upload::begin(state, owner, filename).await?;
+    for piece in content.chunks(CHUNK) {
+        upload.push(piece).await?;
+    }
+    upload.finish(BATCH_PURPOSE, MAX_EXPIRES_SECONDS).await
+}
+
+/// A file's record, if `visible` may see it.
+pub async fn stored_file(
+    state: &AppState,
+    visible: Visible<'_>,
+    id: &str,
+) -> Result<StoredFile, ApiError> {
+    state
+        .store
+        .batch_file(id, visible)
+        .await
+        .map_err(stored(id))
 }
 
 /// A file's record.
-pub async fn file(state: &AppState, id: &str) -> Result<FileObject, ApiError> {
-    Ok(state.store.batch_file(id).await.map_err(stored(id))?.file)
+pub async fn file(
+    state: &AppState,
+    visible: Visible<'_>,
+    id: &str,
+) -> Result<FileObject, ApiError> {
+    Ok(stored_file(state, visible, id).await?.file)
+}
+
+/// An upload's chunks in order, read one at a time as they are sent.
+pub fn chunks(store: Store, id: String) -> Content {
+    futures::stream::try_unfold(-1, move |after| {
+        let (store, id) = (store.clone(), id.clone());
+        async move {
+            let mut next = store
+                .batch_file_chunks(&id, after, 1)
+                .await
+                .map_err(std::io::Error::other)?;
+            Ok(next.pop().map(|(seq, data)| (Bytes::from(data), seq)))
+        }
+    })
+    .boxed()
 }
 
 /// A file's content: an upload as it was stored, a batch's output or
 /// error file from its lines.
-pub async fn file_content(state: &AppState, id: &str) -> Result<Content, ApiError> {
-    let stored_file = state.store.batch_file(id).await.map_err(stored(id))?;
+pub async fn file_content(
+    state: &AppState,
+    visible: Visible<'_>,
+    id: &str,
+) -> Result<Content, ApiError> {
+    let stored_file = stored_file(state, visible, id).await?;
     let part = match stored_file.kind.as_str() {
         "output" => Part::Output,
         "error" => Part::Errors,
-        _ => {
-            let content = state
-                .store
-                .batch_file_content(id)
-                .await
-                .map_err(stored(id))?
-                .unwrap_or_default();
-            return Ok(futures::stream::once(async move { Ok(Bytes::from(content)) }).boxed());
-        }
+        _ => return Ok(chunks(state.store.clone(), id.to_string())),
     };
     let batch = stored_file.batch_id.ok_or_else(|| not_found(id))?;
     Ok(output::stream(state.store.clone(), batch, part))
+}
+
+/// An upload's bytes whole, if `visible` may see it (a job forwarded to
+/// its owner cluster carries its input; at most [`MAX_FILE_BYTES`]).
+pub async fn upload_bytes(
+    state: &AppState,
+    visible: Visible<'_>,
+    id: &str,
+) -> Result<Vec<u8>, ApiError> {
+    let stored_file = stored_file(state, visible, id).await?;
+    if stored_file.kind != "upload" {
+        return Err(not_found(id));
+    }
+    let mut bytes = Vec::new();
+    let mut chunks = chunks(state.store.clone(), id.to_string());
+    while let Some(chunk) = chunks.next().await {
+        bytes.extend_from_slice(&chunk.map_err(ApiError::internal)?);
+    }
+    Ok(bytes)
+}
+
+/// Deletes a file `visible` may see.
+pub async fn delete_file(
+    state: &AppState,
+    visible: Visible<'_>,
+    id: &str,
+) -> Result<FileDeleted, ApiError> {
+    if !state.store.delete_batch_file(id, visible).await? {
+        return Err(not_found(id));
+    }
+    Ok(FileDeleted {
+        id: id.to_string(),
+        object: "file".into(),
+        deleted: true,
+    })
 }
 
 /// 64 random bits in hex: the tail of a file's or a batch's id.

@@ -1,6 +1,6 @@
-//! A batch's input file parsed once into [`ValidLine`]s, and the limits it
-//! is held to. A file is checked when it is uploaded (so a bad one is
-//! refused at once, with the line that is wrong) and parsed again when a
+//! A batch's input file checked line by line into [`ValidLine`]s, and the
+//! limits it is held to. A file is checked as it is uploaded (so a bad one
+//! is refused at once, with the line that is wrong) and parsed again when a
 //! batch is created from it (the stored bytes become rows).
 
 use std::collections::{BTreeMap, HashSet};
@@ -8,12 +8,16 @@ use std::collections::{BTreeMap, HashSet};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use switchyard_protocol::batch::BATCH_ENDPOINTS;
+use switchyard_protocol::limits::MAX_REQUEST_BODY;
 
 use crate::error::ApiError;
 
-/// The largest file taken: a batch's lines are stored in the database and
-/// held in memory while they are checked.
+/// The largest file taken: a batch's lines are stored in the database, and
+/// held in memory while a batch is created from them.
 pub const MAX_FILE_BYTES: usize = 64 << 20;
+/// The longest line: a line is one `/v1` request, so one longer than a
+/// request body may be could never be sent.
+pub const MAX_LINE: usize = MAX_REQUEST_BODY;
 /// Lines in one file, as OpenAI allows.
 pub const MAX_LINES: usize = 50_000;
 /// Longest `custom_id`, in bytes: a caller's key, not a payload.
@@ -56,27 +60,92 @@ fn refuse(code: &'static str, message: String) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, code, message)
 }
 
-/// Parses a batch input file: JSONL, at most [`MAX_LINES`] lines (blank
-/// lines skipped), each `{"custom_id", "method": "POST", "url", "body"}`
-/// with a unique `custom_id`, a batch endpoint and a body naming its
-/// `model`. The first wrong line is named in the refusal.
-pub fn parse(content: &[u8]) -> Result<Vec<ValidLine>, ApiError> {
-    let mut lines = Vec::new();
-    let mut seen = HashSet::new();
-    for (index, raw) in content.split(|b| *b == b'\n').enumerate() {
+/// A batch input file checked as it streams in, a piece at a time: JSONL,
+/// at most [`MAX_LINES`] lines (blank lines skipped), each
+/// `{"custom_id", "method": "POST", "url", "body"}` with a unique
+/// `custom_id`, a batch endpoint and a body naming its `model`, and no line
+/// longer than [`MAX_LINE`]. The first wrong line is named in the refusal.
+/// It holds one line at a time (and the ids seen), never the file.
+#[derive(Debug, Default)]
+pub struct Lines {
+    /// The start of a line whose end has not arrived.
+    partial: Vec<u8>,
+    /// Lines read so far, blank ones included (for the numbers in refusals).
+    read: usize,
+    /// Lines that are not blank.
+    counted: usize,
+    seen: HashSet<String>,
+    /// The lines themselves, when kept ([`Lines::keeping`]).
+    kept: Option<Vec<ValidLine>>,
+}
+
+impl Lines {
+    /// A checker that keeps the lines it checked (a batch being created).
+    pub fn keeping() -> Self {
+        Lines {
+            kept: Some(Vec::new()),
+            ..Lines::default()
+        }
+    }
+
+    /// Checks the complete lines `data` ends, keeping the start of the last
+    /// one until its end arrives.
+    pub fn push(&mut self, mut data: &[u8]) -> Result<(), ApiError> {
+        while let Some(end) = data.iter().position(|b| *b == b'\n') {
+            let line = if self.partial.is_empty() {
+                self.line(&data[..end])
+            } else {
+                let mut whole = std::mem::take(&mut self.partial);
+                whole.extend_from_slice(&data[..end]);
+                self.line(&whole)
+            };
+            line?;
+            data = &data[end + 1..];
+        }
+        if self.partial.len() + data.len() > MAX_LINE {
+            return Err(self.too_large(self.read + 1));
+        }
+        self.partial.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Checks the last line (the file may not end with a newline); the
+    /// lines, when kept.
+    pub fn finish(mut self) -> Result<Vec<ValidLine>, ApiError> {
+        let last = std::mem::take(&mut self.partial);
+        self.line(&last)?;
+        if self.counted == 0 {
+            return Err(refuse("empty_file", "the file has no lines".into()));
+        }
+        Ok(self.kept.unwrap_or_default())
+    }
+
+    fn too_large(&self, n: usize) -> ApiError {
+        refuse(
+            "line_too_large",
+            format!("line {n} is longer than a request may be ({MAX_LINE} bytes)"),
+        )
+    }
+
+    fn line(&mut self, raw: &[u8]) -> Result<(), ApiError> {
+        self.read += 1;
+        let n = self.read;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         if raw.iter().all(u8::is_ascii_whitespace) {
-            continue;
+            return Ok(());
         }
-        if lines.len() == MAX_LINES {
+        if raw.len() > MAX_LINE {
+            return Err(self.too_large(n));
+        }
+        if self.counted == MAX_LINES {
             return Err(refuse(
                 "too_many_lines",
                 format!("a batch file has at most {MAX_LINES} lines"),
             ));
         }
-        let n = index + 1;
+        self.counted += 1;
         let line = parse_line(n, raw)?;
-        if !seen.insert(line.custom_id.clone()) {
+        if !self.seen.insert(line.custom_id.clone()) {
             return Err(refuse(
                 "duplicate_custom_id",
                 format!(
@@ -85,12 +154,19 @@ pub fn parse(content: &[u8]) -> Result<Vec<ValidLine>, ApiError> {
                 ),
             ));
         }
-        lines.push(line);
+        if let Some(kept) = &mut self.kept {
+            kept.push(line);
+        }
+        Ok(())
     }
-    if lines.is_empty() {
-        return Err(refuse("empty_file", "the file has no lines".into()));
-    }
-    Ok(lines)
+}
+
+/// Parses a whole batch input file into its lines ([`Lines`]).
+#[cfg(test)]
+pub fn parse(content: &[u8]) -> Result<Vec<ValidLine>, ApiError> {
+    let mut lines = Lines::keeping();
+    lines.push(content)?;
+    lines.finish()
 }
 
 fn parse_line(n: usize, raw: &[u8]) -> Result<ValidLine, ApiError> {
@@ -250,6 +326,37 @@ mod tests {
             .map(|i| GOOD.replace("\"a\"", &format!("\"{i}\"")) + "\n")
             .collect();
         assert_eq!(code(&many).0, "too_many_lines");
+    }
+
+    #[test]
+    fn a_file_pushed_in_pieces_is_checked_as_the_whole_file_is() {
+        let content = format!("{GOOD}\r\n\n{}\n", GOOD.replace("\"a\"", "\"b\""));
+        for piece in [1, 7, 64, content.len()] {
+            let mut lines = Lines::keeping();
+            for part in content.as_bytes().chunks(piece) {
+                lines.push(part).unwrap();
+            }
+            let lines = lines.finish().unwrap();
+            assert_eq!(lines.len(), 2, "pieces of {piece}");
+            assert_eq!(lines[1].custom_id, "b");
+        }
+        let mut checked = Lines::default();
+        checked.push(content.as_bytes()).unwrap();
+        assert!(checked.finish().unwrap().is_empty(), "nothing kept");
+    }
+
+    #[test]
+    fn a_line_longer_than_a_request_is_refused_before_its_end_arrives() {
+        let mut lines = Lines::default();
+        lines.push(format!("{GOOD}\n").as_bytes()).unwrap();
+        let long = vec![b'x'; MAX_LINE / 2 + 1];
+        lines.push(&long).unwrap();
+        let e = lines.push(&long).unwrap_err();
+        assert_eq!((e.code, e.status.as_u16()), ("line_too_large", 400));
+        assert!(e.message.starts_with("line 2 "), "{}", e.message);
+        // A whole file with such a line, its end included.
+        let file = format!("{GOOD}\n{}\n", "y".repeat(MAX_LINE + 1));
+        assert_eq!(code(&file).0, "line_too_large");
     }
 
     #[test]

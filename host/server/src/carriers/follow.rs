@@ -87,12 +87,18 @@ async fn step(
         .await?
         .context("the cluster_carrier row is gone")?;
     let settings = store.cluster_settings().await?;
+    // During a change the workers that must attach are counted: how many
+    // they are sets how long each waits at random before it attaches.
+    let workers = match row.state {
+        CarrierRowState::Stable => None,
+        _ => Some(store.carrier_workers().await?),
+    };
     carriers.view.store(Arc::new(View {
         row: row.clone(),
         settings: settings.clone(),
+        workers: workers.as_ref().map_or(0, Vec::len),
     }));
-    if row.state != CarrierRowState::Stable {
-        let workers = store.carrier_workers().await?;
+    if let Some(workers) = workers {
         let attached: HashMap<String, Vec<String>> = workers
             .into_iter()
             .filter(|w| w.report.reported)

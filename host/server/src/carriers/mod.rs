@@ -95,6 +95,9 @@ pub struct View {
     pub row: ClusterCarrier,
     /// The cluster's settings.
     pub settings: ClusterSettings,
+    /// Workers that follow the carrier (approved, not offline), as last
+    /// counted during a change; 0 while the row is stable.
+    pub workers: usize,
 }
 
 /// The sets a replica runs: the active one, the target of a prepare, and
@@ -133,7 +136,7 @@ impl Carriers {
     /// The carrier news a heartbeat answer carries.
     pub fn news(&self) -> CarrierNews {
         let view = self.view();
-        news::news(&view.row, &view.settings)
+        news::news(&view.row, &view.settings, view.workers)
     }
 
     /// Ends the tasks that hold the cluster, so that its carriers stop once

@@ -126,6 +126,7 @@ pub async fn start(
         view: ArcSwap::from_pointee(View {
             row: row.clone(),
             settings,
+            workers: 0,
         }),
         built: tokio::sync::Mutex::new(Built {
             active,

@@ -12,10 +12,11 @@ use switchyard_federation::{Federation, FederationError, LocalAnswer};
 use switchyard_protocol::batch::{Batch, BatchList, CreateBatch, FileObject};
 use switchyard_protocol::federation::{LinkState, Peer};
 use switchyard_protocol::jobs::{JobAction, OWNER_KEY, PROJECTION_SUMMARY};
+use switchyard_store::batches::Visible;
 use switchyard_store::federation::Projection;
 
 use crate::auth::Caller;
-use crate::batches::{self, Content};
+use crate::batches::{self, Content, access};
 use crate::error::ApiError;
 use crate::routes::federation::{FedError, FedResult, federation};
 use crate::state::AppState;
@@ -39,26 +40,29 @@ pub async fn create_batch(
     caller: &Caller,
 ) -> FedResult<Batch> {
     let Some(federation) = &state.federation else {
-        return Ok(batches::create_batch(state, request, caller).await?);
+        return Ok(batches::create_batch(state, request, caller, None).await?);
     };
-    let input = state
-        .store
-        .batch_file_content(&request.input_file_id)
-        .await
-        .ok()
-        .flatten();
-    let Some(input) = input else {
-        // No such upload: the local path says so in its words.
-        return Ok(batches::create_batch(state, request, caller).await?);
-    };
+    batches::check(&request)?;
+    let visible = access::visible(caller);
+    // Only an upload the caller may see (another key's is not found).
+    let input = batches::upload_bytes(state, visible, &request.input_file_id).await?;
     let candidates = choose_owners(state, federation, &request, &input).await?;
     let last = candidates.len() - 1;
     for (n, owner) in candidates.into_iter().enumerate() {
         let (peer, grant) = match owner {
-            Owner::Here => return Ok(batches::create_batch(state, request, caller).await?),
+            Owner::Here => return Ok(batches::create_batch(state, request, caller, None).await?),
             Owner::Peer { peer, grant } => (peer, grant),
         };
-        match create_on(state, federation, &peer, grant, request.clone(), &input).await {
+        let made = create_on(
+            state,
+            federation,
+            &peer,
+            grant,
+            request.clone(),
+            &input,
+            caller,
+        );
+        match made.await {
             Ok(batch) => {
                 tracing::info!(batch = %batch.id, owner = %peer.label, key = %caller.key_id, "job created on its owner");
                 return Ok(batch);
@@ -76,7 +80,7 @@ pub async fn create_batch(
 }
 
 /// Creates the job on `peer`, its lines naming the peer's service ids;
-/// keeps the projection.
+/// keeps the projection, owned by `caller`'s key.
 async fn create_on(
     state: &AppState,
     federation: &Federation,
@@ -84,12 +88,11 @@ async fn create_on(
     grant: String,
     request: CreateBatch,
     input: &[u8],
+    caller: &Caller,
 ) -> FedResult<Batch> {
-    let filename = state
-        .store
-        .batch_file(&request.input_file_id)
+    let filename = batches::file(state, access::visible(caller), &request.input_file_id)
         .await
-        .map(|f| f.file.filename)
+        .map(|f| f.filename)
         .unwrap_or_else(|_| "input.jsonl".into());
     let input = as_services(input, &peer.label)?;
     let action = JobAction::Create {
@@ -99,7 +102,8 @@ async fn create_on(
     };
     let answer = federation.job_call(&peer.id, action, input).await?;
     let batch: Batch = read_json(answer).await?;
-    synced(state, &peer.id, &peer.label, batch).await
+    let owner = Some(access::owner(caller));
+    synced(state, &peer.id, &peer.label, batch, owner).await
 }
 
 /// The owner, or the candidates in the order they are tried:
@@ -205,11 +209,12 @@ enum Found<T> {
     Owner(Box<Projection>),
 }
 
-/// Finds what `local` did not: a projection of the job `id` (or of the job
-/// whose output or error file is `id`, with `file`). Neither: 503 while a
-/// peer cannot be asked, else the local answer.
+/// Finds what `local` did not: a projection `visible` may see of the job
+/// `id` (or of the job whose output or error file is `id`, with `file`).
+/// Neither: 503 while a peer cannot be asked, else the local answer.
 async fn locate<T>(
     state: &AppState,
+    visible: Visible<'_>,
     local: Result<T, ApiError>,
     id: &str,
     file: bool,
@@ -220,8 +225,8 @@ async fn locate<T>(
         (_, Err(e)) => return Err(e.into()),
     };
     let projection = match file {
-        true => state.store.projection_by_file(id).await,
-        false => state.store.projection(id).await,
+        true => state.store.projection_by_file(id, visible).await,
+        false => state.store.projection(id, visible).await,
     }
     .map_err(ApiError::from)?;
     match projection {
@@ -230,20 +235,29 @@ async fn locate<T>(
     }
 }
 
-/// Keeps what the owner answered about a job and shows it as fresh.
-async fn synced(state: &AppState, peer_id: &str, owner: &str, batch: Batch) -> FedResult<Batch> {
+/// Keeps what the owner answered about a job and shows it as fresh; a new
+/// projection belongs to `key` (the local key that made the job).
+async fn synced(
+    state: &AppState,
+    peer_id: &str,
+    owner: &str,
+    batch: Batch,
+    key: Option<&str>,
+) -> FedResult<Batch> {
     state
         .store
-        .put_projection(peer_id, &batch)
+        .put_projection(peer_id, &batch, key)
         .await
         .map_err(ApiError::from)?;
     Ok(projected(batch, owner, now(), true))
 }
 
-/// A job: this cluster's own, or the owner's answer (its projection,
-/// marked stale, when the owner cannot be asked).
-pub async fn batch(state: &AppState, id: &str) -> FedResult<Batch> {
-    let projection = match locate(state, batches::batch(state, id).await, id, false).await? {
+/// A job of `caller`'s: this cluster's own, or the owner's answer (its
+/// projection, marked stale, when the owner cannot be asked).
+pub async fn batch(state: &AppState, caller: &Caller, id: &str) -> FedResult<Batch> {
+    let visible = access::visible(caller);
+    let local = batches::batch(state, visible, id).await;
+    let projection = match locate(state, visible, local, id, false).await? {
         Found::Here(batch) => return Ok(batch),
         Found::Owner(projection) => projection,
     };
@@ -254,17 +268,19 @@ pub async fn batch(state: &AppState, id: &str) -> FedResult<Batch> {
     {
         Ok(answer) => {
             let batch: Batch = read_json(answer).await?;
-            synced(state, &projection.peer_id, &projection.peer, batch).await
+            synced(state, &projection.peer_id, &projection.peer, batch, None).await
         }
         Err(e) if e.status == 503 => Ok(stale(*projection)),
         Err(e) => Err(e.into()),
     }
 }
 
-/// Cancels a job on its owner; 503 `NODE_UNAVAILABLE` while the owner
-/// cannot be asked (nothing is queued).
-pub async fn cancel(state: &AppState, id: &str) -> FedResult<Batch> {
-    let projection = match locate(state, batches::cancel(state, id).await, id, false).await? {
+/// Cancels a job of `caller`'s on its owner; 503 `NODE_UNAVAILABLE` while
+/// the owner cannot be asked (nothing is queued).
+pub async fn cancel(state: &AppState, caller: &Caller, id: &str) -> FedResult<Batch> {
+    let visible = access::visible(caller);
+    let local = batches::cancel(state, visible, id).await;
+    let projection = match locate(state, visible, local, id, false).await? {
         Found::Here(batch) => return Ok(batch),
         Found::Owner(projection) => projection,
     };
@@ -273,13 +289,15 @@ pub async fn cancel(state: &AppState, id: &str) -> FedResult<Batch> {
         .job_call(&projection.peer_id, action, Bytes::new())
         .await?;
     let batch: Batch = read_json(answer).await?;
-    synced(state, &projection.peer_id, &projection.peer, batch).await
+    synced(state, &projection.peer_id, &projection.peer, batch, None).await
 }
 
-/// A file's record: this cluster's, or a peer's job's output as the
+/// A file of `caller`'s: this cluster's, or a peer's job's output as the
 /// owner has it.
-pub async fn file(state: &AppState, id: &str) -> FedResult<FileObject> {
-    let projection = match locate(state, batches::file(state, id).await, id, true).await? {
+pub async fn file(state: &AppState, caller: &Caller, id: &str) -> FedResult<FileObject> {
+    let visible = access::visible(caller);
+    let local = batches::file(state, visible, id).await;
+    let projection = match locate(state, visible, local, id, true).await? {
         Found::Here(file) => return Ok(file),
         Found::Owner(projection) => projection,
     };
@@ -292,11 +310,12 @@ pub async fn file(state: &AppState, id: &str) -> FedResult<FileObject> {
     read_json(answer).await
 }
 
-/// A file's content: this cluster's, or a peer's job's output read from
-/// the owner as it streams.
-pub async fn file_content(state: &AppState, id: &str) -> FedResult<Content> {
-    let local = batches::file_content(state, id).await;
-    let projection = match locate(state, local, id, true).await? {
+/// A file's content, of `caller`'s: this cluster's, or a peer's job's
+/// output read from the owner as it streams.
+pub async fn file_content(state: &AppState, caller: &Caller, id: &str) -> FedResult<Content> {
+    let visible = access::visible(caller);
+    let local = batches::file_content(state, visible, id).await;
+    let projection = match locate(state, visible, local, id, true).await? {
         Found::Here(content) => return Ok(content),
         Found::Owner(projection) => projection,
     };
@@ -315,19 +334,25 @@ pub async fn file_content(state: &AppState, id: &str) -> FedResult<Content> {
         .boxed())
 }
 
-/// This cluster's jobs and the projections of those it made on peers,
-/// the newest first.
+/// `caller`'s jobs on this cluster and the projections of those it made
+/// on peers, the newest first.
 pub async fn list(
     state: &AppState,
+    caller: &Caller,
     after: Option<&str>,
     limit: Option<i64>,
 ) -> FedResult<BatchList> {
+    let visible = access::visible(caller);
     let Some(federation) = &state.federation else {
-        return Ok(batches::list(state, after, limit).await?);
+        return Ok(batches::list(state, visible, after, limit).await?);
     };
     // A page after a projected job starts below its creation time.
     let after_projection = match after {
-        Some(id) => state.store.projection(id).await.map_err(ApiError::from)?,
+        Some(id) => state
+            .store
+            .projection(id, visible)
+            .await
+            .map_err(ApiError::from)?,
         None => None,
     };
     let mut page = match &after_projection {
@@ -338,7 +363,7 @@ pub async fn list(
             last_id: None,
             has_more: false,
         },
-        None => batches::list(state, after, limit).await?,
+        None => batches::list(state, visible, after, limit).await?,
     };
     let limit = limit.unwrap_or(batches::DEFAULT_LIMIT);
     let before = match (&after_projection, after) {
@@ -348,7 +373,7 @@ pub async fn list(
     };
     let projections = state
         .store
-        .projections(before, limit + 1)
+        .projections(visible, before, limit + 1)
         .await
         .map_err(ApiError::from)?;
     let peers = federation.peers().await.unwrap_or_default();

@@ -1,16 +1,20 @@
 //! The owner's side: a peer's job calls, acted on as this cluster's own
-//! `/v1` routes would, about the jobs that peer made only.
+//! `/v1` routes would, about the jobs that peer made only: each call checks
+//! the peer against the job's (or file's) recorded peer, then reads it
+//! whoever owns it here.
 
 use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use switchyard_federation::{Denied, LocalAnswer, LocalJob};
-use switchyard_protocol::batch::{BATCH_PURPOSE, BatchList};
+use switchyard_protocol::batch::BatchList;
 use switchyard_protocol::jobs::{JobAction, MAX_REFRESH};
 
+use switchyard_store::batches::Visible;
+
 use crate::auth::Caller;
-use crate::batches;
+use crate::batches::{self, access};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -35,30 +39,31 @@ async fn act(state: &AppState, job: LocalJob) -> Result<Response, ApiError> {
             filename,
         } => {
             let input = with_models(&job.input, &job.models)?;
-            let file = batches::create_file(state, BATCH_PURPOSE, &filename, input).await?;
-            request.input_file_id = file.id;
-            // The lines pass this cluster's `inference` chain as the peer.
+            // The lines pass this cluster's `inference` chain as the peer;
+            // the file and the job are the peer's (it is their owner here).
             let caller = Caller {
                 key_id: format!("peer:{}", job.peer),
                 scopes: vec!["inference".into()],
             };
-            let batch = batches::create_batch(state, request, &caller).await?;
-            state
-                .store
-                .set_batch_origin(&batch.id, &job.peer_id, &grant)
-                .await?;
+            let file =
+                batches::create_file(state, access::owner(&caller), &filename, &input).await?;
+            request.input_file_id = file.id;
+            let origin = Some((job.peer_id.clone(), grant.clone()));
+            let batch = batches::create_batch(state, request, &caller, origin).await?;
             tracing::info!(batch = %batch.id, peer = %job.peer, grant, "a peer's job created");
             Ok(json(to_json(&batch)?))
         }
         JobAction::Get { id } => {
             owned(state, &id, &job.peer_id).await?;
-            Ok(json(to_json(&batches::batch(state, &id).await?)?))
+            Ok(json(to_json(
+                &batches::batch(state, Visible::All, &id).await?,
+            )?))
         }
         JobAction::Refresh { ids } => {
             let mut data = Vec::new();
             for id in ids.iter().take(MAX_REFRESH) {
                 if owned(state, id, &job.peer_id).await.is_ok() {
-                    data.push(batches::batch(state, id).await?);
+                    data.push(batches::batch(state, Visible::All, id).await?);
                 }
             }
             let list = BatchList {
@@ -72,19 +77,23 @@ async fn act(state: &AppState, job: LocalJob) -> Result<Response, ApiError> {
         }
         JobAction::Cancel { id } => {
             owned(state, &id, &job.peer_id).await?;
-            Ok(json(to_json(&batches::cancel(state, &id).await?)?))
+            Ok(json(to_json(
+                &batches::cancel(state, Visible::All, &id).await?,
+            )?))
         }
         JobAction::File { file } => {
             if state.store.batch_file_peer(&file).await?.as_deref() != Some(&job.peer_id) {
                 return Err(file_not_found(&file));
             }
-            Ok(json(to_json(&batches::file(state, &file).await?)?))
+            Ok(json(to_json(
+                &batches::file(state, Visible::All, &file).await?,
+            )?))
         }
         JobAction::Content { file } => {
             if state.store.batch_file_peer(&file).await?.as_deref() != Some(&job.peer_id) {
                 return Err(file_not_found(&file));
             }
-            let content = batches::file_content(state, &file).await?;
+            let content = batches::file_content(state, Visible::All, &file).await?;
             Ok((
                 [(axum::http::header::CONTENT_TYPE, "application/jsonl")],
                 Body::from_stream(content),
@@ -155,6 +164,7 @@ fn local_answer(response: Response) -> LocalAnswer {
             .into_data_stream()
             .map(|chunk| chunk.map_err(|e| e.to_string()))
             .boxed(),
+        admitted: true,
     }
 }
 
@@ -169,7 +179,7 @@ pub async fn end_grant_jobs(state: &AppState, grant: &str) {
         }
     };
     for id in jobs {
-        match batches::cancel(state, &id).await {
+        match batches::cancel(state, Visible::All, &id).await {
             Ok(_) => tracing::info!(grant, batch = %id, "a revoked grant's job cancelled"),
             Err(e) => tracing::debug!(grant, batch = %id, code = e.code, "not cancelled"),
         }

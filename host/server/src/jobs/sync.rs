@@ -69,7 +69,7 @@ async fn refresh(
     for batch in &list.data {
         state
             .store
-            .put_projection(peer_id, batch)
+            .put_projection(peer_id, batch, None)
             .await
             .map_err(|e| e.to_string())?;
     }

@@ -205,7 +205,9 @@ fn is_rfc3339(text: &str) -> bool {
                 (a.is_ascii_digit() && b.is_ascii_digit())
                     .then(|| u32::from(a - b'0') * 10 + u32::from(b - b'0'))
             };
-            matches!((two(h1, h2), two(m1, m2)), (Some(h), Some(m)) if h < 24 && m < 60)
+            // PostgreSQL reads offsets up to 15:59 (SQLSTATE 22009 beyond);
+            // the offsets in use reach 14:00, so a larger one is a typo.
+            matches!((two(h1, h2), two(m1, m2)), (Some(h), Some(m)) if h < 16 && m < 60)
         }
         _ => false,
     }
@@ -277,6 +279,8 @@ mod tests {
             "2026-12-01T10:00:00.123456Z",
             "2024-02-29T23:59:60%2B02:00",
             "2026-12-01t10:00:00-05:30",
+            "2026-12-01T10:00:00%2B15:59",
+            "2026-12-01T10:00:00-15:59",
         ] {
             let filter = parse(&[("since", time)]).unwrap_or_else(|e| panic!("{time}: {e}"));
             let Since::Time(given) = filter.since else {
@@ -293,6 +297,9 @@ mod tests {
             "2026-12-01T10:00:00",
             "2026-12-01T10:00:00.Z",
             "2026-12-01T10:00:00+0200",
+            "2026-12-01T10:00:00%2B16:00",
+            "2026-12-01T10:00:00-16:00",
+            "2026-12-01T10:00:00-23:59",
             "0000-01-01T00:00:00Z",
             "-3",
             "99999999999999999999",

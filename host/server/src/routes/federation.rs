@@ -7,18 +7,22 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Json;
-use axum::extract::State;
+use axum::body::Bytes;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use std::net::SocketAddr;
 use switchyard_carrier::stream_seam::Lane;
 use switchyard_carrier::tunnel::WEBSOCKET_BUFFER;
+use switchyard_federation::gate::Busy;
 use switchyard_federation::{Federation, FederationError, Joined};
 use switchyard_protocol::federation::{
-    FederationStatus, Identity, JoinPeer, JoinToken, NewOffer, Offer, Peer,
+    FederationStatus, Identity, JoinPeer, JoinToken, NewJoinToken, NewOffer, Offer, Peer,
 };
 
 use crate::auth::{Admin, Authorized, FederationManage};
@@ -116,21 +120,33 @@ pub async fn adopt(
     Ok(Json(identity))
 }
 
-/// A new join token, shown once; the previous one stops working.
+/// A new join token, shown once; the previous one stops working. It
+/// expires (a day unless `ttl_s` says otherwise) and admits one join
+/// unless `uses` says more.
 #[utoipa::path(post, path = "/api/federation/join-token", tag = "federation",
     security(("bearer" = [])),
+    request_body(content = Option<NewJoinToken>, description = "optional: `{ttl_s, uses}`"),
     responses(
-        (status = 201, description = "`{join_token}`, shown once", body = JoinToken),
+        (status = 201, description = "`{join_token, expires_in_s, uses}`, shown once", body = JoinToken),
+        (status = 400, description = "`invalid_request`: `ttl_s` outside 60 s to 30 days, `uses` outside 1 to 128, or an unknown field"),
         (status = 403, description = "`forbidden`: the key lacks `admin`"),
         (status = 503, description = "`identity_missing` or `identity_mismatch`: federation is suspended here"),
     ))]
 pub async fn join_token(
     caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
+    body: Bytes,
 ) -> FedResult<(StatusCode, Json<JoinToken>)> {
-    let join_token = federation(&state)?.rotate_join_token().await?;
-    tracing::info!(by = %caller.key_id, "federation join token rotated");
-    Ok((StatusCode::CREATED, Json(JoinToken { join_token })))
+    // The body is optional: the CLI sends none, the console `{}`.
+    let spec: NewJoinToken = match body.iter().all(u8::is_ascii_whitespace) {
+        true => NewJoinToken::default(),
+        false => serde_json::from_slice(&body).map_err(|e| {
+            ApiError::invalid_request(format!("the body is {{\"ttl_s\", \"uses\"}}: {e}"))
+        })?,
+    };
+    let made = federation(&state)?.rotate_join_token(&spec).await?;
+    tracing::info!(by = %caller.key_id, expires_in_s = made.expires_in_s, uses = made.uses, "federation join token rotated");
+    Ok((StatusCode::CREATED, Json(made)))
 }
 
 /// The link's lane.
@@ -141,18 +157,21 @@ pub struct LinkParams {
 }
 
 /// The link: a websocket opened by the key handshake (and, to join, the
-/// join token), then the tunnel's streams both ways.
+/// join token), then the tunnel's streams both ways. Anonymous: the
+/// handshake is its authentication; the dialer's `hello` must come within
+/// 2 s, and one remote address holds at most 2 handshakes at once.
 #[utoipa::path(get, path = "/api/federation/link", tag = "federation",
     params(("lane" = Option<String>, Query, description = "`inference` (default) or `bulk`")),
     responses(
         (status = 101, description = "the websocket; the handshake follows in text messages"),
         (status = 400, description = "`invalid_request`: not a websocket upgrade, or an unknown lane"),
-        (status = 503, description = "`identity_missing`, `identity_mismatch`, or no tunnel component"),
+        (status = 503, description = "`too_many_handshakes`: this replica's, or this address's, handshakes are all in progress; `identity_missing`, `identity_mismatch`, or no tunnel component"),
     ))]
 pub async fn link(
     State(state): State<Arc<AppState>>,
     ApiQuery(params): ApiQuery<LinkParams>,
     connection: crate::edge::ThisConnection,
+    remote: Option<Extension<ConnectInfo<SocketAddr>>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> FedResult<Response> {
     let federation = federation(&state)?.clone();
@@ -165,11 +184,18 @@ pub async fn link(
     })?;
     let upgrade = upgrade
         .map_err(|_| ApiError::invalid_request("the link endpoint takes a websocket upgrade"))?;
-    let permit = federation.handshake_permit().ok_or_else(|| {
+    let address = remote.map(|Extension(ConnectInfo(address))| address.ip());
+    let permit = federation.handshake_permit(address).map_err(|busy| {
+        let message = match busy {
+            Busy::Replica => "too many link handshakes are in progress; try again",
+            Busy::Address => {
+                "too many link handshakes from this address are in progress; try again"
+            }
+        };
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "too_many_handshakes",
-            "too many link handshakes are in progress; try again",
+            message,
         )
     })?;
     // The peer proves its key in the handshake, after the upgrade; the
@@ -201,10 +227,10 @@ pub async fn link(
         (status = 201, description = "joined and linked; `Location` names the peer", body = Peer),
         (status = 200, description = "the same identity at the same URL was already a peer", body = Peer),
         (status = 400, description = "`invalid_request`"),
-        (status = 401, description = "`invalid_join_token`: the peer refused the token"),
-        (status = 409, description = "`identity_conflict`: a known label or URL shows another key (the peer on record is untouched); `limit_reached`"),
-        (status = 502, description = "`link_refused`: the peer refused the handshake for another reason"),
-        (status = 503, description = "`NODE_UNAVAILABLE`: the peer cannot be reached; `identity_missing` / `identity_mismatch`"),
+        (status = 401, description = "`invalid_join_token`: the peer refused the token (wrong, expired or used up)"),
+        (status = 409, description = "`identity_conflict`: a known label or URL shows another key (the peer on record is untouched); `self_join`: the URL leads back to this cluster (nothing is registered); `limit_reached`"),
+        (status = 429, description = "`join_rate_limited`: the peer refuses joins from this address for a while after too many wrong tokens"),
+        (status = 503, description = "`NODE_UNAVAILABLE`: no Switchyard cluster answered at the URL (one answer whatever the cause; the cause is logged); `identity_missing` / `identity_mismatch`"),
     ))]
 pub async fn join(
     caller: Authorized<Admin>,

@@ -303,7 +303,11 @@ pub async fn heartbeat(
         _ => match &state.carriers {
             Some(carriers) => Some(carriers.news()),
             None => match state.store.cluster_carrier().await? {
-                Some(row) => Some(news::news(&row, &state.store.cluster_settings().await?)),
+                Some(row) => {
+                    let workers = state.store.carrier_workers().await?.len();
+                    let settings = state.store.cluster_settings().await?;
+                    Some(news::news(&row, &settings, workers))
+                }
                 None => None,
             },
         },

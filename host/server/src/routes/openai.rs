@@ -109,7 +109,7 @@ pub async fn models(
     request_body(content = Object, description = "an OpenAI chat completion request"),
     responses(
         (status = 200, description = "the engine's answer (JSON, or SSE when streaming)"),
-        (status = 400, description = "`invalid_request`: the body is not JSON, names no `model` string, or a token limit above 4294967295"),
+        (status = 400, description = "`invalid_request`: the body is not JSON, names no `model` string, or gives `max_tokens` or `max_completion_tokens` other than an integer from 1 to 4294967295, or `stream` other than a boolean (`param` names the field)"),
         (status = 403, description = "the inference chain denied: the policy's code and message"),
         (status = 404, description = "`model_not_found`"),
         (status = 429, description = "`replicas_busy`: every replica at its limit, or `worker_overloaded`: the worker at its stream limit; Retry-After"),
@@ -218,11 +218,17 @@ async fn forward(
     if let Some(remote) = remote_target(state, &request.model).await? {
         // The caller's key stays here: the owner sees the link's identity
         // and the grant, and judges the call with its own chains.
+        // This cluster's own `inference` chain first, as for a local
+        // model (the model as the client wrote it): the owner's chains
+        // judge only what this cluster let through.
+        let patch = admit(caller, state, request).await?;
         let target = Target::Peer(remote);
         tracing::Span::current().record("replica", target.replica());
-        let tokens = request.max_tokens.map_or(0, u64::from);
+        let limit = patch.as_ref().and_then(|p| p.max_tokens);
+        let tokens = limit.or(request.max_tokens).map_or(0, u64::from);
+        let body = request.body(patch.as_ref())?;
         return target
-            .send(state, request.endpoint.path(), request.body(None)?, tokens)
+            .send(state, request.endpoint.path(), body, tokens)
             .await;
     }
     caller.require("inference")?;
@@ -253,23 +259,32 @@ async fn remote_target(
 
 /// Answers a call a peer's grant admitted, as this cluster's own `/v1`
 /// path would: the `federation` chain, then the `inference` chain (the
-/// caller is the peer, never the peer's client), then the service's
-/// deployment. Every outcome, a refusal too, is a response.
-pub async fn serve_federated(state: &AppState, call: switchyard_federation::LocalCall) -> Response {
+/// caller is the peer, never the peer's client, and the model is this
+/// cluster's own name for the service, never the `<label>/<service>` the
+/// peer's client wrote), then the service's deployment. Every outcome, a
+/// refusal too, is a response; with it, whether the chains admitted the
+/// call (a refused call is not charged to the grant).
+pub async fn serve_federated(
+    state: &AppState,
+    call: switchyard_federation::LocalCall,
+) -> (Response, bool) {
     let endpoint = match call.path.as_str() {
         "/v1/chat/completions" => Endpoint::Chat,
         "/v1/completions" => Endpoint::Completions,
         "/v1/embeddings" => Endpoint::Embeddings,
         other => {
-            return ProxyError::Invalid(format!("no remote endpoint {other}")).into_response();
+            let refused = ProxyError::Invalid(format!("no remote endpoint {other}"));
+            return (refused.into_response(), false);
         }
     };
     let caller = Caller {
         key_id: format!("peer:{}", call.peer),
         scopes: vec!["inference".into()],
     };
+    let mut admitted = false;
     let answered = async {
-        let request = ValidRequest::parse(endpoint, call.body)?;
+        let mut request = ValidRequest::parse(endpoint, call.body)?;
+        request.model = call.model.clone();
         let federation_patch = admit_federated(
             state,
             &call.peer,
@@ -280,6 +295,7 @@ pub async fn serve_federated(state: &AppState, call: switchyard_federation::Loca
         )
         .await?;
         let patch = admit(&caller, state, &request).await?;
+        admitted = true;
         let limit = [federation_patch, patch.and_then(|p| p.max_tokens)]
             .into_iter()
             .flatten()
@@ -306,7 +322,7 @@ pub async fn serve_federated(state: &AppState, call: switchyard_federation::Loca
         }),
         response.status().as_u16(),
     );
-    response
+    (response, admitted)
 }
 
 /// Asks the `federation` chain about a peer's inference call: a lower

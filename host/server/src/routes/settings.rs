@@ -106,10 +106,14 @@ pub async fn update(
             if let Some(url) = url.as_deref().filter(|_| urls_changed.contains(&name)) {
                 let target = NatsTarget::parse(url).map_err(|why| invalid(name, &why))?;
                 target.reach().await.map_err(|why| {
+                    // One answer whatever the cause (refused, silent, some
+                    // other server): the settings are no probe of what
+                    // listens on internal addresses. The cause is logged.
+                    tracing::info!(setting = name, cause = %why, "a NATS URL was not reachable");
                     ApiError::new(
                         StatusCode::UNPROCESSABLE_ENTITY,
                         "unreachable",
-                        format!("{name}: this replica cannot reach {target}: {why}"),
+                        format!("{name}: {UNREACHABLE}"),
                     )
                 })?;
             }
@@ -121,6 +125,9 @@ pub async fn update(
     tracing::info!(by = %caller.key_id, ?keys, "cluster settings saved");
     Ok(Json(masked(next)))
 }
+
+/// The one message of a NATS URL that did not answer as a NATS server.
+pub const UNREACHABLE: &str = "no NATS server answered at this URL from this replica within 3 s (see the replica's log for the cause)";
 
 /// A `PUT`'s body, parsed: each field `Some` when the body names it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

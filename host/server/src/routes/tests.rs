@@ -61,6 +61,7 @@ fn app() -> App {
         sse_keepalive: std::time::Duration::from_secs(15),
         library: Library::open(library_dir.path()).expect("a library"),
         fetch_allow: Default::default(),
+        batch_storage_quota: crate::batches::DEFAULT_QUOTA,
         carriers: None,
         federation: None,
         metrics_auth: false,

@@ -33,6 +33,8 @@ pub struct NodeView {
     pub holds_files: bool,
     /// Replicas of the same deployment already on it.
     pub siblings: u32,
+    /// Replicas holding no GPU already on it (of any deployment).
+    pub gpuless: u32,
     /// Its labels.
     pub labels: Labels,
 }
@@ -57,6 +59,13 @@ pub struct Need<'a> {
 /// The bonus of a node that already holds the files: below one GPU's worth
 /// of fill (10), so it breaks ties and never outweighs binpack or spread.
 const FILES_HELD_BONUS: i64 = 5;
+
+/// Replicas without GPUs one node runs at most. GPUs cap what a node takes
+/// of replicas that need them; nothing else would cap those that need none,
+/// so one deployment of 20 replicas put 20 engine processes, each with its
+/// own memory and threads, on one node. Eight leaves a small node room for
+/// the worker itself; more such replicas go to other nodes or wait.
+pub const MAX_GPULESS_REPLICAS_PER_NODE: u32 = 8;
 
 /// The chosen node and GPU indices, or why none (each node's reason).
 pub fn place(nodes: &[NodeView], need: Need) -> Result<(String, Vec<u32>), String> {
@@ -117,6 +126,12 @@ pub fn suitable(node: &NodeView, need: Need) -> Result<Vec<u32>, String> {
             .is_some_and(|free| free < need.model_bytes)
     {
         return Err("not enough disk for the files".into());
+    }
+    if need.gpus == 0 && node.gpuless >= MAX_GPULESS_REPLICAS_PER_NODE {
+        return Err(format!(
+            "already runs {} replicas without GPUs, at most {MAX_GPULESS_REPLICAS_PER_NODE}",
+            node.gpuless
+        ));
     }
     let free: Vec<u32> = node
         .gpus
@@ -182,6 +197,7 @@ mod tests {
             disk_available_bytes: Some(1 << 40),
             holds_files: false,
             siblings: 0,
+            gpuless: 0,
             labels: Labels::new(),
         }
     }
@@ -211,6 +227,22 @@ mod tests {
             place(&[with_sibling, node("b", 2, &[])], spread).unwrap().0,
             "b"
         );
+    }
+
+    #[test]
+    fn replicas_without_gpus_are_capped_per_node() {
+        let none = Need { gpus: 0, ..ONE };
+        let mut full = node("a", 0, &[]);
+        full.gpuless = MAX_GPULESS_REPLICAS_PER_NODE;
+        let why = place(std::slice::from_ref(&full), none).unwrap_err();
+        assert!(why.contains("without GPUs, at most 8"), "{why}");
+        assert_eq!(
+            place(&[full.clone(), node("b", 0, &[])], none).unwrap().0,
+            "b"
+        );
+        // A replica that needs a GPU is not held back by the cap.
+        full.gpus = node("a", 1, &[]).gpus;
+        assert_eq!(place(&[full], ONE).unwrap().0, "a");
     }
 
     #[test]

@@ -46,6 +46,10 @@ pub fn views(
                 .iter()
                 .filter(|r| r.node_id == node.id && r.deployment_id == deployment)
                 .count() as u32,
+            gpuless: replicas
+                .iter()
+                .filter(|r| r.node_id == node.id && r.gpus.is_empty())
+                .count() as u32,
             labels: node.labels.clone(),
         })
         .collect()

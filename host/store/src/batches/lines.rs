@@ -20,7 +20,7 @@ pub struct ClaimedLine {
     pub body: Vec<u8>,
     /// The batch's caller: its key id.
     pub key_id: String,
-    /// And its scopes.
+    /// And its scopes as they are now (a peer's job: as at creation).
     pub scopes: Vec<String>,
 }
 
@@ -219,10 +219,12 @@ impl Store {
     }
 
     /// Claims line `line` of `batch` to run it for dispatch `dispatch`, for
-    /// `lease`, spending an attempt: only while the batch is in progress and
-    /// the line dispatched as that dispatch (or its run's lease lapsed).
-    /// `None`: another replica runs it, a later dispatch superseded this
-    /// one, or it is done.
+    /// `lease`, spending an attempt: only while the batch is in progress,
+    /// its key live and holding `inference` (or `admin`; a peer's job
+    /// answers to its grant instead), and the line dispatched as that
+    /// dispatch (or its run's lease lapsed). `None`: another replica runs
+    /// it, a later dispatch superseded this one, it is done, or its key
+    /// may no longer run it (the driver then cancels the batch).
     pub async fn claim_line(
         &self,
         batch: &str,
@@ -236,12 +238,14 @@ impl Store {
             .query_opt(
                 "UPDATE batch_lines l SET state = 'running', attempts = l.attempts + 1,
                         lease_until = now() + make_interval(secs => $4)
-                   FROM batches b
+                   FROM batches b LEFT JOIN api_keys k ON k.id = b.key_id AND k.revoked_at IS NULL
                   WHERE l.batch_id = $1 AND l.line = $2 AND l.dispatches = $3
                     AND (l.state = 'dispatched'
                          OR (l.state = 'running' AND l.lease_until < now()))
                     AND b.id = l.batch_id AND b.status = 'in_progress'
-                  RETURNING b.endpoint, l.body, b.key_id, b.scopes",
+                    AND (b.peer_id IS NOT NULL
+                         OR k.scopes && ARRAY['inference', 'admin'])
+                  RETURNING b.endpoint, l.body, b.key_id, coalesce(k.scopes, b.scopes)",
                 &[&batch, &line, &dispatch, &lease.as_secs_f64()],
             )
             .await?;

@@ -391,6 +391,27 @@ impl Store {
         }
     }
 
+    /// Gives back what a call was charged but never used: the owner's own
+    /// chains refused it after the counters admitted it. One statement, so
+    /// a concurrent charge sees either both or neither.
+    pub async fn refund_grant(&self, id: &str, cost: Cost) -> Result<(), StoreError> {
+        let (requests, tokens) = (clamp(cost.requests), clamp(cost.tokens));
+        if requests == 0 && tokens == 0 {
+            return Ok(());
+        }
+        self.conn()
+            .await?
+            .execute(
+                "UPDATE federation_grants SET \
+                 requests_used = GREATEST(requests_used - $2, 0), \
+                 tokens_used = GREATEST(tokens_used - $3, 0) \
+                 WHERE id = $1 AND direction = 'outgoing'",
+                &[&id, &requests, &tokens],
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Releases the slots of replicas that stopped heartbeating for
     /// `silent` (they died with calls in flight); answers how many.
     pub async fn release_dead_slots(&self, silent: Duration) -> Result<i64, StoreError> {

@@ -76,25 +76,56 @@ impl Store {
         Ok(())
     }
 
-    /// Sets the join token's SHA-256 (the previous token stops working).
-    pub async fn set_join_token(&self, sha256: &[u8]) -> Result<(), StoreError> {
+    /// Sets the join token's SHA-256 (the previous token stops working),
+    /// valid for `ttl` and `uses` joins.
+    pub async fn set_join_token(
+        &self,
+        sha256: &[u8],
+        ttl: std::time::Duration,
+        uses: u32,
+    ) -> Result<(), StoreError> {
+        let uses = i32::try_from(uses).unwrap_or(i32::MAX);
         self.conn()
             .await?
             .execute(
-                "UPDATE federation_identity SET join_token_sha256 = $1, join_token_at = now()",
-                &[&sha256],
+                "UPDATE federation_identity SET join_token_sha256 = $1, join_token_at = now(), \
+                 join_token_expires_at = now() + make_interval(secs => $2), \
+                 join_token_uses_left = $3",
+                &[&sha256, &ttl.as_secs_f64(), &uses],
             )
             .await?;
         Ok(())
     }
 
-    /// The join token's SHA-256, if one was made.
+    /// The join token's SHA-256, if one was made and it has not expired or
+    /// been used up.
     pub async fn join_token_sha256(&self) -> Result<Option<Vec<u8>>, StoreError> {
         let row = self
             .conn()
             .await?
-            .query_opt("SELECT join_token_sha256 FROM federation_identity", &[])
+            .query_opt(
+                "SELECT join_token_sha256 FROM federation_identity \
+                 WHERE join_token_expires_at > now() AND join_token_uses_left > 0",
+                &[],
+            )
             .await?;
         Ok(row.and_then(|row| row.get(0)))
+    }
+
+    /// Spends one use of the join token whose SHA-256 is `sha256`, in one
+    /// statement (two joins never share the last use); `false` when it is
+    /// not the current token, expired or used up.
+    pub async fn use_join_token(&self, sha256: &[u8]) -> Result<bool, StoreError> {
+        let used = self
+            .conn()
+            .await?
+            .execute(
+                "UPDATE federation_identity SET join_token_uses_left = join_token_uses_left - 1 \
+                 WHERE join_token_sha256 = $1 AND join_token_expires_at > now() \
+                 AND join_token_uses_left > 0",
+                &[&sha256],
+            )
+            .await?;
+        Ok(used == 1)
     }
 }

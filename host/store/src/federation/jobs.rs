@@ -7,6 +7,7 @@ use switchyard_protocol::jobs::{Eligibility, JobProjections, OwnerEligibility};
 use tokio_postgres::types::Json;
 
 use super::time;
+use crate::batches::Visible;
 use crate::{Store, StoreError};
 
 /// Projections kept; the oldest ended ones go first beyond it.
@@ -49,23 +50,6 @@ fn files(batch: &Batch) -> Vec<String> {
 }
 
 impl Store {
-    /// Marks a job as made here by `peer_id` through `grant_id`.
-    pub async fn set_batch_origin(
-        &self,
-        id: &str,
-        peer_id: &str,
-        grant_id: &str,
-    ) -> Result<(), StoreError> {
-        self.conn()
-            .await?
-            .execute(
-                "UPDATE batches SET peer_id = $2, grant_id = $3 WHERE id = $1",
-                &[&id, &peer_id, &grant_id],
-            )
-            .await?;
-        Ok(())
-    }
-
     /// The peer that made a job here, if a peer did (`None` for a job of
     /// this cluster's own clients or none).
     pub async fn batch_peer(&self, id: &str) -> Result<Option<String>, StoreError> {
@@ -120,13 +104,20 @@ impl Store {
         Ok(row.get(0))
     }
 
-    /// Keeps what the owner answered about a job this cluster made on it.
-    pub async fn put_projection(&self, peer_id: &str, batch: &Batch) -> Result<(), StoreError> {
+    /// Keeps what the owner answered about a job this cluster made on it;
+    /// a new projection belongs to `key_id` (the local key that made the
+    /// job), and a later answer never changes whose it is.
+    pub async fn put_projection(
+        &self,
+        peer_id: &str,
+        batch: &Batch,
+        key_id: Option<&str>,
+    ) -> Result<(), StoreError> {
         let conn = self.conn().await?;
         let active = !batch.status.is_final();
         conn.execute(
-            "INSERT INTO federation_job_projections (id, peer_id, summary, files, active, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
+            "INSERT INTO federation_job_projections (id, peer_id, summary, files, active, created_at, key_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (id) DO UPDATE SET summary = $3, files = $4, active = $5, synced_at = now() \
                WHERE federation_job_projections.peer_id = $2",
             &[
@@ -136,6 +127,7 @@ impl Store {
                 &files(batch),
                 &active,
                 &batch.created_at,
+                &key_id,
             ],
         )
         .await?;
@@ -149,42 +141,55 @@ impl Store {
         Ok(())
     }
 
-    /// The projection of a job, if this cluster made it on a peer.
-    pub async fn projection(&self, id: &str) -> Result<Option<Projection>, StoreError> {
+    /// The projection of a job, if this cluster made it on a peer and
+    /// `visible` may see it.
+    pub async fn projection(
+        &self,
+        id: &str,
+        visible: Visible<'_>,
+    ) -> Result<Option<Projection>, StoreError> {
         let row = self
             .conn()
             .await?
             .query_opt(
                 &format!(
                     "SELECT {PROJECTION_COLUMNS} FROM federation_job_projections j \
-                     JOIN federation_peers p ON p.id = j.peer_id WHERE j.id = $1"
+                     JOIN federation_peers p ON p.id = j.peer_id \
+                     WHERE j.id = $1 AND ($2::text IS NULL OR j.key_id = $2)"
                 ),
-                &[&id],
+                &[&id, &visible.owner()],
             )
             .await?;
         Ok(row.as_ref().and_then(projection))
     }
 
-    /// The projection whose job has this output or error file.
-    pub async fn projection_by_file(&self, file: &str) -> Result<Option<Projection>, StoreError> {
+    /// The projection whose job has this output or error file, if
+    /// `visible` may see it.
+    pub async fn projection_by_file(
+        &self,
+        file: &str,
+        visible: Visible<'_>,
+    ) -> Result<Option<Projection>, StoreError> {
         let row = self
             .conn()
             .await?
             .query_opt(
                 &format!(
                     "SELECT {PROJECTION_COLUMNS} FROM federation_job_projections j \
-                     JOIN federation_peers p ON p.id = j.peer_id WHERE $1 = ANY (j.files) LIMIT 1"
+                     JOIN federation_peers p ON p.id = j.peer_id \
+                     WHERE $1 = ANY (j.files) AND ($2::text IS NULL OR j.key_id = $2) LIMIT 1"
                 ),
-                &[&file],
+                &[&file, &visible.owner()],
             )
             .await?;
         Ok(row.as_ref().and_then(projection))
     }
 
-    /// Projections made before `before` (unix seconds; all when `None`),
-    /// the newest first, at most `limit`.
+    /// Projections `visible` may see made before `before` (unix seconds;
+    /// all when `None`), the newest first, at most `limit`.
     pub async fn projections(
         &self,
+        visible: Visible<'_>,
         before: Option<i64>,
         limit: i64,
     ) -> Result<Vec<Projection>, StoreError> {
@@ -195,10 +200,11 @@ impl Store {
                 &format!(
                     "SELECT {PROJECTION_COLUMNS} FROM federation_job_projections j \
                      JOIN federation_peers p ON p.id = j.peer_id \
-                     WHERE $1::bigint IS NULL OR j.created_at < $1 \
+                     WHERE ($1::bigint IS NULL OR j.created_at < $1) \
+                       AND ($3::text IS NULL OR j.key_id = $3) \
                      ORDER BY j.created_at DESC, j.id DESC LIMIT $2"
                 ),
-                &[&before, &limit],
+                &[&before, &limit, &visible.owner()],
             )
             .await?;
         Ok(rows.iter().filter_map(projection).collect())

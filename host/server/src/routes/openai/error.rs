@@ -34,6 +34,15 @@ pub enum ProxyError {
     /// The body cannot be admitted (400 `invalid_request`).
     #[error("{0}")]
     Invalid(String),
+    /// A field the frontend reads has the wrong type or range (400
+    /// `invalid_request`, with the field as OpenAI's `param`).
+    #[error("{message}")]
+    InvalidField {
+        /// The field, as the client named it.
+        param: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The `inference` chain said no (403, the policy's code).
     #[error("{message}")]
     Denied {
@@ -97,7 +106,7 @@ impl ProxyError {
             // answered the others before the handler ran.
             Self::Auth(AuthError::MissingScope(_)) => "forbidden",
             Self::Auth(_) => "unauthorized",
-            Self::Invalid(_) => "invalid_request",
+            Self::Invalid(_) | Self::InvalidField { .. } => "invalid_request",
             Self::Denied { code, .. } => code,
             Self::NoRoute { why, .. } => match why {
                 NoRoute::UnknownModel => "model_not_found",
@@ -124,7 +133,7 @@ impl ProxyError {
     fn status(&self) -> (StatusCode, Option<u32>) {
         match self {
             Self::Auth(_) | Self::Internal(_) => unreachable!("answered as an ApiError"),
-            Self::Invalid(_) => (StatusCode::BAD_REQUEST, None),
+            Self::Invalid(_) | Self::InvalidField { .. } => (StatusCode::BAD_REQUEST, None),
             Self::Denied { .. } => (StatusCode::FORBIDDEN, None),
             Self::NoRoute { why, .. } => match why {
                 NoRoute::UnknownModel => (StatusCode::NOT_FOUND, None),
@@ -171,7 +180,12 @@ impl IntoResponse for ProxyError {
         let code = self.code();
         // OpenAI's `type` and `param` are added to every `/v1` error in one
         // place (`error_shape`).
-        let body = json!({"error": {"code": code, "message": message}});
+        let body = match &self {
+            Self::InvalidField { param, .. } => {
+                json!({"error": {"code": code, "message": message, "param": param}})
+            }
+            _ => json!({"error": {"code": code, "message": message}}),
+        };
         let mut response = (status, Json(body)).into_response();
         if let Some(seconds) = retry_after {
             response

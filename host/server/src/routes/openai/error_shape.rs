@@ -20,13 +20,7 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// OpenAI's `type` for an error answered with `status`.
 pub fn error_type(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        401 => "authentication_error",
-        403 => "permission_error",
-        429 => "rate_limit_error",
-        500.. => "server_error",
-        _ => "invalid_request_error",
-    }
+    switchyard_protocol::openai::error_type(status.as_u16())
 }
 
 /// The request field an error code blames, as OpenAI's `param`.

@@ -27,12 +27,12 @@ pub mod tree;
 pub struct Fields {
     /// `model`, when a string.
     pub model: Option<String>,
-    /// `max_tokens`, when a non-negative integer (`Value::as_u64`).
-    pub max_tokens: Option<u64>,
-    /// `max_completion_tokens`, likewise.
-    pub max_completion_tokens: Option<u64>,
-    /// `stream`, when a boolean.
-    pub stream: Option<bool>,
+    /// `max_tokens`.
+    pub max_tokens: Given<u64>,
+    /// `max_completion_tokens`.
+    pub max_completion_tokens: Given<u64>,
+    /// `stream`.
+    pub stream: Given<bool>,
     /// Bytes of text in `messages`: each message's `content` string, or the
     /// `text` strings of its parts.
     pub messages: usize,
@@ -40,6 +40,21 @@ pub struct Fields {
     pub prompt: usize,
     /// Bytes of `input`, when a string.
     pub input: usize,
+}
+
+/// A field the frontend judges itself, as the body gave it: absent (or
+/// `null`, which OpenAI reads as absent), a value of its type, or a value of
+/// another type (or a negative count), which is refused before any policy
+/// runs rather than dropped and then overwritten by a patch.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Given<T> {
+    /// Not in the body, or `null`.
+    #[default]
+    Absent,
+    /// A value of the field's type.
+    Is(T),
+    /// A value of another type or out of range.
+    Wrong,
 }
 
 /// Reads a body in one pass.
@@ -55,7 +70,16 @@ trait Shape<'de>: Default {
     fn unsigned(_value: u64) -> Self {
         Self::default()
     }
+    fn negative(_value: i64) -> Self {
+        Self::default()
+    }
+    fn float(_value: f64) -> Self {
+        Self::default()
+    }
     fn boolean(_value: bool) -> Self {
+        Self::default()
+    }
+    fn null() -> Self {
         Self::default()
     }
     fn seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
@@ -89,13 +113,13 @@ impl<'de, T: Shape<'de>> Visitor<'de> for Reader<T> {
         Ok(T::boolean(v))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
-        Ok(u64::try_from(v).map_or_else(|_| T::default(), T::unsigned))
+        Ok(u64::try_from(v).map_or_else(|_| T::negative(v), T::unsigned))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
         Ok(T::unsigned(v))
     }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<T, E> {
-        Ok(T::default())
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
+        Ok(T::float(v))
     }
     // An escaped string arrives decoded in the parser's scratch buffer:
     // shapes read it there, and only the model's name is copied out.
@@ -103,7 +127,7 @@ impl<'de, T: Shape<'de>> Visitor<'de> for Reader<T> {
         Ok(T::string(v))
     }
     fn visit_unit<E: de::Error>(self) -> Result<T, E> {
-        Ok(T::default())
+        Ok(T::null())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
         T::seq(seq)
@@ -195,23 +219,40 @@ impl Shape<'_> for Text {
     }
 }
 
-/// A non-negative integer (what `Value::as_u64` reads).
-#[derive(Default)]
-struct Count(Option<u64>);
+/// A non-negative integer (what `Value::as_u64` reads); any other value
+/// but `null` is [`Given::Wrong`].
+struct Count(Given<u64>);
 
-impl Shape<'_> for Count {
-    fn unsigned(value: u64) -> Self {
-        Self(Some(value))
+impl Default for Count {
+    fn default() -> Self {
+        Self(Given::Wrong)
     }
 }
 
-/// A boolean.
-#[derive(Default)]
-struct Flag(Option<bool>);
+impl Shape<'_> for Count {
+    fn unsigned(value: u64) -> Self {
+        Self(Given::Is(value))
+    }
+    fn null() -> Self {
+        Self(Given::Absent)
+    }
+}
+
+/// A boolean; any other value but `null` is [`Given::Wrong`].
+struct Flag(Given<bool>);
+
+impl Default for Flag {
+    fn default() -> Self {
+        Self(Given::Wrong)
+    }
+}
 
 impl Shape<'_> for Flag {
     fn boolean(value: bool) -> Self {
-        Self(Some(value))
+        Self(Given::Is(value))
+    }
+    fn null() -> Self {
+        Self(Given::Absent)
     }
 }
 
@@ -294,6 +335,9 @@ mod tests {
             r#"{"model": "demo", "max_tokens": "ten", "max_completion_tokens": 9}"#,
             r#"{"model": "demo", "max_tokens": -1, "stream": null}"#,
             r#"{"model": "demo", "max_tokens": 8.0, "stream": "yes"}"#,
+            r#"{"model": "demo", "max_tokens": 8.5, "stream": [true]}"#,
+            r#"{"model": "demo", "max_tokens": {"n": 1}, "max_completion_tokens": null}"#,
+            r#"{"model": "demo", "max_tokens": "ten", "max_tokens": 10, "stream": 1}"#,
             r#"{"model": "demo", "max_tokens": 1e3, "max_completion_tokens": -0}"#,
             r#"{"model": "a", "model": "b", "stream": true, "stream": false}"#,
             r#"{"model": "a", "model": 5}"#,

@@ -17,7 +17,7 @@ use axum::body::Bytes;
 use switchyard_runtime::admission::{AdmissionRequest, InferencePatch, InferenceRequest};
 
 use super::error::ProxyError;
-use super::fields;
+use super::fields::{self, Given};
 use crate::auth::Caller;
 
 /// The `/v1` route a request came in on.
@@ -75,20 +75,31 @@ pub struct ValidRequest {
 
 impl ValidRequest {
     /// Parses a body: 400 `invalid_request` when it is not JSON, names no
-    /// `model` string, or asks for more tokens than the record can hold.
-    /// Other fields are the engine's to judge.
+    /// `model` string, or gives a field the frontend reads (`max_tokens`,
+    /// `max_completion_tokens`, `stream`) a value of the wrong type or
+    /// range, naming that field as `param`: a value dropped here would be
+    /// overwritten by a clamp's patch and answered 200. Other fields are
+    /// the engine's to judge.
     pub fn parse(endpoint: Endpoint, body: Bytes) -> Result<Self, ProxyError> {
         let fields = fields::read(&body)
             .map_err(|e| ProxyError::Invalid(format!("the body is not JSON: {e}")))?;
         let model = fields
             .model
             .ok_or_else(|| ProxyError::Invalid("`model` is required".into()))?;
-        // `max_tokens` wins when both are given, as the record always had it.
-        let max_tokens = match (fields.max_tokens, fields.max_completion_tokens) {
-            (Some(n), _) => Some(limit("max_tokens", n)?),
-            (None, Some(n)) => Some(limit("max_completion_tokens", n)?),
-            (None, None) => None,
+        let max_tokens = limit("max_tokens", fields.max_tokens)?;
+        let max_completion_tokens = limit("max_completion_tokens", fields.max_completion_tokens)?;
+        let stream = match fields.stream {
+            Given::Absent => false,
+            Given::Is(stream) => stream,
+            Given::Wrong => {
+                return Err(ProxyError::InvalidField {
+                    param: "stream",
+                    message: "stream must be a boolean".into(),
+                });
+            }
         };
+        // `max_tokens` wins when both are given, as the record always had it.
+        let max_tokens = max_tokens.or(max_completion_tokens);
         let chars = fields.messages + fields.prompt + fields.input;
         let prompt_tokens = u32::try_from(chars / CHARS_PER_TOKEN)
             .unwrap_or(u32::MAX)
@@ -97,7 +108,7 @@ impl ValidRequest {
             endpoint,
             model,
             max_tokens,
-            stream: fields.stream.unwrap_or(false),
+            stream,
             prompt_tokens,
             body,
         })
@@ -159,11 +170,18 @@ impl ValidRequest {
     }
 }
 
-/// A token limit the record (`u32`) can hold.
-fn limit(field: &str, value: u64) -> Result<u32, ProxyError> {
-    u32::try_from(value).map_err(|_| {
-        ProxyError::Invalid(format!("{field} must be at most {}, got {value}", u32::MAX))
-    })
+/// A token limit: a positive integer the record (`u32`) can hold, as
+/// OpenAI and the engines require.
+fn limit(param: &'static str, value: Given<u64>) -> Result<Option<u32>, ProxyError> {
+    let invalid = |message: String| ProxyError::InvalidField { param, message };
+    match value {
+        Given::Absent => Ok(None),
+        Given::Wrong => Err(invalid(format!("{param} must be a positive integer"))),
+        Given::Is(0) => Err(invalid(format!("{param} must be at least 1, got 0"))),
+        Given::Is(value) => u32::try_from(value)
+            .map(Some)
+            .map_err(|_| invalid(format!("{param} must be at most {}, got {value}", u32::MAX))),
+    }
 }
 
 #[cfg(test)]
@@ -199,14 +217,22 @@ mod tests {
         }
     }
 
+    /// A refusal that names its field: (param, message).
+    fn refused_field(body: &str) -> (&'static str, String) {
+        match parse(body) {
+            Err(ProxyError::InvalidField { param, message }) => (param, message),
+            other => panic!("{body}: {other:?}"),
+        }
+    }
+
     #[test]
     fn the_record_fields_follow_the_body() {
         let valid = parse(
-            r#"{"model": "m", "max_tokens": "ten", "max_completion_tokens": 9,
-                "messages": [{"content": "twelve chars"}], "prompt": "1234"}"#,
+            r#"{"model": "m", "max_tokens": null, "max_completion_tokens": 9,
+                "messages": [{"content": "twelve chars"}], "prompt": "1234", "stream": null}"#,
         )
         .unwrap();
-        // `max_tokens` is not a count: the newer name is the limit.
+        // `null` is no limit: the newer name is the limit.
         assert_eq!(valid.max_tokens, Some(9));
         assert!(!valid.stream);
         assert_eq!(valid.prompt_tokens, 4);
@@ -222,14 +248,49 @@ mod tests {
     }
 
     #[test]
+    fn a_field_of_the_wrong_type_or_range_is_refused_and_named() {
+        for (value, why) in [
+            ("-5", "must be a positive integer"),
+            ("\"ten\"", "must be a positive integer"),
+            ("8.5", "must be a positive integer"),
+            ("8.0", "must be a positive integer"),
+            ("true", "must be a positive integer"),
+            ("[1]", "must be a positive integer"),
+            ("0", "must be at least 1, got 0"),
+        ] {
+            for param in ["max_tokens", "max_completion_tokens"] {
+                let body = format!(r#"{{"model": "m", "{param}": {value}}}"#);
+                assert_eq!(
+                    refused_field(&body),
+                    (param, format!("{param} {why}")),
+                    "{body}"
+                );
+            }
+        }
+        for value in ["\"yes\"", "1", "{}"] {
+            let body = format!(r#"{{"model": "m", "stream": {value}}}"#);
+            assert_eq!(
+                refused_field(&body),
+                ("stream", "stream must be a boolean".into())
+            );
+        }
+    }
+
+    #[test]
     fn a_limit_the_record_cannot_hold_is_refused_and_named() {
         assert_eq!(
-            refused(r#"{"model": "m", "max_tokens": 5000000000}"#),
-            "max_tokens must be at most 4294967295, got 5000000000"
+            refused_field(r#"{"model": "m", "max_tokens": 5000000000}"#),
+            (
+                "max_tokens",
+                "max_tokens must be at most 4294967295, got 5000000000".into()
+            )
         );
         assert_eq!(
-            refused(r#"{"model": "m", "max_completion_tokens": 5000000000}"#),
-            "max_completion_tokens must be at most 4294967295, got 5000000000"
+            refused_field(r#"{"model": "m", "max_completion_tokens": 5000000000}"#),
+            (
+                "max_completion_tokens",
+                "max_completion_tokens must be at most 4294967295, got 5000000000".into()
+            )
         );
         let valid = parse(r#"{"model": "m", "max_tokens": 4294967295}"#).unwrap();
         assert_eq!(valid.max_tokens, Some(u32::MAX));

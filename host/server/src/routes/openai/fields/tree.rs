@@ -4,7 +4,16 @@
 
 use serde_json::Value;
 
-use super::{Fields, read};
+use super::{Fields, Given, read};
+
+/// A field as the one pass judges it: `null` or missing is absent, a value
+/// `read` takes is given, anything else is wrong.
+fn given<T>(value: &Value, read: impl Fn(&Value) -> Option<T>) -> Given<T> {
+    match value {
+        Value::Null => Given::Absent,
+        value => read(value).map_or(Given::Wrong, Given::Is),
+    }
+}
 
 /// The fields of a body already parsed into a tree.
 pub fn from_tree(body: &Value) -> Fields {
@@ -21,9 +30,9 @@ pub fn from_tree(body: &Value) -> Fields {
     });
     Fields {
         model: body["model"].as_str().map(String::from),
-        max_tokens: body["max_tokens"].as_u64(),
-        max_completion_tokens: body["max_completion_tokens"].as_u64(),
-        stream: body["stream"].as_bool(),
+        max_tokens: given(&body["max_tokens"], Value::as_u64),
+        max_completion_tokens: given(&body["max_completion_tokens"], Value::as_u64),
+        stream: given(&body["stream"], Value::as_bool),
         messages,
         prompt: text(&body["prompt"]),
         input: text(&body["input"]),
