@@ -90,7 +90,11 @@ async fn inference_key(replica: &Replica) -> String {
 }
 
 /// `GET /v1/models` with `key` on `client`: its status, within the bound.
-async fn models(replica: &Replica, client: &reqwest::Client, key: &str) -> Result<StatusCode, String> {
+async fn models(
+    replica: &Replica,
+    client: &reqwest::Client,
+    key: &str,
+) -> Result<StatusCode, String> {
     let call = client
         .get(format!("{}/v1/models", replica.url))
         .bearer_auth(key)

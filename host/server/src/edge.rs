@@ -150,7 +150,9 @@ pub async fn serve(
         // Streamed answers and tunnel frames are small writes: without
         // TCP_NODELAY each would wait for the peer's delayed ACK (about 40 ms).
         let _ = socket.set_nodelay(true);
-        let (connection, closed) = pool.admit();
+        let Some((connection, closed)) = admit(&pool, &mut shutdown).await else {
+            break;
+        };
         let io = TokioIo::new(Counted {
             socket,
             _registration: pool::Registration(connection.clone()),
@@ -189,6 +191,25 @@ pub async fn serve(
     let _ = stop_tx.send(true);
     drop(done_rx);
     done_tx.closed().await;
+}
+
+/// Admits an accepted socket's connection, holding the socket unserved
+/// while every connection is proven and the cap is reached (they proved
+/// themselves after [`pool::Pool::room`] let it be accepted); `None` on
+/// shutdown.
+async fn admit<F: Future<Output = ()>>(
+    pool: &Arc<pool::Pool>,
+    shutdown: &mut Pin<&mut F>,
+) -> Option<(Connection, tokio::sync::oneshot::Receiver<()>)> {
+    loop {
+        if let Some(admitted) = pool.admit() {
+            return Some(admitted);
+        }
+        tokio::select! {
+            () = pool.room() => {}
+            () = shutdown.as_mut() => return None,
+        }
+    }
 }
 
 /// One request of a connection through `app`: the connection and the

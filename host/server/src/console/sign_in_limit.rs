@@ -78,7 +78,9 @@ impl<K: Hash + Eq + Clone> Throttle<K> {
             return Ok(());
         }
         let doublings = (record.count - self.free).min(16);
-        let wait = FIRST_BACKOFF.saturating_mul(1 << doublings).min(MAX_BACKOFF);
+        let wait = FIRST_BACKOFF
+            .saturating_mul(1 << doublings)
+            .min(MAX_BACKOFF);
         match wait.checked_sub(since) {
             Some(left) if !left.is_zero() => Err(left),
             _ => Ok(()),

@@ -51,12 +51,12 @@ impl Inner {
         self.entries.values().filter(|e| e.class == class).count()
     }
 
-    /// The connection of `class` to close first (never `spare`): the idle
-    /// one idle longest, else the one busy longest.
-    fn victim(&self, class: Class, spare: u64) -> Option<u64> {
+    /// The connection of `class` to close first: the idle one idle
+    /// longest, else the one busy longest.
+    fn victim(&self, class: Class) -> Option<u64> {
         self.entries
             .iter()
-            .filter(|(id, e)| e.class == class && **id != spare)
+            .filter(|(_, e)| e.class == class)
             .min_by_key(|(_, e)| (e.busy > 0, e.since))
             .map(|(id, _)| *id)
     }
@@ -115,9 +115,27 @@ impl Pool {
 
     /// Registers a new connection as unproven, closing others to keep the
     /// pools within their limits; the receiver resolves when it is closed.
-    pub(super) fn admit(self: &Arc<Self>) -> (Connection, oneshot::Receiver<()>) {
-        let (close, closed) = oneshot::channel();
+    /// `None` when every connection is proven and the cap is reached (they
+    /// proved themselves after [`Pool::room`] let this one be accepted):
+    /// the caller holds the socket unserved until there is room again.
+    pub(super) fn admit(self: &Arc<Self>) -> Option<(Connection, oneshot::Receiver<()>)> {
         let mut inner = self.lock();
+        while inner.count(Class::Unproven) + 1 > self.max_unproven
+            || inner.entries.len() + 1 > self.max_connections
+        {
+            let victim = inner
+                .victim(Class::Unproven)
+                .or_else(|| inner.victim(Class::Probe));
+            let Some(victim) = victim else {
+                return None;
+            };
+            tracing::debug!(
+                connection = victim,
+                "closing an unproven connection to make room"
+            );
+            inner.close(victim);
+        }
+        let (close, closed) = oneshot::channel();
         let id = inner.next_id;
         inner.next_id += 1;
         inner.entries.insert(
@@ -129,25 +147,12 @@ impl Pool {
                 close,
             },
         );
-        while inner.count(Class::Unproven) > self.max_unproven
-            || inner.entries.len() > self.max_connections
-        {
-            let victim = inner
-                .victim(Class::Unproven, id)
-                .or_else(|| inner.victim(Class::Probe, id));
-            let Some(victim) = victim else { break };
-            tracing::debug!(
-                connection = victim,
-                "closing an unproven connection to make room"
-            );
-            inner.close(victim);
-        }
         drop(inner);
         let connection = Connection {
             id,
             pool: self.clone(),
         };
-        (connection, closed)
+        Some((connection, closed))
     }
 
     fn promote(&self, id: u64, to: Class) {
@@ -160,7 +165,13 @@ impl Pool {
             _ => return,
         }
         if to == Class::Probe && inner.count(Class::Probe) > self.max_probes {
-            if let Some(victim) = inner.victim(Class::Probe, id) {
+            if let Some(victim) = inner
+                .entries
+                .iter()
+                .filter(|(other, e)| e.class == Class::Probe && **other != id)
+                .min_by_key(|(_, e)| (e.busy > 0, e.since))
+                .map(|(other, _)| *other)
+            {
                 inner.close(victim);
             }
         }

@@ -123,7 +123,8 @@ async fn a_stalled_body_is_answered_and_the_connection_closed() {
         .unwrap();
     let answer = until_closed(&mut short).await;
     assert!(
-        answer.starts_with("HTTP/1.1 408") && answer.contains("timeout=true the request body sent nothing"),
+        answer.starts_with("HTTP/1.1 408")
+            && answer.contains("timeout=true the request body sent nothing"),
         "{answer}"
     );
     // A body that keeps coming, slower than all of it within the idle
@@ -184,7 +185,8 @@ async fn a_body_that_trickles_is_cut_off_after_the_grace() {
     .await
     .expect("the trickling body was never cut off");
     assert!(
-        answer.starts_with("HTTP/1.1 408") && answer.contains("timeout=true the request body came slower"),
+        answer.starts_with("HTTP/1.1 408")
+            && answer.contains("timeout=true the request body came slower"),
         "{answer}"
     );
 }
@@ -215,7 +217,10 @@ async fn an_answer_given_before_the_body_was_read_closes_the_connection() {
         .await
         .unwrap();
     let rest = until_closed(&mut kept).await.to_ascii_lowercase();
-    assert!(rest.contains("http/1.1 200") && rest.ends_with("hello"), "{rest}");
+    assert!(
+        rest.contains("http/1.1 200") && rest.ends_with("hello"),
+        "{rest}"
+    );
 }
 
 #[tokio::test]
