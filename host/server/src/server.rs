@@ -19,6 +19,9 @@ use crate::routing::Routing;
 use crate::scheduler::Scheduler;
 use crate::state::AppState;
 
+mod tasks;
+use tasks::Tasks;
+
 /// How often a replica refreshes its row in `instances`.
 const INSTANCE_HEARTBEAT: Duration = Duration::from_secs(5);
 
@@ -65,12 +68,41 @@ pub async fn run_on(
     result
 }
 
+/// Who this replica is, as the cluster sees it.
+struct Replica {
+    instance_id: String,
+    hostname: String,
+    /// The address other replicas and peers reach it at.
+    advertise: String,
+}
+
 async fn serve(
     listener: tokio::net::TcpListener,
     config: &ServeConfig,
     database_url: &str,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let store = connect(config, database_url).await?;
+    let replica = register(&store, config, &listener).await?;
+    let (state, federation) = open_state(config, &store, database_url, &replica).await?;
+    let tasks = start_tasks(config, &state, federation, &replica);
+
+    println!("listening on http://{}", listener.local_addr()?);
+    tracing::info!(instance = %replica.instance_id, addr = %listener.local_addr()?, pooled = state.runtime.is_pooled(), "replica serving");
+    let served = serve_http(listener, state.clone(), config, shutdown).await;
+
+    tasks.stop().await;
+    if let Some(carriers) = &state.carriers {
+        carriers.shutdown();
+    }
+    if let Err(e) = store.remove_instance(&replica.instance_id).await {
+        tracing::warn!(error = %e, "could not remove this replica from instances");
+    }
+    served
+}
+
+/// The store, with the admin key made on a first start.
+async fn connect(config: &ServeConfig, database_url: &str) -> anyhow::Result<Store> {
     let store = Store::connect(database_url)
         .await
         .context("connecting to PostgreSQL")?;
@@ -85,12 +117,15 @@ async fn serve(
         Some(token) => println!("admin token (shown once; store it now): {token}"),
         None => {}
     }
+    Ok(store)
+}
 
-    let mut runtime_config = config.runtime.clone();
-    runtime_config
-        .cache_dir
-        .get_or_insert_with(|| config.data_dir.join("cache"));
-    let runtime = Runtime::new(runtime_config)?;
+/// Enters this replica in `instances` with the address it is reached at.
+async fn register(
+    store: &Store,
+    config: &ServeConfig,
+    listener: &tokio::net::TcpListener,
+) -> anyhow::Result<Replica> {
     let instance_id = switchyard_store::keys::random_id("inst");
     let hostname = std::fs::read_to_string("/etc/hostname")
         .unwrap_or_default()
@@ -107,8 +142,28 @@ async fn serve(
         )
     });
     store.set_instance_address(&instance_id, &advertise).await?;
-    let carriers =
-        crate::carriers::start::start(config, &store, database_url, &instance_id).await?;
+    Ok(Replica {
+        instance_id,
+        hostname,
+        advertise,
+    })
+}
+
+/// Everything the routes and the tasks share: the runtime, the carriers,
+/// admission, the grant evaluator, federation and the model library.
+async fn open_state(
+    config: &ServeConfig,
+    store: &Store,
+    database_url: &str,
+    replica: &Replica,
+) -> anyhow::Result<(Arc<AppState>, Arc<switchyard_federation::Federation>)> {
+    let mut runtime_config = config.runtime.clone();
+    runtime_config
+        .cache_dir
+        .get_or_insert_with(|| config.data_dir.join("cache"));
+    let runtime = Runtime::new(runtime_config)?;
+    let instance_id = &replica.instance_id;
+    let carriers = crate::carriers::start::start(config, store, database_url, instance_id).await?;
     let admission = Arc::new(Admission::new(
         store.clone(),
         runtime.clone(),
@@ -121,110 +176,142 @@ async fn serve(
     ));
     let (federation, federation_host) = crate::federation::start(
         config,
-        &store,
-        &instance_id,
-        &advertise,
-        &hostname,
+        store,
+        instance_id,
+        &replica.advertise,
+        &replica.hostname,
         grant_evaluator.clone(),
         carriers.clone(),
     )
     .await?;
-    let routing = Arc::new(Routing::default());
+    let library_root = config
+        .library_dir
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join("library"));
+    let library = Library::open(&library_root)
+        .map(|library| library.with_max_bytes(config.max_blob_bytes))
+        .with_context(|| format!("opening the model library under {}", library_root.display()))?;
     let state = Arc::new(AppState {
         federation: Some(federation.clone()),
-        admission: admission.clone(),
-        grant_evaluator: grant_evaluator.clone(),
+        admission,
+        grant_evaluator,
         store: store.clone(),
         runtime,
         instance_id: instance_id.clone(),
         auto_approve: config.auto_approve,
-        routing: routing.clone(),
+        routing: Arc::new(Routing::default()),
         inference: Default::default(),
         sse_keepalive: config.sse_keepalive,
         metrics_auth: config.metrics_auth,
         keys: Default::default(),
-        library: {
-            let root = config
-                .library_dir
-                .clone()
-                .unwrap_or_else(|| config.data_dir.join("library"));
-            Library::open(&root)
-                .map(|library| library.with_max_bytes(config.max_blob_bytes))
-                .with_context(|| format!("opening the model library under {}", root.display()))?
-        },
+        library,
         carriers,
         admission_synced: AtomicBool::new(false),
         fetch_allow: config.fetch_allow.clone(),
         batch_storage_quota: config.batch_storage_quota,
     });
-
     federation_host.attach(&state);
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let federating = tokio::spawn(federation.run(stop_rx.clone()));
-    let follower = tokio::spawn(follow(state.clone(), config.poll_interval, stop_rx.clone()));
-    let evaluator_follower = tokio::spawn(crate::grant_evaluator::follow(
-        grant_evaluator,
-        store.clone(),
-        config.poll_interval,
-        stop_rx.clone(),
-    ));
+    Ok((state, federation))
+}
+
+/// The replica's background tasks, by name.
+fn start_tasks(
+    config: &ServeConfig,
+    state: &Arc<AppState>,
+    federation: Arc<switchyard_federation::Federation>,
+    replica: &Replica,
+) -> Tasks {
+    let store = &state.store;
+    let mut tasks = Tasks::new();
+    tasks.spawn("federation", federation.run(tasks.stop_signal()));
+    tasks.spawn(
+        "admission follower",
+        follow(state.clone(), config.poll_interval, tasks.stop_signal()),
+    );
+    tasks.spawn(
+        "grant evaluator follower",
+        crate::grant_evaluator::follow(
+            state.grant_evaluator.clone(),
+            store.clone(),
+            config.poll_interval,
+            tasks.stop_signal(),
+        ),
+    );
     let scheduler = Scheduler {
         store: store.clone(),
-        admission,
+        admission: state.admission.clone(),
         carriers: state.carriers.clone(),
         library: state.library.clone(),
-        instance_id: instance_id.clone(),
-        routing,
+        instance_id: replica.instance_id.clone(),
+        routing: state.routing.clone(),
         node_grace: config.node_grace,
         in_progress: Default::default(),
     };
-    let reconciler = tokio::spawn(crate::scheduler::reconcile::run(scheduler, stop_rx.clone()));
-    let sweeper = tokio::spawn(crate::library::collect_garbage(
-        store.clone(),
-        state.library.clone(),
-        stop_rx.clone(),
-    ));
+    tasks.spawn(
+        "scheduler",
+        crate::scheduler::reconcile::run(scheduler, tasks.stop_signal()),
+    );
+    tasks.spawn(
+        "library sweeper",
+        crate::library::collect_garbage(store.clone(), state.library.clone(), tasks.stop_signal()),
+    );
     // Every replica follows the cluster's carrier row; the one holding the
     // leader lock moves a change along.
-    let switch = state.carriers.clone().map(|carriers| {
-        (
-            tokio::spawn(crate::carriers::follow::run(
-                carriers.clone(),
-                stop_rx.clone(),
-            )),
-            tokio::spawn(crate::carriers::lead::run(carriers, stop_rx.clone())),
-        )
-    });
-    let batches = crate::batches::start(state.clone(), stop_rx.clone());
-    let decisions = tokio::spawn(crate::admission::decisions::write(
-        state.admission.recorder().clone(),
-        store.clone(),
-        instance_id.clone(),
-        config.decision_log,
-        stop_rx.clone(),
-    ));
-    let projections = tokio::spawn(crate::jobs::sync_projections(
-        state.clone(),
-        stop_rx.clone(),
-    ));
-    let heartbeat = tokio::spawn(heartbeat(
-        store.clone(),
-        instance_id.clone(),
-        hostname,
-        stop_rx,
-    ));
+    if let Some(carriers) = &state.carriers {
+        tasks.spawn(
+            "carrier follower",
+            crate::carriers::follow::run(carriers.clone(), tasks.stop_signal()),
+        );
+        tasks.spawn(
+            "carrier leader",
+            crate::carriers::lead::run(carriers.clone(), tasks.stop_signal()),
+        );
+    }
+    tasks.adopt(
+        "batches",
+        crate::batches::start(state.clone(), tasks.stop_signal()),
+    );
+    tasks.spawn(
+        "decision log",
+        crate::admission::decisions::write(
+            state.admission.recorder().clone(),
+            store.clone(),
+            replica.instance_id.clone(),
+            config.decision_log,
+            tasks.stop_signal(),
+        ),
+    );
+    tasks.spawn(
+        "job projections",
+        crate::jobs::sync_projections(state.clone(), tasks.stop_signal()),
+    );
+    tasks.spawn(
+        "instance heartbeat",
+        heartbeat(
+            store.clone(),
+            replica.instance_id.clone(),
+            replica.hostname.clone(),
+            tasks.stop_signal(),
+        ),
+    );
+    tasks
+}
 
-    println!("listening on http://{}", listener.local_addr()?);
-    tracing::info!(instance = %instance_id, addr = %listener.local_addr()?, pooled = state.runtime.is_pooled(), "replica serving");
-
+/// Serves the API until `shutdown` resolves; requests in flight then get
+/// [`DRAIN_TIMEOUT`] to finish.
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    config: &ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = crate::edge::serve(listener, app(state.clone()), config.edge, async move {
+    let server = crate::edge::serve(listener, app(state), config.edge, async move {
         shutdown.await;
         tracing::info!("shutting down");
         let _ = drained_tx.send(());
     });
     let server = tokio::spawn(server);
-    // Once shutdown starts, in-flight requests get DRAIN_TIMEOUT to finish.
     let drained = async {
         let _ = drained_rx.await;
         tokio::time::sleep(DRAIN_TIMEOUT).await;
@@ -232,28 +319,6 @@ async fn serve(
     tokio::select! {
         result = server => result?,
         _ = drained => tracing::warn!("requests still in flight after the drain timeout; stopping anyway"),
-    }
-
-    let _ = stop_tx.send(true);
-    let _ = tokio::join!(
-        follower,
-        evaluator_follower,
-        federating,
-        heartbeat,
-        reconciler,
-        sweeper,
-        batches,
-        projections,
-        decisions
-    );
-    if let Some((following, leading)) = switch {
-        let _ = tokio::join!(following, leading);
-    }
-    if let Some(carriers) = &state.carriers {
-        carriers.shutdown();
-    }
-    if let Err(e) = store.remove_instance(&instance_id).await {
-        tracing::warn!(error = %e, "could not remove this replica from instances");
     }
     Ok(())
 }

@@ -51,12 +51,12 @@ impl Inner {
         self.entries.values().filter(|e| e.class == class).count()
     }
 
-    /// The connection of `class` to close first: the idle one idle
-    /// longest, else the one busy longest.
-    fn victim(&self, class: Class) -> Option<u64> {
+    /// The connection of `class` to close first (never `spare`): the idle
+    /// one idle longest, else the one busy longest.
+    fn victim(&self, class: Class, spare: Option<u64>) -> Option<u64> {
         self.entries
             .iter()
-            .filter(|(_, e)| e.class == class)
+            .filter(|(id, e)| e.class == class && Some(**id) != spare)
             .min_by_key(|(_, e)| (e.busy > 0, e.since))
             .map(|(id, _)| *id)
     }
@@ -124,11 +124,8 @@ impl Pool {
             || inner.entries.len() + 1 > self.max_connections
         {
             let victim = inner
-                .victim(Class::Unproven)
-                .or_else(|| inner.victim(Class::Probe));
-            let Some(victim) = victim else {
-                return None;
-            };
+                .victim(Class::Unproven, None)
+                .or_else(|| inner.victim(Class::Probe, None))?;
             tracing::debug!(
                 connection = victim,
                 "closing an unproven connection to make room"
@@ -164,16 +161,11 @@ impl Pool {
             (Class::Unproven, _) | (Class::Probe, Class::Proven) => entry.class = to,
             _ => return,
         }
-        if to == Class::Probe && inner.count(Class::Probe) > self.max_probes {
-            if let Some(victim) = inner
-                .entries
-                .iter()
-                .filter(|(other, e)| e.class == Class::Probe && **other != id)
-                .min_by_key(|(_, e)| (e.busy > 0, e.since))
-                .map(|(other, _)| *other)
-            {
-                inner.close(victim);
-            }
+        if to == Class::Probe
+            && inner.count(Class::Probe) > self.max_probes
+            && let Some(victim) = inner.victim(Class::Probe, Some(id))
+        {
+            inner.close(victim);
         }
     }
 
