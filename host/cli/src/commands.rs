@@ -42,7 +42,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Policy(PolicyCommand::New(args)) => policy_new::run(args),
         Command::Serve(args) => block_on(async {
             let config = crate::config::serve_config(args)?;
-            switchyard_server::run(config, switchyard_server::server::shutdown_signal()).await?;
+            switchyard_server::run(config, crate::signal::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)
         }),
         Command::Up(args) => block_on(up::up(args)),
@@ -67,7 +67,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     model_roots: args.allow_engine_model_roots,
                 },
             };
-            switchyard_worker::run(config, switchyard_server::server::shutdown_signal()).await?;
+            switchyard_worker::run(config, crate::signal::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)
         }),
         Command::Node(c) => block_on(admin::node(c)),
@@ -89,8 +89,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 max_concurrency,
                 ..switchyard_reference_engine::ReferenceConfig::new(model)
             };
-            switchyard_reference_engine::run(config, switchyard_server::server::shutdown_signal())
-                .await?;
+            switchyard_reference_engine::run(config, crate::signal::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)
         }),
         Command::Carrier(CarrierCommand::Conformance {

@@ -9,6 +9,7 @@ mod cli;
 mod client;
 mod commands;
 mod config;
+mod signal;
 
 fn main() -> ExitCode {
     switchyard_carrier::allocator::keep_freed_buffers();

@@ -105,6 +105,7 @@ pub mod decisions;
 pub mod engines;
 pub mod federation;
 pub mod jobs;
+pub mod labels;
 pub mod limits;
 pub mod link;
 pub mod models;

@@ -103,7 +103,8 @@ pub enum AdmissionError {
     Task(#[from] tokio::task::JoinError),
 }
 
-fn load_message(plugin: &str, version: &str, source: &LoadError) -> String {
+/// A load failure's message: the plugin's own for refused settings.
+pub(crate) fn load_message(plugin: &str, version: &str, source: &LoadError) -> String {
     match source {
         // The plugin's own words, addressed to whoever wrote the settings.
         LoadError::InvalidSettings(_) => source.to_string(),

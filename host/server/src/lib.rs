@@ -47,7 +47,8 @@ pub mod fetch;
 pub mod grant_evaluator;
 pub mod inference_metrics;
 pub mod jobs;
-pub mod labels;
+/// Node labels and selectors, as the API takes them.
+pub use switchyard_protocol::labels;
 pub mod library;
 pub mod openapi;
 pub mod routes;

@@ -12,7 +12,8 @@ use switchyard_runtime::carrier::{
     Body, Cell, Delivery, Header, Param, Payload, Row, Span, SpannedDelivery,
 };
 
-use super::{Reactor, message};
+use super::Reactor;
+use super::actions::message;
 use crate::intake::MAX_UNPARSED;
 use crate::message::Message;
 use crate::payloads::{PayloadError, Payloads};

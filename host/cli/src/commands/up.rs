@@ -196,7 +196,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         say(&format!("{e:#}"));
     } else {
         tokio::select! {
-            _ = switchyard_server::server::shutdown_signal() => {}
+            _ = crate::signal::shutdown_signal() => {}
             status = worker.wait() => say(&format!("the worker exited ({status:?})")),
         }
     }
