@@ -21,8 +21,8 @@ use switchyard_tests::db::fresh_database;
 use switchyard_tests::nats::worker_flags;
 use switchyard_tests::plugins::component;
 use switchyard_tests::switch::{
-    Change, Cluster, Gate, Load, Nats, Probes, change, count_probes, eventually, eventually_within,
-    push_plugin, second_build, settled_on, start_change,
+    Change, Cluster, Gate, Load, Nats, Probes, UNIT_PATIENCE, change, count_probes, eventually,
+    eventually_within, push_plugin, second_build, settled_on, start_change,
 };
 
 /// Chat clients during a change.
@@ -115,7 +115,7 @@ async fn change_under_load(cluster: &mut Cluster, body: Value, target: &str, tag
         &urls,
         &posted,
         moved.committed,
-        Duration::from_secs(15),
+        UNIT_PATIENCE,
     )
     .await;
     assert!(count.clean(), "{} probes: {count:?}", posted.len());
@@ -202,14 +202,7 @@ async fn a_cluster_on_nats_moves_to_tunnel_and_back_under_chat_load() {
         StatusCode::ACCEPTED,
     )];
     let far = Instant::now() + Duration::from_secs(3600);
-    let count = count_probes(
-        &cluster.http,
-        &urls,
-        &stranded,
-        far,
-        Duration::from_secs(15),
-    )
-    .await;
+    let count = count_probes(&cluster.http, &urls, &stranded, far, UNIT_PATIENCE).await;
     assert!(count.clean(), "{count:?}");
     for moved in [to_tunnel, to_nats] {
         assert!(

@@ -614,6 +614,12 @@ impl ProbeCount {
     }
 }
 
+/// How long [`count_probes`] waits for a unit no replica handled yet: a
+/// unit a released pgbus consumer claimed but never delivered comes back
+/// once its lease (30 s) lapses, and the leader's next poll moves it to the
+/// active set (docs/carriers.md, "Work queue").
+pub const UNIT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(40);
+
 /// Counts `posted` probes on every replica of `urls`: units exactly once
 /// over all replicas, broadcasts posted at or after `committed` exactly once
 /// by each replica (at most once before it). Waits up to `patience` for
