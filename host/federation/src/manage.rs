@@ -180,24 +180,7 @@ impl Federation {
                 self.create_service(&call.grant, spec, &peer.label).await
             }
             ManageAction::Configure { revision, spec, .. } => {
-                let (managed, deployment_id) = current.ok_or_else(|| missing(&service))?;
-                if managed.state != "stopped" {
-                    return Err(FederationError::new(
-                        409,
-                        "service_not_stopped",
-                        "a managed service is configured while stopped",
-                    ));
-                }
-                let deployment = self.deployment_for(&deployment_id, spec).await?;
-                if !self.store.reconfigure_deployment(&deployment).await? {
-                    return Err(FederationError::new(
-                        409,
-                        "service_not_stopped",
-                        "its replicas are still wanted",
-                    ));
-                }
-                self.move_service(&service, *revision, "stopped", Some(spec))
-                    .await
+                self.configure(&service, *revision, spec, current).await
             }
             ManageAction::Start { revision, .. } => {
                 let (managed, deployment_id) = current.ok_or_else(|| missing(&service))?;
@@ -238,6 +221,35 @@ impl Federation {
                 ))
             }
         }
+    }
+
+    /// Configures a stopped managed service: its deployment takes the new
+    /// spec, then the service's revision moves on.
+    async fn configure(
+        &self,
+        service: &str,
+        revision: i64,
+        spec: &ManagedServiceSpec,
+        current: Option<(ManagedService, String)>,
+    ) -> FedResult<LinkAnswer> {
+        let (managed, deployment_id) = current.ok_or_else(|| missing(service))?;
+        if managed.state != "stopped" {
+            return Err(FederationError::new(
+                409,
+                "service_not_stopped",
+                "a managed service is configured while stopped",
+            ));
+        }
+        let deployment = self.deployment_for(&deployment_id, spec).await?;
+        if !self.store.reconfigure_deployment(&deployment).await? {
+            return Err(FederationError::new(
+                409,
+                "service_not_stopped",
+                "its replicas are still wanted",
+            ));
+        }
+        self.move_service(service, revision, "stopped", Some(spec))
+            .await
     }
 
     /// Stops every managed service `grant` created (its `stop_on_revoke`):

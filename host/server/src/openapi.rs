@@ -318,43 +318,49 @@ impl utoipa::Modify for CommonResponses {
                         "`invalid_request`: a path parameter or query is not valid",
                     );
                 }
-                // Statuses a route documents itself carry the same error body.
-                for (status, response) in op.responses.responses.iter_mut() {
-                    if let utoipa::openapi::RefOr::T(response) = response
-                        && status.as_str() >= "400"
-                        && response.content.is_empty()
-                    {
-                        response
-                            .content
-                            .insert("application/json".into(), error_content());
-                    }
-                }
-                if let Some(body) = &op.request_body {
-                    let json = body.content.contains_key("application/json");
-                    add(
-                        op,
-                        "400",
-                        "`invalid_request` / `invalid_json`: the body is not valid",
-                    );
-                    add(
-                        op,
-                        "413",
-                        "`payload_too_large`: the body is over this route's limit",
-                    );
-                    if json {
-                        add(
-                            op,
-                            "415",
-                            "`unsupported_media_type`: the body is not `application/json`",
-                        );
-                        add(
-                            op,
-                            "422",
-                            "`invalid_request`: the JSON does not match the schema",
-                        );
-                    }
-                }
+                body_answers(op);
             }
+        }
+    }
+}
+
+/// The error body on every error status a route documents itself, and the
+/// answers to a body that is not valid wherever a body is read.
+fn body_answers(op: &mut utoipa::openapi::path::Operation) {
+    // Statuses a route documents itself carry the same error body.
+    for (status, response) in op.responses.responses.iter_mut() {
+        if let utoipa::openapi::RefOr::T(response) = response
+            && status.as_str() >= "400"
+            && response.content.is_empty()
+        {
+            response
+                .content
+                .insert("application/json".into(), error_content());
+        }
+    }
+    if let Some(body) = &op.request_body {
+        let json = body.content.contains_key("application/json");
+        add(
+            op,
+            "400",
+            "`invalid_request` / `invalid_json`: the body is not valid",
+        );
+        add(
+            op,
+            "413",
+            "`payload_too_large`: the body is over this route's limit",
+        );
+        if json {
+            add(
+                op,
+                "415",
+                "`unsupported_media_type`: the body is not `application/json`",
+            );
+            add(
+                op,
+                "422",
+                "`invalid_request`: the JSON does not match the schema",
+            );
         }
     }
 }

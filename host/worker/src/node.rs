@@ -383,22 +383,7 @@ impl Node {
                 return writer.finish();
             }
         };
-        let headers: Vec<(String, String)> = response
-            .headers()
-            .iter()
-            .filter(|(name, _)| {
-                // Hop-by-hop and length: the frontend frames its own answer.
-                !matches!(
-                    name.as_str(),
-                    "content-length" | "transfer-encoding" | "connection"
-                )
-            })
-            .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
-            .collect();
-        let head = AnswerHead {
-            status: response.status().as_u16(),
-            headers,
-        };
+        let head = answer_head(&response);
         let mut out = BytesMut::with_capacity(512);
         head_into(&head, &mut out);
         let mut body = response.bytes_stream();
@@ -431,6 +416,27 @@ impl Node {
             }
         }
         writer.finish();
+    }
+}
+
+/// The engine's status and headers, as the answer's head: hop-by-hop
+/// headers and the length left out (the frontend frames its own answer).
+fn answer_head(response: &reqwest::Response) -> AnswerHead {
+    let headers: Vec<(String, String)> = response
+        .headers()
+        .iter()
+        .filter(|(name, _)| {
+            // Hop-by-hop and length: the frontend frames its own answer.
+            !matches!(
+                name.as_str(),
+                "content-length" | "transfer-encoding" | "connection"
+            )
+        })
+        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
+        .collect();
+    AnswerHead {
+        status: response.status().as_u16(),
+        headers,
     }
 }
 

@@ -19,25 +19,9 @@ use crate::node::Node;
 use crate::placement::Placement;
 use crate::{WorkerError, inventory};
 
-/// Registers if this machine has no identity yet (or its credential was
-/// refused), then heartbeats until `shutdown` resolves.
-pub async fn run(
-    config: WorkerConfig,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), WorkerError> {
-    let client = FrontendClient::new(&config.frontend);
-    let declared = config.gpus.clone();
-    // NVML and nvidia-smi block: off the async workers.
-    let gpus = tokio::task::spawn_blocking(move || switchyard_gpu::detect(&declared))
-        .await
-        .unwrap_or_else(|_| switchyard_gpu::Inventory::none());
-    tracing::info!(source = %gpus.source, count = gpus.gpus.len(), "GPU inventory");
-    let mut identity = match identity::load(&config.data_dir)? {
-        Some(identity) if identity.frontend == config.frontend.trim_end_matches('/') => identity,
-        held => register(&client, &config, &gpus, held.as_ref()).await?,
-    };
-    tokio::pin!(shutdown);
-    let mut state: Option<NodeState> = None;
+/// The engines' node (its placement cache under the data folder) and the
+/// carrier link that serves it.
+fn open_node(config: &WorkerConfig) -> Result<(Node, CarrierLink), WorkerError> {
     let runtime = Runtime::new(RuntimeConfig::for_carriers(Some(
         config.data_dir.join("cache"),
     )))
@@ -60,6 +44,29 @@ pub async fn run(
         config.nats_url.clone(),
         node.clone(),
     );
+    Ok((node, link))
+}
+
+/// Registers if this machine has no identity yet (or its credential was
+/// refused), then heartbeats until `shutdown` resolves.
+pub async fn run(
+    config: WorkerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), WorkerError> {
+    let client = FrontendClient::new(&config.frontend);
+    let declared = config.gpus.clone();
+    // NVML and nvidia-smi block: off the async workers.
+    let gpus = tokio::task::spawn_blocking(move || switchyard_gpu::detect(&declared))
+        .await
+        .unwrap_or_else(|_| switchyard_gpu::Inventory::none());
+    tracing::info!(source = %gpus.source, count = gpus.gpus.len(), "GPU inventory");
+    let mut identity = match identity::load(&config.data_dir)? {
+        Some(identity) if identity.frontend == config.frontend.trim_end_matches('/') => identity,
+        held => register(&client, &config, &gpus, held.as_ref()).await?,
+    };
+    tokio::pin!(shutdown);
+    let mut state: Option<NodeState> = None;
+    let (node, link) = open_node(&config)?;
     let (wanted, wanted_rx) = watch::channel(None);
     let carriers = link.status();
     let link_task = tokio::spawn(follow_news(link, wanted_rx));

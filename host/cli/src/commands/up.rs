@@ -50,57 +50,150 @@ pub(super) fn say(message: &str) {
 pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&args.data_dir)?;
     let data_dir = std::fs::canonicalize(&args.data_dir)?;
-    let credentials_path = data_dir.join("up-credentials.json");
-    let mut credentials: Value = std::fs::read_to_string(&credentials_path)
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or_else(|| json!({}));
-    let chosen = std::env::var("SWITCHYARD_ADMIN_TOKEN")
-        .ok()
-        .filter(|t| !t.is_empty());
-    let (admin, changed) = admin_token(chosen.as_deref(), &mut credentials)?;
-    if changed {
-        store_credentials(&credentials_path, &credentials)?;
+    let mut credentials = Credentials::load(&data_dir)?;
+    let frontend = Frontend::start(&args, &data_dir, &credentials.admin).await?;
+    let mut worker = start_worker(&args, &frontend, &data_dir).await?;
+    let outcome = demo(&args, &frontend, &data_dir, &mut credentials).await;
+    if let Err(e) = outcome {
+        say(&format!("{e:#}"));
+    } else {
+        tokio::select! {
+            _ = crate::signal::shutdown_signal() => {}
+            status = worker.wait() => say(&format!("the worker exited ({status:?})")),
+        }
     }
-    if chosen.is_some() {
-        say("using the admin token from SWITCHYARD_ADMIN_TOKEN");
+    say("stopping the worker, the frontend and PostgreSQL");
+    if let Some(pid) = worker.id() {
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(15), worker.wait()).await;
+    let _ = frontend.stop.send(());
+    frontend.running.await??;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The admin token and the demo key, kept in `up-credentials.json` under
+/// the data directory.
+struct Credentials {
+    path: std::path::PathBuf,
+    saved: Value,
+    admin: String,
+}
+
+impl Credentials {
+    /// The saved credentials; the admin token is `SWITCHYARD_ADMIN_TOKEN`
+    /// when set, else the saved one, else a new one (saved).
+    fn load(data_dir: &Path) -> anyhow::Result<Self> {
+        let path = data_dir.join("up-credentials.json");
+        let mut saved: Value = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_else(|| json!({}));
+        let chosen = std::env::var("SWITCHYARD_ADMIN_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty());
+        let (admin, changed) = admin_token(chosen.as_deref(), &mut saved)?;
+        if changed {
+            store_credentials(&path, &saved)?;
+        }
+        if chosen.is_some() {
+            say("using the admin token from SWITCHYARD_ADMIN_TOKEN");
+        }
+        Ok(Self { path, saved, admin })
     }
 
-    let mut config = switchyard_server::ServeConfig {
-        listen: args.listen,
-        data_dir: data_dir.clone(),
-        admin_token: Some(admin.clone()),
-        auto_approve: true,
-        seed_components: crate::built_in::seeds(args.carrier_plugins.is_some()),
-        carrier_plugins: args.carrier_plugins.clone(),
-        nats_url: args.nats_url.clone(),
-        ..Default::default()
-    };
-    config.runtime.cache_dir = Some(data_dir.join("cache"));
-    let (stop_serve, serve_stopped) = tokio::sync::oneshot::channel::<()>();
-    say(&format!(
-        "starting the frontend on http://{} (data in {})",
-        args.listen,
-        data_dir.display()
-    ));
-    let serve = tokio::spawn(switchyard_server::run(config, async {
-        let _ = serve_stopped.await;
-    }));
-    let base = format!("http://{}", args.listen);
-    let api = Client::new(&ApiArgs {
-        server: base.clone(),
-        token: Some(admin.clone()),
-    });
-    wait_until("the frontend is ready", || async {
-        api.send(api.request(Method::GET, "/readyz")).await.is_ok()
-    })
-    .await?;
+    /// The demo key with the `inference` scope: the saved one, else a new
+    /// one (saved).
+    async fn inference_key(&mut self, api: &Client) -> anyhow::Result<String> {
+        if let Some(key) = self.saved["inference_key"].as_str() {
+            return Ok(key.to_string());
+        }
+        let created = api
+            .send_json(
+                Method::POST,
+                "/api/keys",
+                &NewKey {
+                    name: "up-demo".into(),
+                    scopes: vec!["inference".into()],
+                },
+            )
+            .await?;
+        let key = created["token"].as_str().context("a key")?.to_string();
+        self.saved["inference_key"] = json!(key);
+        store_credentials(&self.path, &self.saved)?;
+        Ok(key)
+    }
+}
 
+/// The frontend, run in this process with its embedded PostgreSQL.
+struct Frontend {
+    /// Its admin API, as the admin.
+    api: Client,
+    /// `http://<listen>`.
+    base: String,
+    /// Stops it.
+    stop: tokio::sync::oneshot::Sender<()>,
+    running: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Frontend {
+    /// Starts it; resolves once it is ready.
+    async fn start(args: &UpArgs, data_dir: &Path, admin: &str) -> anyhow::Result<Self> {
+        let mut config = switchyard_server::ServeConfig {
+            listen: args.listen,
+            data_dir: data_dir.to_path_buf(),
+            admin_token: Some(admin.to_string()),
+            auto_approve: true,
+            seed_components: crate::built_in::seeds(args.carrier_plugins.is_some()),
+            carrier_plugins: args.carrier_plugins.clone(),
+            nats_url: args.nats_url.clone(),
+            ..Default::default()
+        };
+        config.runtime.cache_dir = Some(data_dir.join("cache"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        say(&format!(
+            "starting the frontend on http://{} (data in {})",
+            args.listen,
+            data_dir.display()
+        ));
+        let running = tokio::spawn(switchyard_server::run(config, async {
+            let _ = stopped.await;
+        }));
+        let base = format!("http://{}", args.listen);
+        let api = Client::new(&ApiArgs {
+            server: base.clone(),
+            token: Some(admin.to_string()),
+        });
+        wait_until("the frontend is ready", || async {
+            api.send(api.request(Method::GET, "/readyz")).await.is_ok()
+        })
+        .await?;
+        Ok(Self {
+            api,
+            base,
+            stop,
+            running,
+        })
+    }
+}
+
+/// Starts the local worker as a child process. The registration token goes
+/// by environment, not on the command line (where `ps` shows it to every
+/// user), and opens one registration within minutes: it is spent once the
+/// worker holds its credential.
+async fn start_worker(
+    args: &UpArgs,
+    frontend: &Frontend,
+    data_dir: &Path,
+) -> anyhow::Result<tokio::process::Child> {
     let worker_dir = data_dir.join("worker");
     let mut worker_args = vec![
         "worker".to_string(),
         "--frontend".into(),
-        base.clone(),
+        frontend.base.clone(),
         "--data-dir".into(),
         worker_dir.display().to_string(),
         "--name".into(),
@@ -123,12 +216,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             .port();
         worker_args.extend(["--address".into(), format!("127.0.0.1:{port}")]);
     }
-    // The registration token goes by environment, not on the command line
-    // (where `ps` shows it to every user), and opens one registration
-    // within minutes: it is spent once the worker holds its credential.
     let mut registration_token = None;
     if !worker_dir.join("node.json").exists() {
-        let token = api
+        let token = frontend
+            .api
             .send_json(
                 Method::POST,
                 "/api/nodes/registration-tokens",
@@ -154,63 +245,33 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     if let Some(token) = &registration_token {
         worker.env("SWITCHYARD_REGISTRATION_TOKEN", token);
     }
-    let mut worker = worker
+    worker
         .args(&worker_args)
         .stdout(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .context("starting the worker")?;
+        .context("starting the worker")
+}
 
-    let outcome = async {
-        // Bound first, so that the guard on `deploy` judges the demo deployment.
-        let chains = up_policies::bind_shipped(&api, &data_dir).await?;
-        import_demo_model(&api, &data_dir).await?;
-        deploy_demo(&api, args.token_delay_ms).await?;
-        let key = match credentials["inference_key"].as_str() {
-            Some(key) => key.to_string(),
-            None => {
-                let created = api
-                    .send_json(
-                        Method::POST,
-                        "/api/keys",
-                        &NewKey {
-                            name: "up-demo".into(),
-                            scopes: vec!["inference".into()],
-                        },
-                    )
-                    .await?;
-                let key = created["token"].as_str().context("a key")?.to_string();
-                credentials["inference_key"] = json!(key);
-                store_credentials(&credentials_path, &credentials)?;
-                key
-            }
-        };
-        let at_work = up_policies::show_at_work(&base, &key).await?;
-        print_examples(&base, &admin, &key);
-        print_policies(&base, &data_dir, &chains, &at_work);
-        println!("Ctrl-C stops the worker, the frontend and its PostgreSQL.");
-        Ok::<_, anyhow::Error>(())
-    }
-    .await;
-    if let Err(e) = outcome {
-        say(&format!("{e:#}"));
-    } else {
-        tokio::select! {
-            _ = crate::signal::shutdown_signal() => {}
-            status = worker.wait() => say(&format!("the worker exited ({status:?})")),
-        }
-    }
-    say("stopping the worker, the frontend and PostgreSQL");
-    if let Some(pid) = worker.id() {
-        let _ = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .await;
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(15), worker.wait()).await;
-    let _ = stop_serve.send(());
-    serve.await??;
-    Ok(ExitCode::SUCCESS)
+/// Binds the shipped policies, deploys the demo model and prints how to
+/// call it, with one request the chain clamped and one it denied.
+async fn demo(
+    args: &UpArgs,
+    frontend: &Frontend,
+    data_dir: &Path,
+    credentials: &mut Credentials,
+) -> anyhow::Result<()> {
+    let api = &frontend.api;
+    // Bound first, so that the guard on `deploy` judges the demo deployment.
+    let chains = up_policies::bind_shipped(api, data_dir).await?;
+    import_demo_model(api, data_dir).await?;
+    deploy_demo(api, args.token_delay_ms).await?;
+    let key = credentials.inference_key(api).await?;
+    let at_work = up_policies::show_at_work(&frontend.base, &key).await?;
+    print_examples(&frontend.base, &credentials.admin, &key);
+    print_policies(&frontend.base, data_dir, &chains, &at_work);
+    println!("Ctrl-C stops the worker, the frontend and its PostgreSQL.");
+    Ok(())
 }
 
 async fn wait_until<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>

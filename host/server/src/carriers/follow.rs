@@ -184,49 +184,17 @@ async fn reconcile(
         tracing::info!(set = %dropped.key.label(), epoch = row.epoch, "dropped the target of an aborted change");
     }
 
-    // The commit: the target (built in prepare, or now by a replica that
-    // missed it) becomes active; the old set drains or goes.
     if built.active.key != active_key {
-        let span =
-            tracing::info_span!("carrier_commit", epoch = row.epoch, to = %active_key.label());
-        let new = match built.target.take() {
-            Some(target) if target.key == active_key => target,
-            other => {
-                if let Some(other) = other {
-                    release(carriers, &other);
-                }
-                build_and_listen(carriers, &active_key, settings)
-                    .instrument(span.clone())
-                    .await
-                    .map_err(|e| (active_key.set, e))?
-            }
-        };
-        let _entered = span.enter();
-        carriers.fanout.swap(new.messages.clone());
-        carriers.queue.swap(new.messages.clone());
-        if let Some(tunnel) = &new.tunnel {
-            carriers.tunnel.store(Some(Arc::new(tunnel.clone())));
-        }
-        let old = std::mem::replace(&mut built.active, new);
-        if let Some(previous) = built.draining.take() {
-            release(carriers, &previous);
-        }
-        if draining_key.as_ref() == Some(&old.key) {
-            let window = Window::new(
-                route(&built.active),
-                route(&old),
-                carriers.attachments.clone(),
-            );
-            carriers.control.swap(window.clone());
-            carriers.streams.swap(window);
-            built.draining = Some(old);
-        } else {
-            release(carriers, &old);
-            point_holders_at_active(carriers, built);
-        }
-        tracing::info!(carrier = %row.carrier, epoch = row.epoch, "committed: publishes go to the new set");
+        commit(
+            carriers,
+            built,
+            row,
+            &active_key,
+            draining_key.as_ref(),
+            settings,
+        )
+        .await?;
     }
-
     // The settle: the set that drained is released.
     if built.draining.is_some() && draining_key.is_none() {
         let _span = tracing::info_span!("carrier_settle", epoch = row.epoch).entered();
@@ -236,14 +204,77 @@ async fn reconcile(
         tracing::info!(released = %old.key.label(), epoch = row.epoch, "settled: the old set is released");
     }
 
-    // The prepare: build the target beside the active set (a build that
-    // failed is tried again after a pause, not at every poll).
+    if let Some(target_key) = target_key {
+        prepare(carriers, built, row, target_key, settings).await?;
+    }
+    built.epoch = row.epoch;
+    Ok(())
+}
+
+/// The commit: the target (built in prepare, or now by a replica that
+/// missed it) becomes active; the old set drains or goes.
+async fn commit(
+    carriers: &Carriers,
+    built: &mut Built,
+    row: &ClusterCarrier,
+    active_key: &SetKey,
+    draining_key: Option<&SetKey>,
+    settings: &ClusterSettings,
+) -> Result<(), (SetName, anyhow::Error)> {
+    let span = tracing::info_span!("carrier_commit", epoch = row.epoch, to = %active_key.label());
+    let new = match built.target.take() {
+        Some(target) if target.key == *active_key => target,
+        other => {
+            if let Some(other) = other {
+                release(carriers, &other);
+            }
+            build_and_listen(carriers, active_key, settings)
+                .instrument(span.clone())
+                .await
+                .map_err(|e| (active_key.set, e))?
+        }
+    };
+    let _entered = span.enter();
+    carriers.fanout.swap(new.messages.clone());
+    carriers.queue.swap(new.messages.clone());
+    if let Some(tunnel) = &new.tunnel {
+        carriers.tunnel.store(Some(Arc::new(tunnel.clone())));
+    }
+    let old = std::mem::replace(&mut built.active, new);
+    if let Some(previous) = built.draining.take() {
+        release(carriers, &previous);
+    }
+    if draining_key == Some(&old.key) {
+        let window = Window::new(
+            route(&built.active),
+            route(&old),
+            carriers.attachments.clone(),
+        );
+        carriers.control.swap(window.clone());
+        carriers.streams.swap(window);
+        built.draining = Some(old);
+    } else {
+        release(carriers, &old);
+        point_holders_at_active(carriers, built);
+    }
+    tracing::info!(carrier = %row.carrier, epoch = row.epoch, "committed: publishes go to the new set");
+    Ok(())
+}
+
+/// The prepare: build the target beside the active set (a build that
+/// failed is tried again after a pause, not at every poll).
+async fn prepare(
+    carriers: &Carriers,
+    built: &mut Built,
+    row: &ClusterCarrier,
+    target_key: SetKey,
+    settings: &ClusterSettings,
+) -> Result<(), (SetName, anyhow::Error)> {
     let resting = built
         .failed
         .as_ref()
-        .is_some_and(|(key, at)| Some(key) == target_key.as_ref() && at.elapsed() < RETRY_BUILD);
-    if let Some(target_key) = target_key
-        && target_key != built.active.key
+        .is_some_and(|(key, at)| *key == target_key && at.elapsed() < RETRY_BUILD);
+    if target_key != built.active.key
         && built.target.as_ref().map(|t| &t.key) != Some(&target_key)
         && !resting
     {
@@ -262,7 +293,6 @@ async fn reconcile(
         tracing::info!(set = %target.key.label(), epoch = row.epoch, "prepared: the target runs beside the active set");
         built.target = Some(target);
     }
-    built.epoch = row.epoch;
     Ok(())
 }
 

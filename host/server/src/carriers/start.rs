@@ -8,7 +8,7 @@ use anyhow::bail;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use switchyard_carrier::set::{self, SideKind};
 use switchyard_carrier::{FanOut, Holder, SetName, TunnelRegistry, WorkQueue};
-use switchyard_protocol::carrier::{Pin, Pins};
+use switchyard_protocol::carrier::{ClusterSettings, Pin, Pins};
 use switchyard_runtime::{PluginKind, Runtime, RuntimeConfig};
 use switchyard_store::cluster::ClusterCarrier;
 use switchyard_store::{PoolTimeouts, Store};
@@ -32,51 +32,9 @@ pub async fn start(
     database_url: &str,
     instance_id: &str,
 ) -> anyhow::Result<Option<Arc<Carriers>>> {
-    let mut seeds = config.seed_components.clone();
-    if let Some(dir) = &config.carrier_plugins {
-        seeds.extend(SeedComponent::from_dir(dir)?);
-    }
-    seed::seed(store, &seeds).await?;
-    let mut settings = store.cluster_settings().await?;
-    // The flag names the cluster's NATS server when none is stored; a
-    // stored one wins, so that every replica dials the same server.
-    if settings.nats_url.is_none()
-        && let Some(url) = &config.nats_url
-    {
-        settings.nats_url = Some(url.clone());
-        store.put_cluster_settings(&settings).await?;
-    }
-    let seed_set = match config.nats_url {
-        Some(_) => SetName::Nats,
-        None => SetName::Tunnel,
+    let Some((name, row, settings)) = active_row(config, store).await? else {
+        return Ok(None);
     };
-    let row = store
-        .ensure_cluster_carrier(seed_set.as_str(), &newest_pins(store, seed_set).await?)
-        .await?;
-    let Some(name) = SetName::parse(&row.carrier) else {
-        bail!(
-            "the cluster's carrier is `{}` (cluster_carrier row), which this build does not run; it runs {}",
-            row.carrier,
-            SetName::names()
-        );
-    };
-    // A row from before pins (or seeded while the registry was empty)
-    // pins the newest components now.
-    let row = match row.plugins.is_empty() {
-        true => {
-            let pins = newest_pins(store, name).await?;
-            if pins.is_empty() {
-                tracing::warn!(
-                    carrier = %name,
-                    "the plugin registry holds no carrier components (give --carrier-plugins): this replica holds no worker sessions"
-                );
-                return Ok(None);
-            }
-            store.pin_cluster_plugins(&pins).await?
-        }
-        false => row,
-    };
-    let row = pin_missing(store, name, row).await?;
     // Carriers run beside the policies with limits of their own.
     let runtime = Runtime::new(RuntimeConfig::for_carriers(Some(
         config.data_dir.join("cache"),
@@ -141,6 +99,61 @@ pub async fn start(
     probe::listen(cluster.clone()).await?;
     tracing::info!(carrier = %row.carrier, epoch = row.epoch, "carrier set started");
     Ok(Some(cluster))
+}
+
+/// Seeds the registry, then reads (or seeds) the cluster row with its
+/// pins and the cluster settings. `None` when the registry holds none of
+/// the set's components.
+async fn active_row(
+    config: &ServeConfig,
+    store: &Store,
+) -> anyhow::Result<Option<(SetName, ClusterCarrier, ClusterSettings)>> {
+    let mut seeds = config.seed_components.clone();
+    if let Some(dir) = &config.carrier_plugins {
+        seeds.extend(SeedComponent::from_dir(dir)?);
+    }
+    seed::seed(store, &seeds).await?;
+    let mut settings = store.cluster_settings().await?;
+    // The flag names the cluster's NATS server when none is stored; a
+    // stored one wins, so that every replica dials the same server.
+    if settings.nats_url.is_none()
+        && let Some(url) = &config.nats_url
+    {
+        settings.nats_url = Some(url.clone());
+        store.put_cluster_settings(&settings).await?;
+    }
+    let seed_set = match config.nats_url {
+        Some(_) => SetName::Nats,
+        None => SetName::Tunnel,
+    };
+    let row = store
+        .ensure_cluster_carrier(seed_set.as_str(), &newest_pins(store, seed_set).await?)
+        .await?;
+    let Some(name) = SetName::parse(&row.carrier) else {
+        bail!(
+            "the cluster's carrier is `{}` (cluster_carrier row), which this build does not run; it runs {}",
+            row.carrier,
+            SetName::names()
+        );
+    };
+    // A row from before pins (or seeded while the registry was empty)
+    // pins the newest components now.
+    let row = match row.plugins.is_empty() {
+        true => {
+            let pins = newest_pins(store, name).await?;
+            if pins.is_empty() {
+                tracing::warn!(
+                    carrier = %name,
+                    "the plugin registry holds no carrier components (give --carrier-plugins): this replica holds no worker sessions"
+                );
+                return Ok(None);
+            }
+            store.pin_cluster_plugins(&pins).await?
+        }
+        false => row,
+    };
+    let row = pin_missing(store, name, row).await?;
+    Ok(Some((name, row, settings)))
 }
 
 /// A row pinned before its set ran one of its components now (the `nats`

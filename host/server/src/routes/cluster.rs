@@ -164,29 +164,7 @@ pub async fn change(
         )
     })?;
     if body.abort {
-        if body.target.is_some() || body.dry_run || body.force || !body.plugins.is_empty() {
-            return Err(ApiError::invalid_request("`abort` takes nothing else"));
-        }
-        let moved = match row.state {
-            CarrierRowState::Prepare => {
-                let reason = format!("aborted by key {}", caller.key_id);
-                store.abort_change(row.epoch, &reason).await?
-            }
-            _ => None,
-        };
-        let Some(moved) = moved else {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "nothing_to_abort",
-                format!("no change is in prepare (the row is `{}`)", row.state),
-            ));
-        };
-        tracing::info!(key = %caller.key_id, epoch = moved.epoch, "carrier change aborted");
-        return Ok(Json(ChangeMoved {
-            epoch: moved.epoch,
-            state: moved.state,
-        })
-        .into_response());
+        return abort(&caller.key_id, store, &row, &body).await;
     }
     let (target, pins) = target_pins(&state, &body).await?;
     crate::signing::check_pins(&state.store, &pins).await?;
@@ -243,6 +221,38 @@ pub async fn change(
         }),
     )
         .into_response())
+}
+
+/// `{"abort": true}`: a change in prepare goes back to stable.
+async fn abort(
+    key_id: &str,
+    store: &switchyard_store::Store,
+    row: &ClusterCarrier,
+    body: &CarrierChange,
+) -> ApiResult<Response> {
+    if body.target.is_some() || body.dry_run || body.force || !body.plugins.is_empty() {
+        return Err(ApiError::invalid_request("`abort` takes nothing else"));
+    }
+    let moved = match row.state {
+        CarrierRowState::Prepare => {
+            let reason = format!("aborted by key {key_id}");
+            store.abort_change(row.epoch, &reason).await?
+        }
+        _ => None,
+    };
+    let Some(moved) = moved else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "nothing_to_abort",
+            format!("no change is in prepare (the row is `{}`)", row.state),
+        ));
+    };
+    tracing::info!(key = %key_id, epoch = moved.epoch, "carrier change aborted");
+    Ok(Json(ChangeMoved {
+        epoch: moved.epoch,
+        state: moved.state,
+    })
+    .into_response())
 }
 
 fn under_way(row: &ClusterCarrier) -> ApiError {

@@ -154,60 +154,7 @@ async fn cluster(state: &AppState, out: &mut String) {
 /// replica's readiness, the drain's time left, changes by outcome and how
 /// long their phases took.
 async fn switch_metrics(state: &AppState, cluster: &crate::carriers::Carriers, out: &mut String) {
-    let view = cluster.view();
-    let row = &view.row;
-    let gauge = |out: &mut String, name: &str, help: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-    };
-    gauge(
-        out,
-        "switchyard_carrier_epoch",
-        "The cluster carrier row's epoch, as this replica last read it.",
-    );
-    let _ = writeln!(out, "switchyard_carrier_epoch {}", row.epoch);
-    gauge(
-        out,
-        "switchyard_carrier_state",
-        "1 for the state the carrier row is in (stable, prepare, commit).",
-    );
-    for s in switchyard_protocol::state::CarrierRowState::ALL {
-        let _ = writeln!(
-            out,
-            "switchyard_carrier_state{{state=\"{}\"}} {}",
-            s.as_str(),
-            u8::from(*s == row.state)
-        );
-    }
-    gauge(
-        out,
-        "switchyard_carrier_active",
-        "1 per component of the active carrier set, with its version.",
-    );
-    for (plugin, pin) in &row.plugins {
-        let _ = writeln!(
-            out,
-            "switchyard_carrier_active{{set=\"{}\",plugin=\"{}\",version=\"{}\"}} 1",
-            escape(&row.carrier),
-            escape(plugin),
-            escape(&pin.version)
-        );
-    }
-    gauge(
-        out,
-        "switchyard_carrier_drain_left_seconds",
-        "How long the old set may still drain (0 unless a change is in commit).",
-    );
-    let left = match row.state {
-        switchyard_protocol::state::CarrierRowState::Commit => {
-            row.deadline_in_ms.unwrap_or(0).max(0)
-        }
-        _ => 0,
-    };
-    let _ = writeln!(
-        out,
-        "switchyard_carrier_drain_left_seconds {}",
-        left as f64 / 1000.0
-    );
+    row_metrics(&cluster.view().row, out);
     if let Ok(replicas) = state
         .store
         .live_replicas(crate::carriers::report::LIVE, None)
@@ -275,4 +222,63 @@ async fn switch_metrics(state: &AppState, cluster: &crate::carriers::Carriers, o
             let _ = writeln!(out, "{name}_count{{phase=\"{phase}\"}} {}", values.len());
         }
     }
+}
+
+/// The `# HELP` and `# TYPE` lines of a gauge.
+fn gauge(out: &mut String, name: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+}
+
+/// The carrier row as this replica last read it: epoch, state, the active
+/// set's components and the drain's time left.
+fn row_metrics(row: &switchyard_store::cluster::ClusterCarrier, out: &mut String) {
+    gauge(
+        out,
+        "switchyard_carrier_epoch",
+        "The cluster carrier row's epoch, as this replica last read it.",
+    );
+    let _ = writeln!(out, "switchyard_carrier_epoch {}", row.epoch);
+    gauge(
+        out,
+        "switchyard_carrier_state",
+        "1 for the state the carrier row is in (stable, prepare, commit).",
+    );
+    for s in switchyard_protocol::state::CarrierRowState::ALL {
+        let _ = writeln!(
+            out,
+            "switchyard_carrier_state{{state=\"{}\"}} {}",
+            s.as_str(),
+            u8::from(*s == row.state)
+        );
+    }
+    gauge(
+        out,
+        "switchyard_carrier_active",
+        "1 per component of the active carrier set, with its version.",
+    );
+    for (plugin, pin) in &row.plugins {
+        let _ = writeln!(
+            out,
+            "switchyard_carrier_active{{set=\"{}\",plugin=\"{}\",version=\"{}\"}} 1",
+            escape(&row.carrier),
+            escape(plugin),
+            escape(&pin.version)
+        );
+    }
+    gauge(
+        out,
+        "switchyard_carrier_drain_left_seconds",
+        "How long the old set may still drain (0 unless a change is in commit).",
+    );
+    let left = match row.state {
+        switchyard_protocol::state::CarrierRowState::Commit => {
+            row.deadline_in_ms.unwrap_or(0).max(0)
+        }
+        _ => 0,
+    };
+    let _ = writeln!(
+        out,
+        "switchyard_carrier_drain_left_seconds {}",
+        left as f64 / 1000.0
+    );
 }

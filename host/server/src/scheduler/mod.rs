@@ -4,7 +4,7 @@
 //! each node's [`view`]; a deployment that cannot be placed keeps the
 //! reason in its `pending_reason`), asks the `deploy` admission chain
 //! ([`admit`]), stages the files ([`staging`]) and starts the engines by
-//! control verbs; replicas on nodes silent for longer than the grace are
+//! control verbs (`lifecycle`); replicas on nodes silent for longer than the grace are
 //! placed again. Every frontend refreshes its routing table from the same
 //! rows.
 //!
@@ -24,6 +24,7 @@
 
 pub mod admit;
 pub mod fit;
+mod lifecycle;
 pub mod preview;
 pub mod reconcile;
 pub mod staging;
