@@ -1,6 +1,7 @@
 //! Registration and the heartbeat loop.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use switchyard_protocol::carrier::CarrierNews;
 use switchyard_protocol::limits::MAX_FILES_REPORTED;
@@ -21,7 +22,7 @@ use crate::{WorkerError, inventory};
 
 /// The engines' node (its placement cache under the data folder) and the
 /// carrier link that serves it.
-fn open_node(config: &WorkerConfig) -> Result<(Node, CarrierLink), WorkerError> {
+fn open_node(config: &WorkerConfig) -> Result<(Arc<Node>, CarrierLink), WorkerError> {
     let runtime = Runtime::new(RuntimeConfig::for_carriers(Some(
         config.data_dir.join("cache"),
     )))

@@ -3,6 +3,8 @@
 //! (`engine.stop`), each on a task of its own so that the pass never waits
 //! on a worker.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use switchyard_carrier::ControlError;
 use switchyard_protocol::control::{EngineRef, EngineStart, verbs};
@@ -12,6 +14,15 @@ use switchyard_store::deployments::{Deployment, Replica, STAGING_LEASE, StopClai
 
 use super::staging::stage;
 use super::{BringUpError, Scheduler};
+
+/// How long a worker gets to answer a start.
+const CONTROL_DEADLINE: Duration = Duration::from_secs(30);
+/// How long a stopping replica's engine gets to finish its requests.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(30);
+/// A second stop (the first was not confirmed) does not wait for requests.
+const STOP_DEADLINE: Duration = Duration::from_secs(10);
+/// What a control call waits beyond the worker's own deadline.
+const CONTROL_MARGIN: Duration = Duration::from_secs(10);
 
 /// A lease renewal that ends with its owner, however it ends.
 struct Renewal(tokio::task::JoinHandle<()>);

@@ -3,13 +3,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use bytes::Bytes;
-use switchyard_carrier::ControlError;
-use switchyard_protocol::control::{EngineRef, EngineStart, verbs};
-use switchyard_protocol::engines::{EngineKind, EngineState};
+use switchyard_protocol::engines::EngineState;
 use switchyard_protocol::state::{NodeState, ReplicaState};
 use switchyard_store::Store;
-use switchyard_store::deployments::{Deployment, Replica, STAGING_LEASE, StopClaim};
+use switchyard_store::deployments::{Deployment, Replica};
 use switchyard_store::keys::random_id;
 use switchyard_store::models::ModelRevision;
 use switchyard_store::nodes::Node;
@@ -18,7 +15,6 @@ use tokio::sync::watch;
 use super::admit::deploy_denied;
 use super::fit::{Need, place};
 use super::lifecycle::{bring_up, stop_replica};
-use super::staging::stage;
 use super::view::views;
 use super::{PassError, Scheduler};
 
@@ -29,13 +25,6 @@ const EVERY: Duration = Duration::from_secs(1);
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// A node silent for this fraction of the grace is unhealthy.
 const UNHEALTHY_FRACTION: u32 = 3;
-const CONTROL_DEADLINE: Duration = Duration::from_secs(30);
-/// How long a stopping replica's engine gets to finish its requests.
-const DRAIN_DEADLINE: Duration = Duration::from_secs(30);
-/// A second stop (the first was not confirmed) does not wait for requests.
-const STOP_DEADLINE: Duration = Duration::from_secs(10);
-/// What a control call waits beyond the worker's own deadline.
-const CONTROL_MARGIN: Duration = Duration::from_secs(10);
 /// Replicas placed in one pass, over every deployment; the rest are placed
 /// by the next passes (one a second). A pass holds the scheduler lock and
 /// each placement asks the deploy chain and writes a row: a deployment of
