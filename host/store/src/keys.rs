@@ -2,7 +2,6 @@
 //! a presented token is hashed and compared in constant time.
 
 use rand::RngCore;
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::{Store, StoreError};
@@ -11,7 +10,7 @@ use crate::{Store, StoreError};
 const TOKEN_BYTES: usize = 32;
 
 /// An API key as listed (never its token).
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKey {
     /// Stable id (`key_...`), safe to log.
     pub id: String,

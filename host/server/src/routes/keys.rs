@@ -5,8 +5,9 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
 use switchyard_protocol::admin::NewKey;
+use switchyard_protocol::keys::{CreatedKey, Key, Keys};
+use switchyard_store::keys::ApiKey;
 
 use crate::auth::{Admin, Authorized, SCOPES};
 use crate::error::{ApiError, ApiResult};
@@ -15,14 +16,14 @@ use crate::state::AppState;
 
 /// Creates a key; the token is in this answer and nowhere else.
 #[utoipa::path(post, path = "/api/keys", tag = "keys", request_body = NewKey, responses(
-    (status = 201, description = "The key and its token (shown once)"),
+    (status = 201, description = "The key and its token (shown once)", body = CreatedKey),
     (status = 400, description = "`invalid_request`: unknown scope, or a name that is empty, over 128 characters or has a control character"),
 ))]
 pub async fn create(
     caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
     ApiJson(new): ApiJson<NewKey>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<CreatedKey>)> {
     crate::valid::label("name", &new.name)?;
     if let Some(bad) = new.scopes.iter().find(|s| !SCOPES.contains(&s.as_str())) {
         return Err(ApiError::invalid_request(format!(
@@ -37,17 +38,32 @@ pub async fn create(
     tracing::info!(key = %key.id, by = %caller.key_id, "API key created");
     Ok((
         StatusCode::CREATED,
-        Json(json!({"key": key, "token": token})),
+        Json(CreatedKey {
+            key: answer(key),
+            token,
+        }),
     ))
 }
 
 /// Lists keys (never their tokens).
-#[utoipa::path(get, path = "/api/keys", tag = "keys", responses((status = 200, description = "Every key")))]
+#[utoipa::path(get, path = "/api/keys", tag = "keys", responses((status = 200, description = "Every key", body = Keys)))]
 pub async fn list(
     _caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-) -> ApiResult<Json<Value>> {
-    Ok(Json(json!({"keys": state.store.keys().await?})))
+) -> ApiResult<Json<Keys>> {
+    let keys = state.store.keys().await?.into_iter().map(answer).collect();
+    Ok(Json(Keys { keys }))
+}
+
+/// A key row as the API answers it.
+fn answer(key: ApiKey) -> Key {
+    Key {
+        id: key.id,
+        name: key.name,
+        scopes: key.scopes,
+        created_at: key.created_at,
+        revoked_at: key.revoked_at,
+    }
 }
 
 /// Revokes a key at once.
