@@ -434,6 +434,15 @@ impl Federation {
         }
         match incoming.purpose {
             LinkPurpose::Join => {
+                // Already a peer under this key: the join is answered as
+                // the first one was once the handshake proves the key, and
+                // spends no use of the token (it grants nothing a link does
+                // not), so running the same join again is idempotent.
+                match self.store.peer_by_key(&incoming.peer.public_key).await {
+                    Ok(Some(_)) => return Ok(()),
+                    Ok(None) => {}
+                    Err(e) => return Err(unavailable(e)),
+                }
                 if let Some(wait) = self.gate.join_wait(address) {
                     return Err(Refusal::new(
                         "join_rate_limited",
@@ -483,9 +492,18 @@ impl Federation {
         if incoming.purpose != LinkPurpose::Join {
             return Ok(());
         }
+        let known = match self.store.peer_by_key(&incoming.peer.public_key).await {
+            Ok(known) => known.is_some(),
+            Err(e) => return Err(unavailable(e)),
+        };
         let token = incoming.join_token.as_deref().unwrap_or_default();
-        // A use of the token is spent once the dialer proved its key.
-        match crate::cluster::use_join_token(&self.store, token).await {
+        // A use of the token is spent once the dialer proved its key (a
+        // peer joining again spends none: see `admit`).
+        let spent = match known {
+            true => Ok(true),
+            false => crate::cluster::use_join_token(&self.store, token).await,
+        };
+        match spent {
             Ok(true) => self.gate.right_guess(address),
             Ok(false) => {
                 return Err(Refusal::new(
