@@ -197,10 +197,9 @@ async fn a_file_expires_as_openai_s_expires_after_says_and_is_swept() {
 
     // Its hour passes: it is gone at once, and the sweep deletes its rows.
     let id = hour["id"].as_str().unwrap();
-    let (db, connection) = tokio_postgres::connect(&cluster.database_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    // The host's own connection: the suite also runs against a PostgreSQL
+    // that accepts only TLS.
+    let db = switchyard_tests::db::connect(&cluster.database_url).await;
     db.execute(
         "UPDATE batch_files SET expires_at = now() - interval '1 second' WHERE id = $1",
         &[&id],
