@@ -263,32 +263,56 @@ impl From<crate::auth::AuthError> for ApiError {
     }
 }
 
+impl From<crate::bound::BindError> for ApiError {
+    fn from(e: crate::bound::BindError) -> Self {
+        use crate::bound::BindError;
+        let message = e.to_string();
+        let (status, code) = match e {
+            BindError::PluginNotFound { .. } => (StatusCode::NOT_FOUND, "plugin_not_found"),
+            BindError::WrongKind { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "wrong_kind"),
+            BindError::NotOlder { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
+            BindError::UnknownGeneration { .. } => (StatusCode::NOT_FOUND, "not_found"),
+            // The load error's own status and code, with the plugin named.
+            BindError::Load { source, .. } => {
+                return Self {
+                    message,
+                    ..source.into()
+                };
+            }
+            BindError::Signature(e) => return e.into(),
+            BindError::Store(e) => return e.into(),
+            BindError::Task(_) => return Self::internal(message),
+        };
+        Self::new(status, code, message)
+    }
+}
+
 impl From<crate::admission::AdmissionError> for ApiError {
     fn from(e: crate::admission::AdmissionError) -> Self {
         use crate::admission::AdmissionError;
         let message = e.to_string();
         let (status, code) = match e {
             AdmissionError::UnknownPoint(_) => (StatusCode::NOT_FOUND, "unknown_point"),
-            AdmissionError::PluginNotFound { .. } => (StatusCode::NOT_FOUND, "plugin_not_found"),
-            AdmissionError::WrongKind { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "wrong_kind"),
             AdmissionError::PointNotSupported { .. } => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "point_not_supported")
             }
             AdmissionError::NoGeneration(_) | AdmissionError::EmptyChainActive(_) => {
                 (StatusCode::CONFLICT, "nothing_to_rollback")
             }
-            AdmissionError::NotOlder { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
-            AdmissionError::UnknownGeneration { .. } => (StatusCode::NOT_FOUND, "not_found"),
-            // The load error's own status and code, with the plugin named.
-            AdmissionError::Load { source, .. } => {
-                return Self {
-                    message,
-                    ..source.into()
-                };
-            }
-            AdmissionError::Signature(e) => return e.into(),
-            AdmissionError::Store(e) => return e.into(),
-            AdmissionError::Task(_) => return Self::internal(message),
+            AdmissionError::Bind(e) => return e.into(),
+        };
+        Self::new(status, code, message)
+    }
+}
+
+impl From<crate::grant_evaluator::EvaluatorError> for ApiError {
+    fn from(e: crate::grant_evaluator::EvaluatorError) -> Self {
+        use crate::grant_evaluator::EvaluatorError;
+        let message = e.to_string();
+        let (status, code) = match e {
+            EvaluatorError::NoShipped => (StatusCode::CONFLICT, "no_evaluator"),
+            EvaluatorError::NothingToRollback(_) => (StatusCode::CONFLICT, "nothing_to_rollback"),
+            EvaluatorError::Bind(e) => return e.into(),
         };
         Self::new(status, code, message)
     }
@@ -343,13 +367,15 @@ mod tests {
     fn each_domain_error_has_its_status_and_code() {
         use crate::admission::AdmissionError;
         use crate::auth::AuthError;
+        use crate::bound::BindError;
+        use crate::grant_evaluator::EvaluatorError;
         use crate::library::{LibraryError, PeerFetchError};
         use crate::valid::ValidError;
         use switchyard_runtime::PluginKind;
         use switchyard_runtime::admission::AdmissionPoint;
 
         let plugin = || ("p".to_string(), "1".to_string());
-        let load = |source| AdmissionError::Load {
+        let load = |source| BindError::Load {
             plugin: plugin().0,
             version: plugin().1,
             source,
@@ -401,7 +427,7 @@ mod tests {
                 "unknown_point",
             ),
             (
-                AdmissionError::PluginNotFound {
+                BindError::PluginNotFound {
                     plugin: plugin().0,
                     version: plugin().1,
                 }
@@ -410,10 +436,11 @@ mod tests {
                 "plugin_not_found",
             ),
             (
-                AdmissionError::WrongKind {
+                BindError::WrongKind {
                     plugin: plugin().0,
                     version: plugin().1,
                     kind: PluginKind::Carrier,
+                    wanted: PluginKind::Policy,
                 }
                 .into(),
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -440,7 +467,7 @@ mod tests {
                 "nothing_to_rollback",
             ),
             (
-                AdmissionError::NotOlder {
+                BindError::NotOlder {
                     newest: 3,
                     target: 3,
                 }
@@ -449,8 +476,8 @@ mod tests {
                 "invalid_request",
             ),
             (
-                AdmissionError::UnknownGeneration {
-                    point: AdmissionPoint::Deploy,
+                BindError::UnknownGeneration {
+                    slot: "deploy".into(),
                     generation: 9,
                 }
                 .into(),
@@ -466,6 +493,21 @@ mod tests {
                 load(LoadError::Compile("x".into())).into(),
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "compile_failed",
+            ),
+            (
+                AdmissionError::Bind(load(LoadError::InvalidSettings("x".into()))).into(),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_settings",
+            ),
+            (
+                EvaluatorError::NoShipped.into(),
+                StatusCode::CONFLICT,
+                "no_evaluator",
+            ),
+            (
+                EvaluatorError::NothingToRollback("none").into(),
+                StatusCode::CONFLICT,
+                "nothing_to_rollback",
             ),
             (
                 LibraryError::TooLarge { limit: 1 }.into(),
@@ -495,9 +537,9 @@ mod tests {
 
     #[test]
     fn a_policys_load_error_names_it_unless_the_plugin_speaks() {
-        use crate::admission::AdmissionError;
+        use crate::bound::BindError;
         let load = |source| -> ApiError {
-            AdmissionError::Load {
+            BindError::Load {
                 plugin: "max-tokens".into(),
                 version: "1.0.0".into(),
                 source,

@@ -5,9 +5,12 @@
 //! - [`server`]: start-up, background tasks and graceful shutdown (`run`).
 //! - [`edge`]: the accept loop, the connection pools (anonymous connections yield to proven ones) and the header and body clocks.
 //! - [`state`]: the shared state handed to every handler.
-//! - [`admission`]: the chains this replica serves, and how it follows new generations.
-//! - [`grant_evaluator`]: the grant evaluator this replica runs, bound with generations as
-//!   the chains are (`grant-standard` until one is bound).
+//! - [`bound`]: a bound component with generations: built before it is stored, swapped
+//!   in atomically, followed by every replica. Admission points and the grant evaluator are
+//!   its kinds.
+//! - [`admission`]: the chains this replica serves (a [`bound::Kind`] per point).
+//! - [`grant_evaluator`]: the grant evaluator this replica runs (`grant-standard` until one
+//!   is bound).
 //! - [`auth`]: API keys and scopes.
 //! - [`batches`]: OpenAI batches: files, batches, the driver that dispatches their lines as
 //!   work units and the consumer that runs them through the `/v1` path.
@@ -35,8 +38,8 @@
 pub mod admission;
 pub mod auth;
 pub mod batches;
+pub mod bound;
 pub mod carriers;
-pub mod component_bytes;
 pub mod config;
 pub mod console;
 pub mod edge;

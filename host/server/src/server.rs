@@ -164,16 +164,13 @@ async fn open_state(
     let runtime = Runtime::new(runtime_config)?;
     let instance_id = &replica.instance_id;
     let carriers = crate::carriers::start::start(config, store, database_url, instance_id).await?;
-    let admission = Arc::new(Admission::new(
+    let loader = Arc::new(crate::bound::Loader::new(
         store.clone(),
         runtime.clone(),
         instance_id.clone(),
     ));
-    let grant_evaluator = Arc::new(crate::grant_evaluator::GrantEvaluator::new(
-        store.clone(),
-        runtime.clone(),
-        instance_id.clone(),
-    ));
+    let admission = Arc::new(Admission::new(loader.clone()));
+    let grant_evaluator = Arc::new(crate::grant_evaluator::GrantEvaluator::new(loader));
     let (federation, federation_host) = crate::federation::start(
         config,
         store,

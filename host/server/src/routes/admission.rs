@@ -50,7 +50,8 @@ pub async fn set(
     let policies = state.admission.resolve(bindings).await?;
     let generation = state
         .admission
-        .commit(point, &policies, "set", &caller.key_id)
+        .point(point)
+        .commit(&policies, "set", &caller.key_id)
         .await?;
     tracing::info!(%point, generation = generation.generation, by = %caller.key_id, "admission chain set");
     Ok(Json(json!(generation)))
@@ -88,9 +89,9 @@ pub async fn show(
 }
 
 /// A new generation with an older chain: the one before the generation whose
-/// chain is active, or the one named in the body (see [`Admission::roll_back`]).
+/// chain is active, or the one named in the body (see [`rollback_target`]).
 ///
-/// [`Admission::roll_back`]: crate::admission::Admission::roll_back
+/// [`rollback_target`]: crate::bound::rollback_target
 #[utoipa::path(post, path = "/api/admission/{point}/rollback", tag = "admission",
     params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
     request_body(content = Rollback, description = "optional: `{generation}` to restore"),
@@ -116,7 +117,8 @@ pub async fn rollback(
     };
     let (generation, restored) = state
         .admission
-        .roll_back(point, wanted.generation, &caller.key_id)
+        .point(point)
+        .roll_back(wanted.generation, &caller.key_id)
         .await?;
     tracing::info!(%point, generation = generation.generation, to = restored, by = %caller.key_id, "admission chain rolled back");
     Ok(Json(json!(generation)))

@@ -43,7 +43,10 @@ pub async fn set(
             settings: body.settings,
         })
         .await?;
-    let generation = evaluator.commit(Some(entry), "set", &caller.key_id).await?;
+    let generation = evaluator
+        .generations()
+        .commit(&[entry], "set", &caller.key_id)
+        .await?;
     tracing::info!(generation = generation.generation, by = %caller.key_id, "grant evaluator bound");
     Ok(Json(json!(generation)))
 }
@@ -100,6 +103,7 @@ pub async fn rollback(
     };
     let (generation, restored) = state
         .grant_evaluator
+        .generations()
         .roll_back(wanted.generation, &caller.key_id)
         .await?;
     tracing::info!(generation = generation.generation, to = restored, by = %caller.key_id, "grant evaluator rolled back");

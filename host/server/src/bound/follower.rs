@@ -1,33 +1,13 @@
 //! Follows the newest generations: woken early by a NOTIFY hint, and polling
 //! anyway so that a lost notification or a dropped listener costs at most
-//! one poll interval. The admission chains and the grant evaluator's
-//! bindings (`crate::grant_evaluator`) follow their generations with this
-//! one loop.
+//! one poll interval. Every slot bound with generations follows them with
+//! this one loop.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use switchyard_store::{ADMISSION_CHANNEL, Store};
 use tokio::sync::watch;
-
-use crate::state::AppState;
-
-/// Runs until shutdown.
-pub async fn follow(state: Arc<AppState>, poll: Duration, shutdown: watch::Receiver<bool>) {
-    let store = state.store.clone();
-    follow_generations(store, "admission", poll, shutdown, move || {
-        let state = state.clone();
-        async move {
-            match state.admission.sync().await {
-                Ok(()) => state.admission_synced.store(true, Ordering::Relaxed),
-                Err(e) => tracing::warn!(error = %e, "admission sync failed"),
-            }
-        }
-    })
-    .await
-}
 
 /// Calls `sync` at start, on every hint on [`ADMISSION_CHANNEL`] and every
 /// `poll`, until shutdown; `what` names the follower in logs.
