@@ -134,10 +134,8 @@ async fn next_never_leads_out_of_the_console() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_ins_are_limited_and_a_keys_sessions_capped() {
-    use switchyard_server::console::session::MAX_SESSIONS_PER_KEY;
-    use switchyard_server::console::sign_in_limit::{
-        FREE_FAILURES_PER_ADDRESS, FREE_SIGN_INS_PER_KEY,
-    };
+    use switchyard_console::session::MAX_SESSIONS_PER_KEY;
+    use switchyard_console::sign_in_limit::{FREE_FAILURES_PER_ADDRESS, FREE_SIGN_INS_PER_KEY};
     let database_url = fresh_database().await;
     let data_dir = tempfile::tempdir().unwrap();
     let replica = Replica::with(&database_url, data_dir.path(), |_| {}).await;

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use switchyard_runtime::grant::{Charge, FederatedCall, Grant, Usage};
 use switchyard_runtime::{PluginKind, Runtime, RuntimeConfig};
 use switchyard_server::SeedComponent;
+use switchyard_server::bound::Loader;
 use switchyard_server::grant_evaluator::{EVALUATOR_FAILED, GrantEvaluator};
 use switchyard_store::Store;
 use switchyard_tests::db::fresh_database;
@@ -137,11 +138,8 @@ async fn the_evaluator_is_bound_with_generations_followed_by_every_replica() {
     // fails closed, then grant-standard judges and charges.
     let store = Store::connect(&db).await.unwrap();
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let holder = Arc::new(GrantEvaluator::new(
-        store.clone(),
-        runtime,
-        "inst_probe".into(),
-    ));
+    let loader = Loader::new(store.clone(), runtime, "inst_probe".into());
+    let holder = Arc::new(GrantEvaluator::new(Arc::new(loader)));
     assert_eq!(
         refused(&holder, "acme").await.as_deref(),
         Some(EVALUATOR_FAILED)

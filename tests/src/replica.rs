@@ -72,7 +72,9 @@ impl Replica {
 
     /// Starts a replica with exactly `config` (its listen address aside:
     /// a free port) and waits until it is ready.
-    pub async fn start_config(config: ServeConfig) -> Self {
+    pub async fn start_config(mut config: ServeConfig) -> Self {
+        // The replica the binary runs: the console mounted beside the API.
+        config.pages.get_or_insert(switchyard_console::router);
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
             .await
             .expect("binding a test port");

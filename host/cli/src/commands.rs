@@ -41,7 +41,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Policy(PolicyCommand::Test(args)) => policy_test::run(args),
         Command::Policy(PolicyCommand::New(args)) => policy_new::run(args),
         Command::Serve(args) => block_on(async {
-            let config = crate::config::serve_config(args)?;
+            let mut config = crate::config::serve_config(args)?;
+            config.pages = Some(switchyard_console::router);
             switchyard_server::run(config, crate::signal::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)
         }),

@@ -70,6 +70,9 @@ pub struct ServeConfig {
     /// Retention of the admission decision log (`--decisions-keep`,
     /// `--decisions-max-age-hours`).
     pub decision_log: crate::admission::decisions::DecisionLogConfig,
+    /// The pages served beside the API: the web console, which the binary
+    /// mounts (`switchyard_console::router`); `None` serves the API alone.
+    pub pages: Option<crate::routes::Pages>,
 }
 
 impl Default for ServeConfig {
@@ -97,6 +100,7 @@ impl Default for ServeConfig {
             federation_key: None,
             federation_label: None,
             decision_log: Default::default(),
+            pages: None,
         }
     }
 }

@@ -32,8 +32,9 @@
 //!   (`valid`, `fields`), maps failures through one `ProxyError` and carries the request to
 //!   a `Target`; [`routes::app`] builds the router.
 //! - [`openapi`]: the OpenAPI document of the admin API.
-//! - [`console`]: the web console at `/console/`: server-rendered pages that call the API
-//!   in-process as the session's key.
+//!
+//! The web console is its own crate (`switchyard-console`), mounted by the binary through
+//! [`ServeConfig::pages`]: it calls this API in-process as the session's key.
 
 pub mod admission;
 pub mod auth;
@@ -41,7 +42,6 @@ pub mod batches;
 pub mod bound;
 pub mod carriers;
 pub mod config;
-pub mod console;
 pub mod edge;
 pub mod error;
 pub mod extract;

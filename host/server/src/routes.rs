@@ -41,10 +41,17 @@ use crate::state::AppState;
 /// from JavaScript up to 12 MB.
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
-/// Every route of a replica: the API, and the web console that calls it.
-pub fn app(state: Arc<AppState>) -> Router {
+/// Pages served beside the API, given the replica's state and the API
+/// router they call in-process: the web console (`switchyard_console`).
+pub type Pages = fn(Arc<AppState>, Router) -> Router;
+
+/// Every route of a replica: the API, and the pages that call it.
+pub fn app(state: Arc<AppState>, pages: Option<Pages>) -> Router {
     let api = api(state.clone());
-    api.clone().merge(crate::console::router(state, api))
+    match pages {
+        Some(pages) => api.clone().merge(pages(state, api)),
+        None => api,
+    }
 }
 
 /// The API (everything but the console).

@@ -303,11 +303,16 @@ async fn serve_http(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = crate::edge::serve(listener, app(state), config.edge, async move {
-        shutdown.await;
-        tracing::info!("shutting down");
-        let _ = drained_tx.send(());
-    });
+    let server = crate::edge::serve(
+        listener,
+        app(state, config.pages),
+        config.edge,
+        async move {
+            shutdown.await;
+            tracing::info!("shutting down");
+            let _ = drained_tx.send(());
+        },
+    );
     let server = tokio::spawn(server);
     let drained = async {
         let _ = drained_rx.await;

@@ -159,7 +159,15 @@ impl Store {
     /// The records a query asks for, oldest first, and the counts over all
     /// it matches: the first `limit` after a cursor or time, else the newest `limit`.
     pub async fn decisions(&self, query: &DecisionQuery) -> Result<DecisionLog, StoreError> {
-        let conn = self.conn().await?;
+        let mut conn = self.conn().await?;
+        // One snapshot for the records and their counts: the writer may
+        // commit a batch between the two statements.
+        let tx = conn
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
             &query.point,
             &query.after_id,
@@ -171,7 +179,7 @@ impl Store {
         ];
         let forward = query.after_id.is_some() || query.since_time.is_some();
         let order = if forward { "ASC" } else { "DESC" };
-        let rows = conn
+        let rows = tx
             .query(
                 &format!(
                     "SELECT {COLUMNS} FROM admission_decisions WHERE {FILTER} ORDER BY id {order} LIMIT $7"
@@ -183,7 +191,7 @@ impl Store {
         if !forward {
             decisions.reverse();
         }
-        let rows = conn
+        let rows = tx
             .query(
                 &format!(
                     "SELECT decision, monitor, count(*) FROM admission_decisions
@@ -206,6 +214,7 @@ impl Store {
             };
             *slot += n;
         }
+        tx.commit().await?;
         let next_since = decisions.last().map(|d| d.id).or(query.after_id);
         Ok(DecisionLog {
             decisions,

@@ -150,6 +150,7 @@ impl Frontend {
             seed_components: crate::built_in::seeds(args.carrier_plugins.is_some()),
             carrier_plugins: args.carrier_plugins.clone(),
             nats_url: args.nats_url.clone(),
+            pages: Some(switchyard_console::router),
             ..Default::default()
         };
         config.runtime.cache_dir = Some(data_dir.join("cache"));

@@ -40,17 +40,14 @@ fn app() -> App {
     .expect("a pool");
     let runtime = Runtime::new(RuntimeConfig::default()).expect("a runtime");
     let library_dir = tempfile::tempdir().expect("a temporary folder");
+    let loader = Arc::new(crate::bound::Loader::new(
+        store.clone(),
+        runtime.clone(),
+        "inst_test".into(),
+    ));
     let state = Arc::new(AppState {
-        admission: Arc::new(Admission::new(
-            store.clone(),
-            runtime.clone(),
-            "inst_test".into(),
-        )),
-        grant_evaluator: Arc::new(crate::grant_evaluator::GrantEvaluator::new(
-            store.clone(),
-            runtime.clone(),
-            "inst_test".into(),
-        )),
+        admission: Arc::new(Admission::new(loader.clone())),
+        grant_evaluator: Arc::new(crate::grant_evaluator::GrantEvaluator::new(loader)),
         store,
         runtime,
         instance_id: "inst_test".into(),

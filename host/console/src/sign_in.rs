@@ -16,9 +16,9 @@ use super::ConsoleState;
 use super::page;
 use super::session;
 use super::sign_in_limit;
-use crate::auth::{AuthError, Caller};
-use crate::edge::ThisConnection;
-use crate::error::ApiError;
+use switchyard_server::auth::{AuthError, Caller};
+use switchyard_server::edge::ThisConnection;
+use switchyard_server::error::ApiError;
 
 /// The longest token the form takes (ours are 67 characters).
 const MAX_TOKEN: usize = 512;

@@ -13,7 +13,7 @@ use super::ConsoleState;
 use super::form::{Posted, call_and_redirect};
 use super::page::{self, csrf_field};
 use super::session::Session;
-use crate::auth::SCOPES;
+use switchyard_server::auth::SCOPES;
 
 /// The API keys pages' routes.
 pub fn routes() -> Router<ConsoleState> {

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 
-use crate::state::AppState;
+use switchyard_server::state::AppState;
 
 /// What every console route reaches: the replica's state, the API router the
 /// pages call in-process, and the request rate the overview draws.

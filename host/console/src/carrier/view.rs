@@ -301,7 +301,7 @@ mod tests {
     use switchyard_protocol::carrier::ChangeRecord;
 
     use super::*;
-    use crate::auth::Caller;
+    use switchyard_server::auth::Caller;
 
     fn session() -> Session {
         Session {

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::state::AppState;
+use switchyard_server::state::AppState;
 
 /// How often the counters are read.
 pub const EVERY: Duration = Duration::from_secs(2);

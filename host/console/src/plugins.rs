@@ -23,7 +23,7 @@ use super::ConsoleState;
 use super::api::ApiFailure;
 use super::page::{self, csrf_field};
 use super::session::Session;
-use crate::routes::MAX_COMPONENT_BYTES;
+use switchyard_server::routes::MAX_COMPONENT_BYTES;
 
 /// The whole upload form: the component at its API limit, and room for the
 /// other fields and the multipart framing.

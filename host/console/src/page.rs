@@ -361,7 +361,7 @@ pub fn bad_request(session: &Session, message: &str) -> Response {
 /// with `payload_too_large` or `invalid_request`. The console's page, as
 /// for its other refusals, on the session's page when there is one.
 pub fn body_refused(session: Option<&Session>, rejection: &BytesRejection) -> Response {
-    let (status, code) = if crate::edge::BodyTimeout::is(rejection) {
+    let (status, code) = if switchyard_server::edge::BodyTimeout::is(rejection) {
         (StatusCode::REQUEST_TIMEOUT, "body_timeout")
     } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")

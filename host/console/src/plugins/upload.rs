@@ -18,7 +18,7 @@ use super::super::form::redirect_with;
 use super::super::page::{self, Flash};
 use super::super::session::{CSRF_FIELD, Session, form_urlencoded_component};
 use super::{Entered, plugins_page, registry, unreadable};
-use crate::routes::MAX_COMPONENT_BYTES;
+use switchyard_server::routes::MAX_COMPONENT_BYTES;
 
 /// The longest name or version read from the form (the API allows 64; a
 /// longer one is refused by the API with its own message).

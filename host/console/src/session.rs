@@ -16,7 +16,7 @@ use subtle::ConstantTimeEq;
 use super::ConsoleState;
 use super::api::Api;
 use super::page;
-use crate::auth::Caller;
+use switchyard_server::auth::Caller;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "switchyard_console";
@@ -101,7 +101,7 @@ impl FromRequestParts<ConsoleState> for Session {
         let Some(found) = found else {
             return Err(to_sign_in());
         };
-        crate::edge::ThisConnection::of(parts).prove();
+        switchyard_server::edge::ThisConnection::of(parts).prove();
         Ok(Session {
             caller: Caller {
                 key_id: found.key_id,

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tower::ServiceExt;
 
-use crate::auth::{ActingAs, Caller};
+use switchyard_server::auth::{ActingAs, Caller};
 
 /// The most of an API answer a page reads (a page of a list, a status).
 const MAX_ANSWER_BYTES: usize = 16 << 20;
