@@ -89,9 +89,8 @@ pub async fn show(
 }
 
 /// A new generation with an older chain: the one before the generation whose
-/// chain is active, or the one named in the body (see [`rollback_target`]).
-///
-/// [`rollback_target`]: crate::bound::rollback_target
+/// chain is active, or the one named in the body. Rollbacks walk back:
+/// after generations 1, 2 and 3, the first restores 2's chain, the second 1's.
 #[utoipa::path(post, path = "/api/admission/{point}/rollback", tag = "admission",
     params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
     request_body(content = Rollback, description = "optional: `{generation}` to restore"),

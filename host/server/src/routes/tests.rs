@@ -75,7 +75,7 @@ fn app() -> App {
         state.keys.put(token_digest(token), caller);
     }
     App {
-        router: super::app(state),
+        router: super::app(state, None),
         _library: library_dir,
     }
 }
