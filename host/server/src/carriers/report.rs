@@ -86,7 +86,7 @@ pub async fn status(state: &AppState) -> Result<CarrierStatus, StoreError> {
                 .sum(),
             units,
         },
-        settings: crate::routes::settings::masked(settings),
+        settings: super::nats_url::masked(settings),
         last_change,
         running: carriers.map(|c| c.view().row.carrier.clone()),
         connected: carriers.is_some_and(|c| c.fanout.active().is_ready()),

@@ -18,7 +18,7 @@ use switchyard_store::federation::Projection;
 use crate::auth::Caller;
 use crate::batches::{self, Content, access};
 use crate::error::ApiError;
-use crate::routes::federation::{FedError, FedResult, federation};
+use crate::error::{FedError, FedResult, federation};
 use crate::state::AppState;
 
 /// The largest JSON answer read from an owner.

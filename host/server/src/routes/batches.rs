@@ -17,9 +17,9 @@ use switchyard_protocol::batch::{
     MIN_EXPIRES_SECONDS,
 };
 
-use super::federation::FedResult;
 use crate::auth::{Authorized, Caller, Inference};
 use crate::batches::{self, MAX_FILE_BYTES, Upload, access};
+use crate::error::FedResult;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::jobs;

@@ -11,8 +11,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use switchyard_protocol::copies::{CopyRecord, ModelManifest, NewCopy};
 
-use super::federation::{FedResult, federation};
 use crate::auth::{Authorized, ModelsManage};
+use crate::error::{FedResult, federation};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
 

@@ -13,8 +13,8 @@ use switchyard_protocol::federation::{
     AccessRequest, GrantRecord, GrantSpec, NewAccessRequest, Revoked,
 };
 
-use super::federation::{FedResult, federation};
 use crate::auth::{Authorized, FederationManage};
+use crate::error::{FedResult, federation};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
 

@@ -8,9 +8,9 @@ use axum::Json;
 use axum::extract::State;
 use switchyard_protocol::jobs::{OwnerEligibility, SetEligibility};
 
-use super::federation::{FedResult, federation};
 use crate::auth::{Authorized, FederationManage};
 use crate::error::ApiError;
+use crate::error::{FedResult, federation};
 use crate::extract::ApiJson;
 use crate::state::AppState;
 

@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use switchyard_protocol::federation::{ManageCall, ManagedService, OperationRecord};
 
-use super::federation::{FedResult, federation};
 use crate::auth::{Authorized, Caller, FederationManage};
+use crate::error::{FedResult, federation};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
 

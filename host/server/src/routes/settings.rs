@@ -27,7 +27,7 @@ use switchyard_protocol::state::CarrierRowState;
 
 use crate::auth::{Admin, Authorized};
 use crate::carriers::nats_url::NatsTarget;
-pub use crate::carriers::nats_url::{mask_url, masked};
+use crate::carriers::nats_url::masked;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::state::AppState;
@@ -293,6 +293,7 @@ fn changed_urls(before: &ClusterSettings, after: &ClusterSettings) -> Vec<&'stat
 
 #[cfg(test)]
 mod tests {
+    use crate::carriers::nats_url::mask_url;
     use serde_json::json;
 
     use super::*;
