@@ -1,5 +1,5 @@
 //! The body of a `/v1` request as the frontend reads it
-//! (`host/server/src/routes/openai/fields.rs`): one pass over a client's
+//! (`host/server/src/inference/fields.rs`): one pass over a client's
 //! JSON for the model, the token limits, `stream` and the prompt's text,
 //! without building a tree.
 //!
@@ -15,11 +15,11 @@
 #![no_main]
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../../host/server/src/routes/openai/fields.rs"]
+#[path = "../../host/server/src/inference/fields.rs"]
 mod fields;
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../../host/server/src/routes/openai/fields/tree.rs"]
+#[path = "../../host/server/src/inference/fields/tree.rs"]
 mod tree;
 
 use fields::{Fields, Given, read};

@@ -71,22 +71,14 @@ impl Host for ServerHost {
         let state = self.state();
         Box::pin(async move {
             let state = state?;
-            let (response, admitted) = crate::routes::openai::serve_federated(&state, call).await;
-            let status = response.status().as_u16();
-            let headers = response
-                .headers()
-                .iter()
-                .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
-                .collect();
-            let body = response
-                .into_body()
-                .into_data_stream()
-                .map(|chunk| chunk.map_err(|e| e.to_string()))
-                .boxed();
+            let (answer, admitted) = crate::inference::serve_federated(&state, call).await;
             Ok(LocalAnswer {
-                status,
-                headers,
-                body,
+                status: answer.status,
+                headers: answer.headers,
+                body: answer
+                    .body
+                    .map(|chunk| chunk.map_err(|e| e.to_string()))
+                    .boxed(),
                 admitted,
             })
         })
@@ -110,7 +102,7 @@ impl Host for ServerHost {
                 prompt_tokens: 0,
                 max_tokens: None,
             };
-            match crate::routes::openai::federation_chain(&state, record).await {
+            match crate::inference::federation_chain(&state, record).await {
                 Ok(_) => Ok(()),
                 Err(e) => Err(Denied {
                     status: 403,

@@ -28,9 +28,11 @@
 //!   rejections are `ApiError`s.
 //! - [`scheduler`]: deployments to replicas: placement, staging, engines.
 //! - [`routing`]: which replica serves a `/v1` request.
-//! - [`routes`]: the HTTP API, one file per area; `routes/openai/` parses a `/v1` body once
-//!   (`valid`, `fields`), maps failures through one `ProxyError` and carries the request to
-//!   a `Target`; [`routes::app`] builds the router.
+//! - [`inference`]: the inference core: a parsed request in, admitted, routed to a replica
+//!   or a peer, an `Answer` (or an `InferenceError`) out; the `/v1` routes, the batch
+//!   consumer and federation's owner side all call it.
+//! - [`routes`]: the HTTP API, one file per area (`routes/openai` is the inference core's
+//!   HTTP edge); [`routes::app`] builds the router.
 //! - [`openapi`]: the OpenAPI document of the admin API.
 //!
 //! The web console is its own crate (`switchyard-console`), mounted by the binary through
@@ -48,7 +50,7 @@ pub mod extract;
 pub mod federation;
 pub mod fetch;
 pub mod grant_evaluator;
-pub mod inference_metrics;
+pub mod inference;
 pub mod jobs;
 /// Node labels and selectors, as the API takes them.
 pub use switchyard_protocol::labels;

@@ -29,7 +29,7 @@ pub struct AppState {
     /// Which replica serves each model (the scheduler refreshes it).
     pub routing: Arc<Routing>,
     /// What `/v1` answered, for `/metrics`.
-    pub inference: crate::inference_metrics::InferenceMetrics,
+    pub inference: crate::inference::metrics::InferenceMetrics,
     /// API keys looked up lately.
     pub keys: crate::auth::KeyCache,
     /// The silence after which a streamed answer gets an SSE comment.

@@ -12,8 +12,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use switchyard_carrier::queue::Unit;
 use switchyard_protocol::batch::{BATCH_UNIT_KIND, LineUnit};
@@ -23,7 +21,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 use super::output::json_body;
 use crate::auth::Caller;
 use crate::carriers::Carriers;
-use crate::routes::openai::{Endpoint, ProxyError, answer};
+use crate::inference::{Answer, Endpoint, InferenceError, ReadError, answer};
 use crate::routing::NoRoute;
 use crate::state::AppState;
 
@@ -156,7 +154,7 @@ async fn run_renewing(state: &AppState, work: &LineUnit, claimed: ClaimedLine) -
 async fn run_line(state: &AppState, claimed: ClaimedLine) -> Outcome {
     let Some(endpoint) = Endpoint::from_path(&claimed.endpoint) else {
         return answered(
-            ProxyError::Invalid(format!("no endpoint {}", claimed.endpoint)).into_response(),
+            InferenceError::Invalid(format!("no endpoint {}", claimed.endpoint)).answer(),
         )
         .await;
     };
@@ -168,7 +166,7 @@ async fn run_line(state: &AppState, claimed: ClaimedLine) -> Outcome {
     let started = tokio::time::Instant::now();
     let answer = loop {
         match answer(&caller, state, endpoint, body.clone()).await {
-            Err(ProxyError::NoRoute {
+            Err(InferenceError::NoRoute {
                 why: NoRoute::Busy,
                 model,
             }) if started.elapsed() < BUSY_PATIENCE => {
@@ -188,33 +186,22 @@ async fn run_line(state: &AppState, claimed: ClaimedLine) -> Outcome {
         }
     };
     match answer {
-        Ok(response) => {
-            let status = response.status();
+        Ok(answer) => match answer.status {
             // The engine's own "not now": try again later, as a client would.
-            if matches!(
-                status,
-                StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
-            ) {
-                return retry(
-                    &format!("engine_{}", status.as_u16()),
-                    "the engine was busy or loading",
-                    false,
-                );
-            }
+            429 | 503 => retry(
+                &format!("engine_{}", answer.status),
+                "the engine was busy or loading",
+                false,
+            ),
             // The worker's answer that the engine failed under the request
             // (killed mid-way): lost, as a broken stream is.
-            if matches!(
-                status,
-                StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT
-            ) {
-                return retry(
-                    &format!("engine_{}", status.as_u16()),
-                    "the engine failed under the request",
-                    true,
-                );
-            }
-            answered(response).await
-        }
+            502 | 504 => retry(
+                &format!("engine_{}", answer.status),
+                "the engine failed under the request",
+                true,
+            ),
+            _ => answered(answer).await,
+        },
         Err(e) => match e.code() {
             // Never sent: no attempt spent.
             "model_loading"
@@ -227,7 +214,7 @@ async fn run_line(state: &AppState, claimed: ClaimedLine) -> Outcome {
             // Sent, and lost on the way: the worker or its engine died.
             "stream_reset" | "worker_refused" | "internal" => retry(e.code(), &e.to_string(), true),
             // The request's own fault, or a refusal: that is its answer.
-            _ => answered(e.into_response()).await,
+            _ => answered(e.answer()).await,
         },
     }
 }
@@ -241,14 +228,16 @@ fn retry(code: &str, message: &str, counted: bool) -> Outcome {
 }
 
 /// An answer, its body read whole; a body that breaks off is a lost request.
-async fn answered(response: Response) -> Outcome {
-    let status = response.status().as_u16();
-    match axum::body::to_bytes(response.into_body(), MAX_ANSWER).await {
+async fn answered(answer: Answer) -> Outcome {
+    let status = answer.status;
+    match answer.read(MAX_ANSWER).await {
         Ok(body) => Outcome::Answered {
             status: i32::from(status),
             request_id: format!("req_{}", super::files::random_hex()),
             body: json_body(&body),
         },
-        Err(e) => retry("stream_reset", &format!("the answer broke off: {e}"), true),
+        Err(e @ (ReadError::Broken(_) | ReadError::TooLarge(_))) => {
+            retry("stream_reset", &format!("the answer broke off: {e}"), true)
+        }
     }
 }

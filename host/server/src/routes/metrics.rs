@@ -11,7 +11,7 @@ use switchyard_runtime::admission::AdmissionPoint;
 
 use crate::auth::{Caller, MetricsRead, Scope};
 use crate::error::ApiError;
-use crate::inference_metrics::escape;
+use crate::inference::metrics::escape;
 use crate::state::AppState;
 
 /// Plugin calls, denials, errors, traps, timeouts and latency; the generation each point serves;

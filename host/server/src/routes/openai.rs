@@ -2,45 +2,33 @@
 //! `/v1/embeddings` and `/v1/models`, for keys with the `inference` scope
 //! (or `federation:invoke`, for the remote services of this cluster's
 //! grants, named `<peer label>/<service>`).
-//! Each request is parsed once into a [`ValidRequest`]; the `inference`
-//! admission chain judges the record built from it (a denial is 403 with
-//! the policy's code; a patch changes the body); then it goes to a
-//! [`Target`], the least-loaded ready replica over the streams seam
-//! (inference lane), and the engine's answer, SSE included, streams back as
-//! it comes. Dropping the client's connection resets the stream, which
-//! cancels the engine's work. Every failure is one [`ProxyError`].
 //!
-//! # Layout
-//! - `valid`: the body parsed once; the admission record; the body the
-//!   engine gets (the client's bytes unless a patch changed them).
-//! - `fields`: the one pass over the bytes that `valid` parses with.
-//! - `error`: [`ProxyError`] and its one mapping to status, code and body.
-//! - `target`: where a request goes, the stream's heads, the answer's body.
+//! The HTTP edge of the inference core ([`crate::inference`]): a handler
+//! parses the body into a [`ValidRequest`], asks the core, and answers its
+//! [`Answer`] (the engine's, SSE included, streaming as it comes) or its
+//! [`InferenceError`] as a response. Dropping the client's connection drops
+//! the answer's body, which resets the stream and cancels the engine's
+//! work. `error_shape` adds OpenAI's `type` and `param` to every `/v1`
+//! error.
 
 mod error;
 pub mod error_shape;
-mod fields;
-mod target;
-mod valid;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Json;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use switchyard_runtime::admission::{AdmissionPoint, Decision, InferencePatch, Patch};
 use tracing::field::Empty;
-
-pub use error::ProxyError;
-pub use target::Target;
-pub use valid::{Endpoint, ValidRequest};
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::inference_metrics::model_label;
+use crate::inference::metrics::model_label;
+use crate::inference::{self, Answer, Endpoint, ValidRequest};
 use crate::state::AppState;
 
 /// `GET /v1/models`, as OpenAI lists models.
@@ -155,13 +143,7 @@ pub async fn embeddings(
 async fn proxy(caller: Caller, state: Arc<AppState>, endpoint: Endpoint, body: Bytes) -> Response {
     let started = Instant::now();
     let span = tracing::Span::current();
-    // A `federation:invoke` key calls remote models only (checked once the
-    // model is known); anything else needs `inference`.
-    let parsed = caller
-        .require("inference")
-        .or_else(|_| caller.require("federation:invoke"))
-        .map_err(ProxyError::from)
-        .and_then(|()| ValidRequest::parse(endpoint, body));
+    let parsed = inference::may_infer(&caller).and_then(|()| ValidRequest::parse(endpoint, body));
     let (model, answered) = match parsed {
         Ok(request) => {
             // A served name is at most MAX_NAME; a longer one is the
@@ -169,16 +151,16 @@ async fn proxy(caller: Caller, state: Arc<AppState>, endpoint: Endpoint, body: B
             let shown = request.model.floor_char_boundary(crate::valid::MAX_NAME);
             span.record("model", &request.model[..shown]);
             span.record("stream", request.stream);
-            let answered = forward(&caller, &state, &request).await;
+            let answered = inference::infer(&caller, &state, &request).await;
             (Some(request.model), answered)
         }
         Err(e) => (None, Err(e)),
     };
     let response = match answered {
-        Ok(response) => {
+        Ok(answer) => {
             state.inference.head_after(started.elapsed());
             span.record("outcome", "answered");
-            response
+            answer.into_response()
         }
         Err(e) => {
             span.record("outcome", e.code());
@@ -193,218 +175,20 @@ async fn proxy(caller: Caller, state: Arc<AppState>, endpoint: Endpoint, body: B
     response
 }
 
-/// Answers one request body as `/v1` would for `caller` (a batch's line:
-/// the same scope check, parse, admission chain and routing), without the
-/// HTTP request around it; the caller reads the answer's body.
-pub async fn answer(
-    caller: &Caller,
-    state: &AppState,
-    endpoint: Endpoint,
-    body: Bytes,
-) -> Result<Response, ProxyError> {
-    caller
-        .require("inference")
-        .or_else(|_| caller.require("federation:invoke"))?;
-    let request = ValidRequest::parse(endpoint, body)?;
-    forward(caller, state, &request).await
-}
-
-/// Admits, routes and carries one parsed request.
-async fn forward(
-    caller: &Caller,
-    state: &AppState,
-    request: &ValidRequest,
-) -> Result<Response, ProxyError> {
-    if let Some(remote) = remote_target(state, &request.model).await? {
-        // The caller's key stays here: the owner sees the link's identity
-        // and the grant, and judges the call with its own chains.
-        // This cluster's own `inference` chain first, as for a local
-        // model (the model as the client wrote it): the owner's chains
-        // judge only what this cluster let through.
-        let patch = admit(caller, state, request).await?;
-        let target = Target::Peer(remote);
-        tracing::Span::current().record("replica", target.replica());
-        let limit = patch.as_ref().and_then(|p| p.max_tokens);
-        let tokens = limit.or(request.max_tokens).map_or(0, u64::from);
-        let body = request.body(patch.as_ref())?;
-        return target
-            .send(state, request.endpoint.path(), body, tokens)
-            .await;
-    }
-    caller.require("inference")?;
-    let patch = admit(caller, state, request).await?;
-    let target = Target::route(&state.routing, &request.model)?;
-    tracing::Span::current().record("replica", target.replica());
-    let body = request.body(patch.as_ref())?;
-    target.send(state, request.endpoint.path(), body, 0).await
-}
-
-/// The peer a `<peer label>/<service>` model names, if it names one (a
-/// local model with a `/` in its name is served here first).
-async fn remote_target(
-    state: &AppState,
-    model: &str,
-) -> Result<Option<switchyard_federation::RemoteTarget>, ProxyError> {
-    let Some(federation) = &state.federation else {
-        return Ok(None);
-    };
-    if !model.contains('/') || state.routing.models().contains_key(model) {
-        return Ok(None);
-    }
-    federation
-        .resolve(model)
-        .await
-        .map_err(ProxyError::Federation)
-}
-
-/// Answers a call a peer's grant admitted, as this cluster's own `/v1`
-/// path would: the `federation` chain, then the `inference` chain (the
-/// caller is the peer, never the peer's client, and the model is this
-/// cluster's own name for the service, never the `<label>/<service>` the
-/// peer's client wrote), then the service's deployment. Every outcome, a
-/// refusal too, is a response; with it, whether the chains admitted the
-/// call (a refused call is not charged to the grant).
-pub async fn serve_federated(
-    state: &AppState,
-    call: switchyard_federation::LocalCall,
-) -> (Response, bool) {
-    let endpoint = match call.path.as_str() {
-        "/v1/chat/completions" => Endpoint::Chat,
-        "/v1/completions" => Endpoint::Completions,
-        "/v1/embeddings" => Endpoint::Embeddings,
-        other => {
-            let refused = ProxyError::Invalid(format!("no remote endpoint {other}"));
-            return (refused.into_response(), false);
+impl IntoResponse for Answer {
+    fn into_response(self) -> Response {
+        let mut response = Response::new(Body::from_stream(self.body));
+        *response.status_mut() =
+            StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_GATEWAY);
+        let headers = response.headers_mut();
+        for (name, value) in &self.headers {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.append(name, value);
+            }
         }
-    };
-    let caller = Caller {
-        key_id: format!("peer:{}", call.peer),
-        scopes: vec!["inference".into()],
-    };
-    let mut admitted = false;
-    let answered = async {
-        let mut request = ValidRequest::parse(endpoint, call.body)?;
-        request.model = call.model.clone();
-        let federation_patch = admit_federated(
-            state,
-            &call.peer,
-            &call.grant,
-            &call.service,
-            &call.model,
-            &request,
-        )
-        .await?;
-        let patch = admit(&caller, state, &request).await?;
-        admitted = true;
-        let limit = [federation_patch, patch.and_then(|p| p.max_tokens)]
-            .into_iter()
-            .flatten()
-            .min();
-        let target = Target::route(&state.routing, &call.model)?;
-        let body = request.body_for(&call.model, limit)?;
-        target.send(state, endpoint.path(), body, 0).await
-    };
-    let answered: Result<Response, ProxyError> = answered.await;
-    let outcome = answered
-        .as_ref()
-        .err()
-        .map_or("answered", ProxyError::code)
-        .to_string();
-    let response = answered.unwrap_or_else(IntoResponse::into_response);
-    tracing::info!(
-        caller = %caller.key_id, grant = %call.grant, service = %call.service,
-        outcome, status = response.status().as_u16(),
-        "federated call answered"
-    );
-    state.inference.answered(
-        model_label(Some(&call.model), |m| {
-            state.routing.models().contains_key(m)
-        }),
-        response.status().as_u16(),
-    );
-    (response, admitted)
-}
-
-/// Asks the `federation` chain about a peer's inference call: a lower
-/// `max_tokens` to apply, if any, or the denial.
-async fn admit_federated(
-    state: &AppState,
-    peer: &str,
-    grant: &str,
-    service: &str,
-    model: &str,
-    request: &ValidRequest,
-) -> Result<Option<u32>, ProxyError> {
-    federation_chain(
-        state,
-        switchyard_runtime::admission::FederationRequest {
-            peer: peer.to_string(),
-            grant_id: grant.to_string(),
-            service: service.to_string(),
-            model: Some(model.to_string()),
-            prompt_tokens: request.prompt_tokens,
-            max_tokens: request.max_tokens,
-        },
-    )
-    .await
-}
-
-/// Asks the `federation` chain about any federated call (inference, or a
-/// managed service's change): a lower `max_tokens`, if any, or the denial.
-pub async fn federation_chain(
-    state: &AppState,
-    record: switchyard_runtime::admission::FederationRequest,
-) -> Result<Option<u32>, ProxyError> {
-    let chain = state.admission.chain(AdmissionPoint::Federation);
-    if chain.entries.is_empty() {
-        return Ok(None);
-    }
-    let peer = record.peer.clone();
-    let record = switchyard_runtime::admission::AdmissionRequest::Federation(record);
-    let verdict = state
-        .admission
-        .judge(record)
-        .await
-        .map_err(ProxyError::internal)?;
-    match verdict.decision {
-        Decision::Deny(denial) => Err(ProxyError::denied(
-            denial.code,
-            denial.message,
-            &format!("peer:{peer}"),
-        )),
-        Decision::Patch {
-            patch: Patch::Federation(patch),
-        } => Ok(patch.max_tokens),
-        _ => Ok(None),
-    }
-}
-
-/// Asks the `inference` chain: the patch to apply, if any, or the denial.
-async fn admit(
-    caller: &Caller,
-    state: &AppState,
-    request: &ValidRequest,
-) -> Result<Option<InferencePatch>, ProxyError> {
-    let chain = state.admission.chain(AdmissionPoint::Inference);
-    if chain.entries.is_empty() {
-        // Nothing to ask: no record to build.
-        return Ok(None);
-    }
-    let record = request.admission(caller);
-    let verdict = state
-        .admission
-        .judge(record)
-        .await
-        .map_err(ProxyError::internal)?;
-    match verdict.decision {
-        Decision::Deny(denial) => Err(ProxyError::denied(
-            denial.code,
-            denial.message,
-            &caller.key_id,
-        )),
-        Decision::Patch {
-            patch: Patch::Inference(patch),
-        } => Ok(Some(patch)),
-        _ => Ok(None),
+        response
     }
 }

@@ -16,7 +16,7 @@
 use axum::body::Bytes;
 use switchyard_runtime::admission::{AdmissionRequest, InferencePatch, InferenceRequest};
 
-use super::error::ProxyError;
+use super::InferenceError;
 use super::fields::{self, Given};
 use crate::auth::Caller;
 
@@ -80,19 +80,19 @@ impl ValidRequest {
     /// range, naming that field as `param`: a value dropped here would be
     /// overwritten by a clamp's patch and answered 200. Other fields are
     /// the engine's to judge.
-    pub fn parse(endpoint: Endpoint, body: Bytes) -> Result<Self, ProxyError> {
+    pub fn parse(endpoint: Endpoint, body: Bytes) -> Result<Self, InferenceError> {
         let fields = fields::read(&body)
-            .map_err(|e| ProxyError::Invalid(format!("the body is not JSON: {e}")))?;
+            .map_err(|e| InferenceError::Invalid(format!("the body is not JSON: {e}")))?;
         let model = fields
             .model
-            .ok_or_else(|| ProxyError::Invalid("`model` is required".into()))?;
+            .ok_or_else(|| InferenceError::Invalid("`model` is required".into()))?;
         let max_tokens = limit("max_tokens", fields.max_tokens)?;
         let max_completion_tokens = limit("max_completion_tokens", fields.max_completion_tokens)?;
         let stream = match fields.stream {
             Given::Absent => false,
             Given::Is(stream) => stream,
             Given::Wrong => {
-                return Err(ProxyError::InvalidField {
+                return Err(InferenceError::InvalidField {
                     param: "stream",
                     message: "stream must be a boolean".into(),
                 });
@@ -136,7 +136,7 @@ impl ValidRequest {
     /// fields. A patched body is parsed a second time into a tree: patches
     /// are the exception, and keeping every field of every request for
     /// them would cost each unpatched request the allocations saved above.
-    pub fn body(&self, patch: Option<&InferencePatch>) -> Result<Bytes, ProxyError> {
+    pub fn body(&self, patch: Option<&InferencePatch>) -> Result<Bytes, InferenceError> {
         match patch.and_then(|p| p.max_tokens) {
             None => Ok(self.body.clone()),
             Some(limit) => self.rewritten(Some(limit), None),
@@ -147,13 +147,13 @@ impl ValidRequest {
     /// the service's deployment serves (the client named
     /// `<peer>/<service>`, which an engine that checks the name refuses),
     /// and the limit, if any, applied.
-    pub fn body_for(&self, model: &str, limit: Option<u32>) -> Result<Bytes, ProxyError> {
+    pub fn body_for(&self, model: &str, limit: Option<u32>) -> Result<Bytes, InferenceError> {
         self.rewritten(limit, Some(model))
     }
 
-    fn rewritten(&self, limit: Option<u32>, model: Option<&str>) -> Result<Bytes, ProxyError> {
+    fn rewritten(&self, limit: Option<u32>, model: Option<&str>) -> Result<Bytes, InferenceError> {
         let mut body: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_slice(&self.body).map_err(ProxyError::internal)?;
+            serde_json::from_slice(&self.body).map_err(InferenceError::internal)?;
         if let Some(limit) = limit {
             body.insert("max_tokens".into(), limit.into());
             // Engines that read the newer name must see the limit too.
@@ -166,14 +166,14 @@ impl ValidRequest {
         }
         serde_json::to_vec(&body)
             .map(Bytes::from)
-            .map_err(ProxyError::internal)
+            .map_err(InferenceError::internal)
     }
 }
 
 /// A token limit: a positive integer the record (`u32`) can hold, as
 /// OpenAI and the engines require.
-fn limit(param: &'static str, value: Given<u64>) -> Result<Option<u32>, ProxyError> {
-    let invalid = |message: String| ProxyError::InvalidField { param, message };
+fn limit(param: &'static str, value: Given<u64>) -> Result<Option<u32>, InferenceError> {
+    let invalid = |message: String| InferenceError::InvalidField { param, message };
     match value {
         Given::Absent => Ok(None),
         Given::Wrong => Err(invalid(format!("{param} must be a positive integer"))),
@@ -190,13 +190,13 @@ mod tests {
 
     use super::*;
 
-    fn parse(body: &str) -> Result<ValidRequest, ProxyError> {
+    fn parse(body: &str) -> Result<ValidRequest, InferenceError> {
         ValidRequest::parse(Endpoint::Chat, Bytes::copy_from_slice(body.as_bytes()))
     }
 
     fn refused(body: &str) -> String {
         match parse(body) {
-            Err(ProxyError::Invalid(message)) => message,
+            Err(InferenceError::Invalid(message)) => message,
             other => panic!("{body}: {other:?}"),
         }
     }
@@ -220,7 +220,7 @@ mod tests {
     /// A refusal that names its field: (param, message).
     fn refused_field(body: &str) -> (&'static str, String) {
         match parse(body) {
-            Err(ProxyError::InvalidField { param, message }) => (param, message),
+            Err(InferenceError::InvalidField { param, message }) => (param, message),
             other => panic!("{body}: {other:?}"),
         }
     }

@@ -8,10 +8,7 @@
 
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
-use axum::http::{HeaderName, HeaderValue, StatusCode};
-use axum::response::Response;
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
 use switchyard_carrier::stream_seam::Lane;
 use switchyard_carrier::{StreamError, StreamReader};
@@ -20,7 +17,8 @@ use switchyard_protocol::stream::{AnswerHead, INFERENCE, InferenceHead};
 
 use switchyard_federation::inflight::Revocation;
 
-use super::error::ProxyError;
+use super::answer::valid_header;
+use super::{Answer, InferenceError};
 use crate::routing::{Lease, Routing};
 use crate::state::AppState;
 
@@ -40,11 +38,11 @@ pub enum Target {
 
 impl Target {
     /// The least-loaded ready replica serving `model`.
-    pub fn route(routing: &Routing, model: &str) -> Result<Self, ProxyError> {
+    pub fn route(routing: &Routing, model: &str) -> Result<Self, InferenceError> {
         routing
             .route(model)
             .map(Target::Replica)
-            .map_err(|why| ProxyError::NoRoute {
+            .map_err(|why| InferenceError::NoRoute {
                 why,
                 model: model.to_owned(),
             })
@@ -67,10 +65,10 @@ impl Target {
         path: &str,
         body: Bytes,
         tokens: u64,
-    ) -> Result<Response, ProxyError> {
+    ) -> Result<Answer, InferenceError> {
         let (mut reader, lease, revocation) = match self {
             Target::Replica(lease) => {
-                let cluster = state.carriers.as_ref().ok_or(ProxyError::NoCarrier)?;
+                let cluster = state.carriers.as_ref().ok_or(InferenceError::NoCarrier)?;
                 let message = request(&lease.replica, path, &body)?;
                 let reader = cluster
                     .streams
@@ -81,7 +79,7 @@ impl Target {
             }
             Target::Peer(remote) => {
                 let federation = state.federation.as_ref().ok_or_else(|| {
-                    ProxyError::Federation(switchyard_federation::FederationError::unavailable(
+                    InferenceError::Federation(switchyard_federation::FederationError::unavailable(
                         "this replica runs no federation",
                     ))
                 })?;
@@ -91,7 +89,7 @@ impl Target {
                 let reader = federation
                     .send_inference(&remote, path, tokens, &body)
                     .await
-                    .map_err(ProxyError::Federation)?;
+                    .map_err(InferenceError::Federation)?;
                 (reader, None, Some((revocation, remote.grant)))
             }
         };
@@ -99,7 +97,7 @@ impl Target {
             reader
                 .read_line(MAX_HEAD)
                 .await
-                .map_err(|e| ProxyError::Broken(e.to_string()))
+                .map_err(|e| InferenceError::Broken(e.to_string()))
         };
         let (head, first) = match revocation.clone() {
             Some((mut revocation, grant)) => tokio::select! {
@@ -109,42 +107,37 @@ impl Target {
             None => head.await?,
         };
         let head: AnswerHead = serde_json::from_slice(&head)
-            .map_err(|e| ProxyError::Broken(format!("the worker's answer head: {e}")))?;
+            .map_err(|e| InferenceError::Broken(format!("the worker's answer head: {e}")))?;
         let keepalive = head
             .header("content-type")
             .is_some_and(|v| v.starts_with("text/event-stream"))
             .then_some(state.sse_keepalive);
-        let replica = lease
-            .as_ref()
-            .and_then(|lease| HeaderValue::from_str(&lease.replica).ok());
+        let mut headers = Vec::with_capacity(head.headers.len() + 1);
+        if let Some(lease) = &lease {
+            headers.push((REPLICA_HEADER.to_string(), lease.replica.clone()));
+        }
+        headers.extend(
+            head.headers
+                .into_iter()
+                .filter(|(name, value)| valid_header(name, value)),
+        );
         let events = keepalive.is_some();
         let body = answer_body(reader, lease, first, keepalive);
-        let mut response = Response::new(match revocation {
-            Some((revocation, grant)) => {
-                Body::from_stream(until_revoked(body, revocation, grant, events))
-            }
-            None => Body::from_stream(body),
-        });
-        *response.status_mut() = status(head.status);
-        let headers = response.headers_mut();
-        if let Some(replica) = replica {
-            headers.insert(HeaderName::from_static(REPLICA_HEADER), replica);
-        }
-        for (name, value) in &head.headers {
-            if let (Ok(name), Ok(value)) = (
-                HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::from_str(value),
-            ) {
-                headers.append(name, value);
-            }
-        }
-        Ok(response)
+        let body = match revocation {
+            Some((revocation, grant)) => until_revoked(body, revocation, grant, events).boxed(),
+            None => body.boxed(),
+        };
+        Ok(Answer {
+            status: status(head.status),
+            headers,
+            body,
+        })
     }
 }
 
 /// The stream's request: the head line, then the body, in one buffer
 /// sized once (the carrier sends it with the open where it can).
-fn request(replica: &str, path: &str, body: &[u8]) -> Result<Bytes, ProxyError> {
+fn request(replica: &str, path: &str, body: &[u8]) -> Result<Bytes, InferenceError> {
     let head = InferenceHead {
         replica: replica.to_owned(),
         method: "POST".into(),
@@ -153,7 +146,7 @@ fn request(replica: &str, path: &str, body: &[u8]) -> Result<Bytes, ProxyError> 
     };
     // A head is a few hundred bytes; the reserve saves a regrowth.
     let mut message = BytesMut::with_capacity(256 + body.len()).writer();
-    serde_json::to_writer(&mut message, &head).map_err(ProxyError::internal)?;
+    serde_json::to_writer(&mut message, &head).map_err(InferenceError::internal)?;
     let mut message = message.into_inner();
     message.put_u8(b'\n');
     message.extend_from_slice(body);
@@ -162,8 +155,12 @@ fn request(replica: &str, path: &str, body: &[u8]) -> Result<Bytes, ProxyError> 
 
 /// The status an answer head names; 502 for one that is not an HTTP
 /// status.
-fn status(code: u16) -> StatusCode {
-    StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
+fn status(code: u16) -> u16 {
+    if (100..1000).contains(&code) {
+        code
+    } else {
+        502
+    }
 }
 
 /// The engine's answer as the worker streams it; the lease lives as long.
@@ -174,7 +171,7 @@ fn answer_body(
     lease: Option<Lease>,
     first: Bytes,
     keepalive: Option<Duration>,
-) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
     let between_events = first.is_empty() || first.ends_with(b"\n\n");
     let first = futures::stream::iter((!first.is_empty()).then_some(Ok(first)));
     let rest = futures::stream::unfold(
@@ -207,8 +204,8 @@ fn answer_body(
 }
 
 /// A remote call's refusal when its grant was revoked before it answered.
-fn revoked(grant: &str) -> ProxyError {
-    ProxyError::Federation(switchyard_federation::FederationError::new(
+fn revoked(grant: &str) -> InferenceError {
+    InferenceError::Federation(switchyard_federation::FederationError::new(
         403,
         "grant_revoked",
         format!("grant {grant} was revoked; the call was ended"),
@@ -222,7 +219,7 @@ fn until_revoked(
     revocation: Revocation,
     grant: String,
     events: bool,
-) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
     let body = Box::pin(body);
     futures::stream::unfold(Some((body, revocation)), move |running| {
         let grant = grant.clone();
@@ -248,8 +245,8 @@ mod tests {
 
     #[test]
     fn a_head_status_that_is_not_an_http_status_is_a_bad_gateway() {
-        assert_eq!(status(201), StatusCode::CREATED);
-        assert_eq!(status(42), StatusCode::BAD_GATEWAY);
+        assert_eq!(status(201), 201);
+        assert_eq!(status(42), 502);
         // 65736 does not fit the head's u16 at all: the head is refused,
         // so the worker's garbage never reads as a truncated 200.
         assert!(serde_json::from_str::<AnswerHead>(r#"{"status": 65736}"#).is_err());

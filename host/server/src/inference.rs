@@ -1,0 +1,265 @@
+//! The inference core: the typed `/v1` path as a library. A
+//! [`ValidRequest`] (the body parsed once) goes in; the `inference`
+//! admission chain judges the record built from it (a denial is the
+//! policy's code; a patch changes the body); a [`Target`] is chosen (the
+//! least-loaded ready replica over the streams seam, or a peer's service
+//! under a grant); an [`Answer`] (the engine's status, headers and body as
+//! it comes, SSE included) or an [`InferenceError`] comes out. Dropping the
+//! answer's body resets the stream, which cancels the engine's work.
+//!
+//! Three callers, one path: the `/v1` routes (`routes::openai`, which alone
+//! turn an answer into an HTTP response), the batch consumer (a line's
+//! answer read whole), and federation's owner side (a peer's call, its
+//! answer sent back over the link as it came).
+//!
+//! # Layout
+//! - `valid`: the body parsed once; the admission record; the body the
+//!   engine gets (the client's bytes unless a patch changed them).
+//! - `fields`: the one pass over the bytes that `valid` parses with.
+//! - `error`: [`InferenceError`] and the one answer each gets.
+//! - `target`: where a request goes, the stream's heads, the answer's body.
+//! - `answer`: [`Answer`].
+//! - `metrics`: the counters of answered requests, by model and status.
+
+mod answer;
+mod error;
+mod fields;
+pub mod metrics;
+mod target;
+mod valid;
+
+use bytes::Bytes;
+use switchyard_runtime::admission::{AdmissionPoint, Decision, InferencePatch, Patch};
+
+pub use answer::{Answer, AnswerBody, ReadError};
+pub use error::{InferenceError, POLICY_FAILED_MESSAGE};
+pub use target::Target;
+pub use valid::{Endpoint, ValidRequest};
+
+use crate::auth::Caller;
+use crate::state::AppState;
+use metrics::model_label;
+
+/// Answers one request body as `/v1` would for `caller` (a batch's line:
+/// the same scope check, parse, admission chain and routing), without the
+/// HTTP request around it; the caller reads the answer's body.
+pub async fn answer(
+    caller: &Caller,
+    state: &AppState,
+    endpoint: Endpoint,
+    body: Bytes,
+) -> Result<Answer, InferenceError> {
+    may_infer(caller)?;
+    let request = ValidRequest::parse(endpoint, body)?;
+    infer(caller, state, &request).await
+}
+
+/// Whether `caller` may ask for inference at all: a `federation:invoke`
+/// key calls remote models only (checked once the model is known);
+/// anything else needs `inference`.
+pub fn may_infer(caller: &Caller) -> Result<(), InferenceError> {
+    caller
+        .require("inference")
+        .or_else(|_| caller.require("federation:invoke"))?;
+    Ok(())
+}
+
+/// Admits, routes and carries one parsed request.
+pub async fn infer(
+    caller: &Caller,
+    state: &AppState,
+    request: &ValidRequest,
+) -> Result<Answer, InferenceError> {
+    if let Some(remote) = remote_target(state, &request.model).await? {
+        // The caller's key stays here: the owner sees the link's identity
+        // and the grant, and judges the call with its own chains.
+        // This cluster's own `inference` chain first, as for a local
+        // model (the model as the client wrote it): the owner's chains
+        // judge only what this cluster let through.
+        let patch = admit(caller, state, request).await?;
+        let target = Target::Peer(remote);
+        tracing::Span::current().record("replica", target.replica());
+        let limit = patch.as_ref().and_then(|p| p.max_tokens);
+        let tokens = limit.or(request.max_tokens).map_or(0, u64::from);
+        let body = request.body(patch.as_ref())?;
+        return target
+            .send(state, request.endpoint.path(), body, tokens)
+            .await;
+    }
+    caller.require("inference")?;
+    let patch = admit(caller, state, request).await?;
+    let target = Target::route(&state.routing, &request.model)?;
+    tracing::Span::current().record("replica", target.replica());
+    let body = request.body(patch.as_ref())?;
+    target.send(state, request.endpoint.path(), body, 0).await
+}
+
+/// The peer a `<peer label>/<service>` model names, if it names one (a
+/// local model with a `/` in its name is served here first).
+async fn remote_target(
+    state: &AppState,
+    model: &str,
+) -> Result<Option<switchyard_federation::RemoteTarget>, InferenceError> {
+    let Some(federation) = &state.federation else {
+        return Ok(None);
+    };
+    if !model.contains('/') || state.routing.models().contains_key(model) {
+        return Ok(None);
+    }
+    federation
+        .resolve(model)
+        .await
+        .map_err(InferenceError::Federation)
+}
+
+/// Answers a call a peer's grant admitted, as this cluster's own `/v1`
+/// path would: the `federation` chain, then the `inference` chain (the
+/// caller is the peer, never the peer's client, and the model is this
+/// cluster's own name for the service, never the `<label>/<service>` the
+/// peer's client wrote), then the service's deployment. Every outcome, a
+/// refusal too, is an answer; with it, whether the chains admitted the
+/// call (a refused call is not charged to the grant).
+pub async fn serve_federated(
+    state: &AppState,
+    call: switchyard_federation::LocalCall,
+) -> (Answer, bool) {
+    let endpoint = match call.path.as_str() {
+        "/v1/chat/completions" => Endpoint::Chat,
+        "/v1/completions" => Endpoint::Completions,
+        "/v1/embeddings" => Endpoint::Embeddings,
+        other => {
+            let refused = InferenceError::Invalid(format!("no remote endpoint {other}"));
+            return (refused.answer(), false);
+        }
+    };
+    let caller = Caller {
+        key_id: format!("peer:{}", call.peer),
+        scopes: vec!["inference".into()],
+    };
+    let mut admitted = false;
+    let answered = async {
+        let mut request = ValidRequest::parse(endpoint, call.body)?;
+        request.model = call.model.clone();
+        let federation_patch = admit_federated(
+            state,
+            &call.peer,
+            &call.grant,
+            &call.service,
+            &call.model,
+            &request,
+        )
+        .await?;
+        let patch = admit(&caller, state, &request).await?;
+        admitted = true;
+        let limit = [federation_patch, patch.and_then(|p| p.max_tokens)]
+            .into_iter()
+            .flatten()
+            .min();
+        let target = Target::route(&state.routing, &call.model)?;
+        let body = request.body_for(&call.model, limit)?;
+        target.send(state, endpoint.path(), body, 0).await
+    };
+    let answered: Result<Answer, InferenceError> = answered.await;
+    let outcome = answered
+        .as_ref()
+        .err()
+        .map_or("answered", InferenceError::code)
+        .to_string();
+    let answer = answered.unwrap_or_else(InferenceError::answer);
+    tracing::info!(
+        caller = %caller.key_id, grant = %call.grant, service = %call.service,
+        outcome, status = answer.status,
+        "federated call answered"
+    );
+    state.inference.answered(
+        model_label(Some(&call.model), |m| {
+            state.routing.models().contains_key(m)
+        }),
+        answer.status,
+    );
+    (answer, admitted)
+}
+
+/// Asks the `federation` chain about a peer's inference call: a lower
+/// `max_tokens` to apply, if any, or the denial.
+async fn admit_federated(
+    state: &AppState,
+    peer: &str,
+    grant: &str,
+    service: &str,
+    model: &str,
+    request: &ValidRequest,
+) -> Result<Option<u32>, InferenceError> {
+    federation_chain(
+        state,
+        switchyard_runtime::admission::FederationRequest {
+            peer: peer.to_string(),
+            grant_id: grant.to_string(),
+            service: service.to_string(),
+            model: Some(model.to_string()),
+            prompt_tokens: request.prompt_tokens,
+            max_tokens: request.max_tokens,
+        },
+    )
+    .await
+}
+
+/// Asks the `federation` chain about any federated call (inference, or a
+/// managed service's change): a lower `max_tokens`, if any, or the denial.
+pub async fn federation_chain(
+    state: &AppState,
+    record: switchyard_runtime::admission::FederationRequest,
+) -> Result<Option<u32>, InferenceError> {
+    let chain = state.admission.chain(AdmissionPoint::Federation);
+    if chain.entries.is_empty() {
+        return Ok(None);
+    }
+    let peer = record.peer.clone();
+    let record = switchyard_runtime::admission::AdmissionRequest::Federation(record);
+    let verdict = state
+        .admission
+        .judge(record)
+        .await
+        .map_err(InferenceError::internal)?;
+    match verdict.decision {
+        Decision::Deny(denial) => Err(InferenceError::denied(
+            denial.code,
+            denial.message,
+            &format!("peer:{peer}"),
+        )),
+        Decision::Patch {
+            patch: Patch::Federation(patch),
+        } => Ok(patch.max_tokens),
+        _ => Ok(None),
+    }
+}
+
+/// Asks the `inference` chain: the patch to apply, if any, or the denial.
+async fn admit(
+    caller: &Caller,
+    state: &AppState,
+    request: &ValidRequest,
+) -> Result<Option<InferencePatch>, InferenceError> {
+    let chain = state.admission.chain(AdmissionPoint::Inference);
+    if chain.entries.is_empty() {
+        // Nothing to ask: no record to build.
+        return Ok(None);
+    }
+    let record = request.admission(caller);
+    let verdict = state
+        .admission
+        .judge(record)
+        .await
+        .map_err(InferenceError::internal)?;
+    match verdict.decision {
+        Decision::Deny(denial) => Err(InferenceError::denied(
+            denial.code,
+            denial.message,
+            &caller.key_id,
+        )),
+        Decision::Patch {
+            patch: Patch::Inference(patch),
+        } => Ok(Some(patch)),
+        _ => Ok(None),
+    }
+}

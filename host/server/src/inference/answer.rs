@@ -1,0 +1,81 @@
+//! What an inference request gets: the engine's status, headers and body
+//! as they come (SSE included), or a refusal in the same shape. One type
+//! from the engine to whoever asked: the `/v1` routes answer it over HTTP,
+//! a batch line reads it whole, a peer gets it over the link.
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+/// An answer's body: chunks as the engine sends them.
+pub type AnswerBody = BoxStream<'static, Result<Bytes, std::io::Error>>;
+
+/// An answer, its body streaming behind its head.
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// Headers, each a valid HTTP header name and value: this side's
+    /// (`x-switchyard-replica`, `retry-after`), then the engine's.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: AnswerBody,
+}
+
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Answer")
+            .field("status", &self.status)
+            .field("headers", &self.headers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a body was not read whole.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// It broke off.
+    #[error("{0}")]
+    Broken(#[from] std::io::Error),
+    /// It is larger than the reader takes.
+    #[error("the answer is over {0} bytes")]
+    TooLarge(usize),
+}
+
+impl Answer {
+    /// An answer whose body is already whole.
+    pub fn whole(status: u16, headers: Vec<(String, String)>, body: Bytes) -> Self {
+        Self {
+            status,
+            headers,
+            body: futures::stream::once(async move { Ok(body) }).boxed(),
+        }
+    }
+
+    /// A header's value (the first of that name, case-insensitively).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Reads the body whole, up to `limit` bytes.
+    pub async fn read(self, limit: usize) -> Result<Bytes, ReadError> {
+        let mut body = self.body;
+        let mut whole = bytes::BytesMut::new();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk?;
+            if whole.len() + chunk.len() > limit {
+                return Err(ReadError::TooLarge(limit));
+            }
+            whole.extend_from_slice(&chunk);
+        }
+        Ok(whole.freeze())
+    }
+}
+
+/// Whether `name: value` can be sent as an HTTP header.
+pub fn valid_header(name: &str, value: &str) -> bool {
+    axum::http::HeaderName::from_bytes(name.as_bytes()).is_ok()
+        && axum::http::HeaderValue::from_str(value).is_ok()
+}

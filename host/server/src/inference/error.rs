@@ -1,0 +1,222 @@
+//! Every way an inference request fails before the engine's answer, and
+//! the one mapping of each to the answer a client gets: a status, a stable
+//! code and the API's `{"error":{"code","message"}}` body (a denial's code
+//! is the policy's own; a retryable answer has `Retry-After`). The `/v1`
+//! routes answer it (and add OpenAI's `type` and `param` to every error,
+//! `routes::openai::error_shape`); a batch line records it; a peer gets it
+//! over the link.
+
+use bytes::Bytes;
+use serde_json::json;
+use switchyard_carrier::Refusal;
+use switchyard_runtime::admission::POLICY_ERROR_CODE;
+
+use super::Answer;
+use crate::auth::AuthError;
+use crate::error::ApiError;
+use crate::routing::NoRoute;
+
+/// The message a client gets when a policy failed (trapped, ran out of
+/// time or memory) under fail-closed.
+pub const POLICY_FAILED_MESSAGE: &str = "the request was refused because an admission policy failed; the operator can find why in the server log";
+
+/// Seconds a client is told to wait while a model loads.
+const LOADING_RETRY_AFTER: u32 = 5;
+/// Seconds a client is told to wait for a free slot or a route.
+const BUSY_RETRY_AFTER: u32 = 1;
+
+/// Why an inference request got no answer from an engine.
+#[derive(Debug, thiserror::Error)]
+pub enum InferenceError {
+    /// The caller may not use `/v1`.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// The body cannot be admitted (400 `invalid_request`).
+    #[error("{0}")]
+    Invalid(String),
+    /// A field the frontend reads has the wrong type or range (400
+    /// `invalid_request`, with the field as OpenAI's `param`).
+    #[error("{message}")]
+    InvalidField {
+        /// The field, as the client named it.
+        param: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The `inference` chain said no (403, the policy's code).
+    #[error("{message}")]
+    Denied {
+        /// The policy's code, or [`POLICY_ERROR_CODE`].
+        code: String,
+        /// What the client is told.
+        message: String,
+    },
+    /// No replica was chosen.
+    #[error("{why:?} for model `{model}`")]
+    NoRoute {
+        /// Why.
+        why: NoRoute,
+        /// The model asked for.
+        model: String,
+    },
+    /// This replica has no carrier set (503 `carrier_unavailable`).
+    #[error("no carrier set")]
+    NoCarrier,
+    /// The carrier could not open the stream, or the worker refused it.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The stream broke before the answer's head (502 `stream_reset`).
+    #[error("{0}")]
+    Broken(String),
+    /// A remote model's call did not go ahead on this side: no grant, the
+    /// link down (503 `NODE_UNAVAILABLE`), federation suspended.
+    #[error("{}", .0.message)]
+    Federation(switchyard_federation::FederationError),
+    /// A bug here (500 `internal`; the detail goes to the log).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl InferenceError {
+    /// An internal error from anything displayable.
+    pub fn internal(error: impl std::fmt::Display) -> Self {
+        Self::Internal(error.to_string())
+    }
+
+    /// A denial. A policy's own denial is its business answer and goes to
+    /// the client as the policy wrote it; a failed policy's details (a
+    /// trap's backtrace, the plugin's name and limits) are the operator's,
+    /// so they go to the log and the client gets the stable code with a
+    /// generic message.
+    pub fn denied(code: String, message: String, key_id: &str) -> Self {
+        if code != POLICY_ERROR_CODE {
+            return Self::Denied { code, message };
+        }
+        tracing::warn!(key = %key_id, detail = %message, "inference refused: an admission policy failed");
+        Self::Denied {
+            code,
+            message: POLICY_FAILED_MESSAGE.into(),
+        }
+    }
+
+    /// The stable code the client gets (also a span's `outcome`).
+    pub fn code(&self) -> &str {
+        match self {
+            // `require` fails only for a missing scope; the extractor
+            // answered the others before the handler ran.
+            Self::Auth(AuthError::MissingScope(_)) => "forbidden",
+            Self::Auth(_) => "unauthorized",
+            Self::Invalid(_) | Self::InvalidField { .. } => "invalid_request",
+            Self::Denied { code, .. } => code,
+            Self::NoRoute { why, .. } => match why {
+                NoRoute::UnknownModel => "model_not_found",
+                NoRoute::Cold => "model_loading",
+                NoRoute::Busy => "replicas_busy",
+            },
+            Self::NoCarrier => "carrier_unavailable",
+            // The carrier's answers stay apart from the worker's: no route
+            // to the worker (503, try again), the worker at its stream limit
+            // (429), or the worker's own refusal (502).
+            Self::Refused(Refusal::NotDelivered(_)) => "replica_unreachable",
+            // During a carrier change: the worker is attached to no set
+            // this replica runs yet (503, try again).
+            Self::Refused(Refusal::NoRoute(_)) => "no_route",
+            Self::Refused(Refusal::Overloaded) => "worker_overloaded",
+            Self::Refused(Refusal::UnknownService | Refusal::ServiceRefused(_)) => "worker_refused",
+            Self::Broken(_) => "stream_reset",
+            Self::Federation(e) => &e.code,
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    /// The status, and the seconds of a `Retry-After` when trying again helps.
+    fn status(&self) -> (u16, Option<u32>) {
+        match self {
+            Self::Auth(_) | Self::Internal(_) => unreachable!("answered as an ApiError"),
+            Self::Invalid(_) | Self::InvalidField { .. } => (400, None),
+            Self::Denied { .. } => (403, None),
+            Self::NoRoute { why, .. } => match why {
+                NoRoute::UnknownModel => (404, None),
+                NoRoute::Cold => (503, Some(LOADING_RETRY_AFTER)),
+                NoRoute::Busy => (429, Some(BUSY_RETRY_AFTER)),
+            },
+            Self::NoCarrier => (503, None),
+            Self::Refused(Refusal::NotDelivered(_) | Refusal::NoRoute(_)) => {
+                (503, Some(BUSY_RETRY_AFTER))
+            }
+            Self::Refused(Refusal::Overloaded) => (429, Some(BUSY_RETRY_AFTER)),
+            Self::Refused(_) | Self::Broken(_) => (502, None),
+            // A peer's status that is not an HTTP status is a bad gateway.
+            Self::Federation(e) => (
+                if (100..1000).contains(&e.status) {
+                    e.status
+                } else {
+                    502
+                },
+                None,
+            ),
+        }
+    }
+
+    /// What the client reads.
+    fn message(&self) -> String {
+        match self {
+            Self::NoRoute { why, model } => match why {
+                NoRoute::UnknownModel => format!("no deployment serves `{model}`"),
+                NoRoute::Cold => "the model is deployed but no replica is ready yet".into(),
+                NoRoute::Busy => "every replica of this model is at its concurrency limit".into(),
+            },
+            other => other.to_string(),
+        }
+    }
+
+    /// The answer a client gets instead of the engine's.
+    pub fn answer(self) -> Answer {
+        let (status, code, message, param, retry_after) = match self {
+            Self::Auth(e) => {
+                let api = ApiError::from(e);
+                (
+                    api.status.as_u16(),
+                    api.code.to_string(),
+                    api.message,
+                    None,
+                    None,
+                )
+            }
+            Self::Internal(detail) => {
+                let api = ApiError::internal(detail);
+                (
+                    api.status.as_u16(),
+                    api.code.to_string(),
+                    api.message,
+                    None,
+                    None,
+                )
+            }
+            other => {
+                let (status, retry_after) = other.status();
+                let param = match &other {
+                    Self::InvalidField { param, .. } => Some(*param),
+                    _ => None,
+                };
+                (
+                    status,
+                    other.code().to_string(),
+                    other.message(),
+                    param,
+                    retry_after,
+                )
+            }
+        };
+        let mut error = json!({"code": code, "message": message});
+        if let Some(param) = param {
+            error["param"] = json!(param);
+        }
+        let body = Bytes::from(json!({ "error": error }).to_string());
+        let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
+        if let Some(seconds) = retry_after {
+            headers.push(("retry-after".into(), seconds.to_string()));
+        }
+        Answer::whole(status, headers, body)
+    }
+}
