@@ -77,6 +77,7 @@ impl Host for ServerHost {
                 headers: answer.headers,
                 body: answer
                     .body
+                    .into_stream()
                     .map(|chunk| chunk.map_err(|e| e.to_string()))
                     .boxed(),
                 admitted,

@@ -7,8 +7,23 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-/// An answer's body: chunks as the engine sends them.
-pub type AnswerBody = BoxStream<'static, Result<Bytes, std::io::Error>>;
+/// An answer's body.
+pub enum AnswerBody {
+    /// Known whole (a refusal): its length is said up front.
+    Whole(Bytes),
+    /// Chunks as the engine sends them.
+    Streaming(BoxStream<'static, Result<Bytes, std::io::Error>>),
+}
+
+impl AnswerBody {
+    /// The body as chunks, whichever it is.
+    pub fn into_stream(self) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
+        match self {
+            Self::Whole(bytes) => futures::stream::once(async move { Ok(bytes) }).boxed(),
+            Self::Streaming(stream) => stream,
+        }
+    }
+}
 
 /// An answer, its body streaming behind its head.
 pub struct Answer {
@@ -47,7 +62,7 @@ impl Answer {
         Self {
             status,
             headers,
-            body: futures::stream::once(async move { Ok(body) }).boxed(),
+            body: AnswerBody::Whole(body),
         }
     }
 
@@ -61,7 +76,13 @@ impl Answer {
 
     /// Reads the body whole, up to `limit` bytes.
     pub async fn read(self, limit: usize) -> Result<Bytes, ReadError> {
-        let mut body = self.body;
+        let mut body = match self.body {
+            AnswerBody::Whole(bytes) if bytes.len() > limit => {
+                return Err(ReadError::TooLarge(limit));
+            }
+            AnswerBody::Whole(bytes) => return Ok(bytes),
+            AnswerBody::Streaming(stream) => stream,
+        };
         let mut whole = bytes::BytesMut::new();
         while let Some(chunk) = body.next().await {
             let chunk = chunk?;

@@ -18,7 +18,7 @@ use switchyard_protocol::stream::{AnswerHead, INFERENCE, InferenceHead};
 use switchyard_federation::inflight::Revocation;
 
 use super::answer::valid_header;
-use super::{Answer, InferenceError};
+use super::{Answer, AnswerBody, InferenceError};
 use crate::routing::{Lease, Routing};
 use crate::state::AppState;
 
@@ -127,6 +127,7 @@ impl Target {
             Some((revocation, grant)) => until_revoked(body, revocation, grant, events).boxed(),
             None => body.boxed(),
         };
+        let body = AnswerBody::Streaming(body);
         Ok(Answer {
             status: status(head.status),
             headers,

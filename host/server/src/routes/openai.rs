@@ -28,7 +28,7 @@ use tracing::field::Empty;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::inference::metrics::model_label;
-use crate::inference::{self, Answer, Endpoint, ValidRequest};
+use crate::inference::{self, Answer, AnswerBody, Endpoint, ValidRequest};
 use crate::state::AppState;
 
 /// `GET /v1/models`, as OpenAI lists models.
@@ -177,7 +177,10 @@ async fn proxy(caller: Caller, state: Arc<AppState>, endpoint: Endpoint, body: B
 
 impl IntoResponse for Answer {
     fn into_response(self) -> Response {
-        let mut response = Response::new(Body::from_stream(self.body));
+        let mut response = Response::new(match self.body {
+            AnswerBody::Whole(bytes) => Body::from(bytes),
+            AnswerBody::Streaming(stream) => Body::from_stream(stream),
+        });
         *response.status_mut() =
             StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_GATEWAY);
         let headers = response.headers_mut();
