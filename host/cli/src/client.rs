@@ -44,6 +44,21 @@ impl Client {
         Ok(body)
     }
 
+    /// [`Client::send`], the answer read as `T` (a `host/protocol` type).
+    pub async fn send_as<T: serde::de::DeserializeOwned>(
+        &self,
+        request: RequestBuilder,
+    ) -> anyhow::Result<T> {
+        let body = self.send(request).await?;
+        serde_json::from_value(body).with_context(|| {
+            format!(
+                "{} answered in a shape this CLI does not read ({})",
+                self.base,
+                std::any::type_name::<T>()
+            )
+        })
+    }
+
     /// Sends and returns the status and JSON body of any answer (`null`
     /// when it has none), for a command that reads more of an error than
     /// its code ([`api_error`] still says it).

@@ -23,7 +23,7 @@ use super::api::ApiFailure;
 use super::api::typed;
 use super::page;
 use super::session::Session;
-use view::Chain;
+use switchyard_protocol::generations::ChainStatus;
 
 /// How often a point's replicas and decisions are redrawn, in milliseconds.
 const LIVE_EVERY_MS: u64 = 3000;
@@ -55,7 +55,7 @@ pub(super) async fn chain(
     console: &ConsoleState,
     session: &Session,
     point: AdmissionPoint,
-) -> Result<Chain, ApiFailure> {
+) -> Result<ChainStatus, ApiFailure> {
     let answer = session
         .api(console)
         .get(&format!("/api/admission/{point}"))

@@ -104,6 +104,7 @@ pub mod copies;
 pub mod decisions;
 pub mod engines;
 pub mod federation;
+pub mod generations;
 pub mod health;
 pub mod jobs;
 pub mod keys;

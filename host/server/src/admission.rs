@@ -18,7 +18,7 @@ use switchyard_runtime::admission::{
 };
 use switchyard_runtime::policy::PolicyPlugin;
 use switchyard_store::StoreError;
-use switchyard_store::admission::{Generation, StoredPolicy};
+use switchyard_store::admission::{BoundComponent, Generation};
 use tokio::sync::watch;
 
 use crate::bound::{BindError, Generations, Kind, Loader, RollbackRefused, Serving};
@@ -211,14 +211,14 @@ impl Admission {
     pub async fn resolve(
         &self,
         bindings: Vec<Binding>,
-    ) -> Result<Vec<StoredPolicy>, AdmissionError> {
+    ) -> Result<Vec<BoundComponent>, AdmissionError> {
         let mut policies = Vec::with_capacity(bindings.len());
         for binding in bindings {
             let record = self
                 .loader
                 .record(&binding.plugin, &binding.version, PluginKind::Policy)
                 .await?;
-            policies.push(StoredPolicy {
+            policies.push(BoundComponent {
                 plugin: record.name,
                 version: record.version,
                 sha256: record.sha256,

@@ -27,7 +27,7 @@ use switchyard_runtime::loader::ComponentSource;
 use switchyard_runtime::policy::{PolicyPlugin, PolicySource};
 use switchyard_runtime::{LoadError, PluginKind, Runtime};
 use switchyard_store::Store;
-use switchyard_store::admission::{Generation, StoredPolicy};
+use switchyard_store::admission::{BoundComponent, Generation};
 use switchyard_store::plugins::PluginRecord;
 
 pub use error::{BindError, load_message};
@@ -165,7 +165,7 @@ impl Loader {
     }
 
     /// Loads a bound component on the blocking pool.
-    pub async fn load<P: Loadable>(&self, stored: &StoredPolicy) -> Result<Arc<P>, BindError> {
+    pub async fn load<P: Loadable>(&self, stored: &BoundComponent) -> Result<Arc<P>, BindError> {
         let bytes = self.bytes.get(&stored.sha256).await?;
         let runtime = self.runtime.clone();
         let owned = stored.clone();

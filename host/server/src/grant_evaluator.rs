@@ -22,7 +22,7 @@ use switchyard_protocol::plugin::{FailMode, Mode};
 use switchyard_runtime::PluginKind;
 use switchyard_runtime::grant::{Charge, FederatedCall, Grant, GrantDecision, GrantPlugin, Usage};
 use switchyard_runtime::inline::InlineGate;
-use switchyard_store::admission::{Generation, ReplicaStatus, StoredPolicy};
+use switchyard_store::admission::{BoundComponent, Generation, ReplicaStatus};
 use switchyard_store::{Store, StoreError};
 use tokio::sync::watch;
 
@@ -156,8 +156,8 @@ fn entry(
     version: String,
     sha256: String,
     settings: serde_json::Value,
-) -> StoredPolicy {
-    StoredPolicy {
+) -> BoundComponent {
+    BoundComponent {
         plugin,
         version,
         sha256,
@@ -170,7 +170,10 @@ fn entry(
 
 /// What a generation binds: its one entry, or the shipped evaluator with
 /// `{}` settings for an empty one (generation 0, a rollback to it).
-pub async fn bound(store: &Store, generation: &Generation) -> Result<StoredPolicy, EvaluatorError> {
+pub async fn bound(
+    store: &Store,
+    generation: &Generation,
+) -> Result<BoundComponent, EvaluatorError> {
     if let Some(entry) = generation.policies.first() {
         return Ok(entry.clone());
     }
@@ -268,7 +271,10 @@ impl GrantEvaluator {
 
     /// Pins a binding to its registered component, which must be a grant
     /// evaluator.
-    pub async fn resolve(&self, binding: EvaluatorBinding) -> Result<StoredPolicy, EvaluatorError> {
+    pub async fn resolve(
+        &self,
+        binding: EvaluatorBinding,
+    ) -> Result<BoundComponent, EvaluatorError> {
         let record = self
             .loader
             .record(&binding.plugin, &binding.version, PluginKind::Grant)
@@ -282,7 +288,7 @@ impl GrantEvaluator {
     }
 
     /// What a generation binds (see [`bound`]).
-    pub async fn bound(&self, generation: &Generation) -> Result<StoredPolicy, EvaluatorError> {
+    pub async fn bound(&self, generation: &Generation) -> Result<BoundComponent, EvaluatorError> {
         bound(self.loader.store(), generation).await
     }
 

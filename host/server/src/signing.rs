@@ -15,7 +15,7 @@ use switchyard_protocol::carrier::Pins;
 use switchyard_protocol::plugin::PluginKind;
 use switchyard_protocol::signing::{RequireSigned, SIGNATURE_HEADER, Signer, SignerTrust};
 use switchyard_signing::SignatureError;
-use switchyard_store::admission::StoredPolicy;
+use switchyard_store::admission::BoundComponent;
 use switchyard_store::plugins::{PluginRecord, SignedBy};
 use switchyard_store::{Store, StoreError};
 
@@ -173,7 +173,7 @@ pub fn check_binding(
 
 /// Whether stored bindings (a generation a rollback restores) may be bound
 /// again now: [`check_binding`] for each component the registry holds.
-pub async fn check_stored<E>(store: &Store, policies: &[StoredPolicy]) -> Result<(), E>
+pub async fn check_stored<E>(store: &Store, policies: &[BoundComponent]) -> Result<(), E>
 where
     E: From<StoreError> + From<SignatureRefusal>,
 {
@@ -243,7 +243,7 @@ pub fn trust_warning(record: &PluginRecord) -> Option<String> {
 /// in order, and a warning for each signed by a key not trusted (any more).
 pub async fn signers(
     store: &Store,
-    components: &[StoredPolicy],
+    components: &[BoundComponent],
 ) -> Result<(Vec<Option<Signer>>, Vec<String>), StoreError> {
     let mut signers = Vec::new();
     let mut warnings = Vec::new();

@@ -1,68 +1,9 @@
 //! Admission generations: every change of a point's chain is a new row, the
 //! newest wins, and each replica records which one it serves.
 
-use serde::{Deserialize, Serialize};
-use switchyard_protocol::decisions::DecisionLogging;
-use switchyard_protocol::plugin::{FailMode, Mode};
-
 use crate::{ADMISSION_CHANNEL, Store, StoreError};
 
-/// One policy of a stored chain.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct StoredPolicy {
-    /// Plugin name.
-    pub plugin: String,
-    /// Plugin version.
-    pub version: String,
-    /// The component's digest, pinned when the chain was set.
-    pub sha256: String,
-    /// The binding's settings.
-    pub settings: serde_json::Value,
-    /// Whether its deny counts (stored as `enforce` or `monitor`).
-    pub mode: Mode,
-    /// What its error means (stored as `closed` or `open`).
-    pub fail: FailMode,
-    /// What the decision log keeps of its answers (absent in chains stored
-    /// before the log: the defaults).
-    #[serde(flatten, default)]
-    pub log: DecisionLogging,
-}
-
-/// A point's chain at one generation.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Generation {
-    /// The point.
-    pub point: String,
-    /// Its number; 0 is the empty chain before any binding.
-    pub generation: i64,
-    /// The policies, in order.
-    pub policies: Vec<StoredPolicy>,
-    /// Why it was made (`set`, `rollback to 3`).
-    pub note: String,
-    /// The key that made it.
-    pub created_by: String,
-    /// When.
-    pub created_at: Option<String>,
-}
-
-/// What one replica serves at one point.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ReplicaStatus {
-    /// The replica's instance id.
-    pub instance: String,
-    /// Its host name.
-    pub hostname: String,
-    /// The generation it serves.
-    pub generation: i64,
-    /// `current`, `behind` or `failed`.
-    pub status: String,
-    /// The newer generation it could not build, and why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failed_generation: Option<i64>,
-    /// Why that generation failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+pub use switchyard_protocol::generations::{BoundComponent, Generation, ReplicaStatus};
 
 /// The note of a generation made by rolling back to `target`.
 pub fn rollback_note(target: i64) -> String {
@@ -95,7 +36,7 @@ impl Store {
     pub async fn push_generation(
         &self,
         point: &str,
-        policies: &[StoredPolicy],
+        policies: &[BoundComponent],
         note: &str,
         created_by: &str,
     ) -> Result<Generation, StoreError> {

@@ -10,6 +10,7 @@ use anyhow::Context;
 use reqwest::Method;
 use serde_json::{Value, json};
 use switchyard_protocol::admin::{Rollback, SetEvaluator};
+use switchyard_protocol::generations::{EvaluatorStatus, Generation};
 
 use super::carrier::{row, table};
 use super::federation::print_json;
@@ -25,7 +26,9 @@ pub async fn evaluator(action: EvaluatorAction, out: Output) -> anyhow::Result<E
                 .send(client.request(Method::GET, "/api/federation/evaluator"))
                 .await?;
             if !out.json {
-                print!("{}", render_show(&body));
+                let status: EvaluatorStatus =
+                    serde_json::from_value(body.clone()).context("the evaluator's status")?;
+                print!("{}", render_show(&status));
             }
             body
         }
@@ -47,7 +50,9 @@ pub async fn evaluator(action: EvaluatorAction, out: Output) -> anyhow::Result<E
                 .send_json(Method::PUT, "/api/federation/evaluator", &body)
                 .await?;
             if !out.json {
-                print!("{}", render_generation(&body));
+                let generation: Generation =
+                    serde_json::from_value(body.clone()).context("the new generation")?;
+                print!("{}", render_generation(&generation));
             }
             body
         }
@@ -60,7 +65,9 @@ pub async fn evaluator(action: EvaluatorAction, out: Output) -> anyhow::Result<E
                 )
                 .await?;
             if !out.json {
-                print!("{}", render_generation(&body));
+                let generation: Generation =
+                    serde_json::from_value(body.clone()).context("the new generation")?;
+                print!("{}", render_generation(&generation));
             }
             body
         }
@@ -84,71 +91,73 @@ pub fn settings_document(text: &str) -> anyhow::Result<Value> {
     }
 }
 
-/// A JSON field as text, `-` when absent or null.
-fn text(value: &Value) -> String {
+/// A value, `-` when absent or empty.
+fn or_dash(value: Option<&str>) -> String {
     match value {
-        Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+        Some(text) if !text.is_empty() => text.to_string(),
+        _ => "-".into(),
+    }
+}
+
+/// ` (rollback to 0)`: a note worth saying (every other is `set`).
+fn note(note: &str) -> String {
+    match note {
+        "" | "set" => String::new(),
+        other => format!(" ({other})"),
     }
 }
 
 /// The answer of `GET /api/federation/evaluator`: the generation in force,
 /// the history, and each replica's generation and status.
-pub fn render_show(body: &Value) -> String {
-    let generation = &body["generation"];
-    let mut out = format!("generation:  {}", text(generation));
-    if let Some(note) = body["note"]
-        .as_str()
-        .filter(|n| !n.is_empty() && *n != "set")
-    {
-        out.push_str(&format!(" ({note})"));
-    }
-    out.push('\n');
+pub fn render_show(status: &EvaluatorStatus) -> String {
+    let current = &status.current;
+    let mut out = format!(
+        "generation:  {}{}\n",
+        current.generation,
+        note(&current.note)
+    );
     out.push_str(&format!(
         "evaluator:   {} {}",
-        text(&body["plugin"]),
-        text(&body["version"])
+        current.plugin,
+        or_dash(current.version.as_deref())
     ));
-    if body["shipped"] == json!(true) {
+    if status.shipped {
         out.push_str(" (shipped with the binary)");
     }
     out.push('\n');
-    if !body["sha256"].is_null() {
-        out.push_str(&format!("sha256:      {}\n", text(&body["sha256"])));
+    if let Some(sha256) = &status.sha256 {
+        out.push_str(&format!("sha256:      {sha256}\n"));
     }
-    out.push_str(&format!("settings:    {}\n", body["settings"]));
-    if body["created_by"].as_str().is_some_and(|by| !by.is_empty()) {
+    out.push_str(&format!("settings:    {}\n", status.settings));
+    if !current.created_by.is_empty() {
         out.push_str(&format!(
             "made:        {} by {}\n",
-            text(&body["created_at"]),
-            text(&body["created_by"])
+            or_dash(current.created_at.as_deref()),
+            current.created_by
         ));
     }
-    if let Some(error) = body["error"].as_str() {
+    if let Some(error) = &status.error {
         out.push_str(&format!("error:       {error}\n"));
     }
 
-    let history = body["history"].as_array().cloned().unwrap_or_default();
-    out.push_str(&format!("\nhistory ({})\n", history.len()));
-    if !history.is_empty() {
+    out.push_str(&format!("\nhistory ({})\n", status.history.len()));
+    if !status.history.is_empty() {
         let mut rows = vec![row(["GENERATION", "PLUGIN", "VERSION", "NOTE", "BY", "AT"])];
-        for g in &history {
+        for g in &status.history {
             rows.push(vec![
-                text(&g["generation"]),
-                text(&g["plugin"]),
-                text(&g["version"]),
-                text(&g["note"]),
-                text(&g["created_by"]),
-                text(&g["created_at"]),
+                g.generation.to_string(),
+                g.plugin.clone(),
+                or_dash(g.version.as_deref()),
+                or_dash(Some(&g.note)),
+                or_dash(Some(&g.created_by)),
+                or_dash(g.created_at.as_deref()),
             ]);
         }
         out.push_str(&table(&rows));
     }
 
-    let replicas = body["replicas"].as_array().cloned().unwrap_or_default();
-    out.push_str(&format!("\nreplicas ({})\n", replicas.len()));
-    if !replicas.is_empty() {
+    out.push_str(&format!("\nreplicas ({})\n", status.replicas.len()));
+    if !status.replicas.is_empty() {
         let mut rows = vec![row([
             "INSTANCE",
             "HOSTNAME",
@@ -156,16 +165,20 @@ pub fn render_show(body: &Value) -> String {
             "STATUS",
             "FAILED",
         ])];
-        for r in &replicas {
-            let failed = match (&r["failed_generation"], &r["error"]) {
-                (Value::Null, Value::Null) => "-".to_string(),
-                (g, e) => format!("generation {}: {}", text(g), text(e)),
+        for r in &status.replicas {
+            let failed = match (r.failed_generation, &r.error) {
+                (None, None) => "-".to_string(),
+                (g, e) => format!(
+                    "generation {}: {}",
+                    g.map_or("-".into(), |g| g.to_string()),
+                    or_dash(e.as_deref())
+                ),
             };
             rows.push(vec![
-                text(&r["instance"]),
-                text(&r["hostname"]),
-                text(&r["generation"]),
-                text(&r["status"]),
+                r.instance.clone(),
+                r.hostname.clone(),
+                r.generation.to_string(),
+                r.status.clone(),
                 failed,
             ]);
         }
@@ -175,27 +188,20 @@ pub fn render_show(body: &Value) -> String {
 }
 
 /// A new generation (the answer of `set` and `rollback`): what it binds.
-pub fn render_generation(body: &Value) -> String {
-    let entry = &body["policies"][0];
-    let what = if entry.is_null() {
-        "the shipped grant-standard".to_string()
-    } else {
-        format!("{} {}", text(&entry["plugin"]), text(&entry["version"]))
+pub fn render_generation(generation: &Generation) -> String {
+    let entry = generation.policies.first();
+    let what = match entry {
+        None => "the shipped grant-standard".to_string(),
+        Some(entry) => format!("{} {}", entry.plugin, entry.version),
     };
     let mut out = format!(
-        "grant evaluator generation {}: {what}",
-        text(&body["generation"])
+        "grant evaluator generation {}: {what}{}\n",
+        generation.generation,
+        note(&generation.note)
     );
-    if let Some(note) = body["note"]
-        .as_str()
-        .filter(|n| !n.is_empty() && *n != "set")
-    {
-        out.push_str(&format!(" ({note})"));
-    }
-    out.push('\n');
-    if !entry.is_null() {
-        out.push_str(&format!("sha256:      {}\n", text(&entry["sha256"])));
-        out.push_str(&format!("settings:    {}\n", entry["settings"]));
+    if let Some(entry) = entry {
+        out.push_str(&format!("sha256:      {}\n", entry.sha256));
+        out.push_str(&format!("settings:    {}\n", entry.settings));
     }
     out.push_str(
         "every replica loads it within seconds; `switchyard federation evaluator show` \
@@ -244,7 +250,7 @@ mod tests {
                  "failed_generation": 2, "error": "boom"}
             ]
         });
-        let text = render_show(&body);
+        let text = render_show(&serde_json::from_value(body).unwrap());
         assert!(
             text.starts_with(
                 "generation:  2 (rollback to 0)\nevaluator:   grant-standard 0.1.0 (shipped with the binary)\n"
@@ -262,9 +268,13 @@ mod tests {
 
     #[test]
     fn a_generation_names_what_it_binds() {
-        let set = json!({"generation": 1, "note": "set", "policies": [
+        let generation = |body: Value| -> Generation { serde_json::from_value(body).unwrap() };
+        let set = generation(
+            json!({"point": "grant-evaluator", "generation": 1, "note": "set",
+            "created_by": "k1", "created_at": "T1", "policies": [
             {"plugin": "grant-standard", "version": "0.1.0", "sha256": "ab",
-             "settings": {"deny_peers": ["x"]}}]});
+             "settings": {"deny_peers": ["x"]}, "mode": "enforce", "fail": "closed"}]}),
+        );
         let text = render_generation(&set);
         assert!(
             text.starts_with("grant evaluator generation 1: grant-standard 0.1.0\n"),
@@ -274,7 +284,8 @@ mod tests {
             text.contains(r#"settings:    {"deny_peers":["x"]}"#),
             "{text}"
         );
-        let back = json!({"generation": 2, "note": "rollback to 0", "policies": []});
+        let back = generation(json!({"point": "grant-evaluator", "generation": 2,
+            "note": "rollback to 0", "created_by": "k1", "created_at": "T2", "policies": []}));
         assert!(
             render_generation(&back).starts_with(
                 "grant evaluator generation 2: the shipped grant-standard (rollback to 0)\n"

@@ -13,6 +13,8 @@ use anyhow::Context;
 use reqwest::Method;
 use serde_json::{Value, json};
 use switchyard_protocol::admin::{PolicyBinding, SetChain};
+use switchyard_protocol::generations::ChainStatus;
+use switchyard_protocol::plugin::Mode;
 use switchyard_runtime::PluginKind;
 
 use super::up::{DEMO_MODEL, say};
@@ -74,8 +76,8 @@ pub async fn bind_shipped(api: &Client, data_dir: &Path) -> anyhow::Result<Vec<S
     let mut lines = Vec::new();
     for (point, chain) in shipped_chains() {
         let path = format!("/api/admission/{point}");
-        let mut shown = api.send(api.request(Method::GET, &path)).await?;
-        if shown["generation"] == 0 {
+        let mut shown: ChainStatus = api.send_as(api.request(Method::GET, &path)).await?;
+        if shown.generation == 0 {
             let mut policies = Vec::new();
             for binding in &chain {
                 let file = settings_file(&settings_dir, binding.plugin);
@@ -93,7 +95,7 @@ pub async fn bind_shipped(api: &Client, data_dir: &Path) -> anyhow::Result<Vec<S
             api.send_json(Method::PUT, &path, &SetChain { policies })
                 .await
                 .with_context(|| format!("binding the shipped {point} chain"))?;
-            shown = api.send(api.request(Method::GET, &path)).await?;
+            shown = api.send_as(api.request(Method::GET, &path)).await?;
         }
         lines.push(describe_chain(point, &shown));
     }
@@ -105,32 +107,25 @@ fn settings_file(dir: &Path, plugin: &str) -> PathBuf {
 }
 
 /// `inference (generation 1): model-allowlist@0.1.0 {"default":["demo-*"]} -> max-tokens@0.1.0 ...`
-fn describe_chain(point: &str, shown: &Value) -> String {
-    let policies = shown["policies"].as_array().cloned().unwrap_or_default();
-    let chain = if policies.is_empty() {
+fn describe_chain(point: &str, shown: &ChainStatus) -> String {
+    let chain = if shown.policies.is_empty() {
         "nothing bound".to_string()
     } else {
-        policies
+        shown
+            .policies
             .iter()
-            .map(|p| {
-                let mode = match p["mode"].as_str() {
-                    Some("monitor") => " (monitor)",
-                    _ => "",
+            .map(|signed| {
+                let p = &signed.component;
+                let mode = match p.mode {
+                    Mode::Monitor => " (monitor)",
+                    Mode::Enforce => "",
                 };
-                format!(
-                    "{}@{}{mode} {}",
-                    p["plugin"].as_str().unwrap_or("?"),
-                    p["version"].as_str().unwrap_or("?"),
-                    p["settings"]
-                )
+                format!("{}@{}{mode} {}", p.plugin, p.version, p.settings)
             })
             .collect::<Vec<_>>()
             .join("\n        -> ")
     };
-    format!(
-        "{point:<9} (generation {}): {chain}",
-        shown["generation"].as_i64().unwrap_or(0)
-    )
+    format!("{point:<9} (generation {}): {chain}", shown.generation)
 }
 
 /// Sends the two example requests with the demo key and words what the

@@ -22,7 +22,7 @@ use super::super::form::{Posted, redirect_after, redirect_with};
 use super::super::page::{self, Flash, csrf_field};
 use super::super::plugins::Version;
 use super::super::session::Session;
-use super::view::Chain;
+use switchyard_protocol::generations::ChainStatus;
 
 /// The most steps one form carries: a chain is a handful of policies.
 const MAX_STEPS: usize = 16;
@@ -53,17 +53,18 @@ impl Default for Step {
 }
 
 /// The steps of the chain as it is.
-fn steps_of(chain: &Chain) -> Vec<Step> {
+fn steps_of(chain: &ChainStatus) -> Vec<Step> {
     chain
         .policies
         .iter()
+        .map(|signed| &signed.component)
         .map(|p| Step {
             policy: format!("{}@{}", p.plugin, p.version),
-            mode: p.mode.clone(),
-            fail: p.fail.clone(),
+            mode: p.mode.to_string(),
+            fail: p.fail.to_string(),
             settings: serde_json::to_string_pretty(&p.settings).unwrap_or_else(|_| "{}".into()),
-            allow_sample: p.allow_sample.unwrap_or(DEFAULT_ALLOW_SAMPLE).to_string(),
-            log_requests: p.log_requests,
+            allow_sample: p.log.allow_sample.to_string(),
+            log_requests: p.log.log_requests,
         })
         .collect()
 }
@@ -73,7 +74,7 @@ fn steps_of(chain: &Chain) -> Vec<Step> {
 pub fn forms(
     session: &Session,
     point: AdmissionPoint,
-    chain: Option<&Chain>,
+    chain: Option<&ChainStatus>,
     registry: &Result<Vec<Version>, ApiFailure>,
     posted: Option<(&[Step], Option<&ApiFailure>)>,
 ) -> Markup {

@@ -3,71 +3,29 @@
 //! log.
 
 use maud::{Markup, html};
-use serde::Deserialize;
 use serde_json::Value;
 use switchyard_protocol::decisions::{DecisionLog, RecordedDecision};
-use switchyard_protocol::signing::Signer;
+use switchyard_protocol::generations::{BoundComponent, ChainStatus, ReplicaStatus};
 
 use super::super::page;
 
-/// `GET /api/admission/{point}`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Chain {
-    pub generation: i64,
-    pub policies: Vec<Policy>,
-    pub note: String,
-    pub created_by: String,
-    pub created_at: Option<String>,
-    pub trust_warnings: Vec<String>,
-    pub replicas: Vec<Replica>,
-}
-
-/// One policy of a chain.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Policy {
-    pub plugin: String,
-    pub version: String,
-    pub sha256: String,
-    pub settings: Value,
-    pub mode: String,
-    pub fail: String,
-    pub log_requests: bool,
-    pub allow_sample: Option<u32>,
-    pub signature: Option<Signer>,
-}
-
-/// What one replica serves at the point.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Replica {
-    pub instance: String,
-    pub hostname: String,
-    pub generation: i64,
-    /// `current`, `behind` or `failed`.
-    pub status: String,
-    pub failed_generation: Option<i64>,
-    pub error: Option<String>,
-}
-
 /// `model-allowlist 1.0.0 (enforce) → max-tokens 1.0.0 (monitor)`.
-pub fn chain_summary(chain: &Chain) -> Markup {
+pub fn chain_summary(chain: &ChainStatus) -> Markup {
     html! {
         @if chain.policies.is_empty() {
             span.muted { "empty: everything is allowed" }
         } @else {
-            @for (i, p) in chain.policies.iter().enumerate() {
+            @for (i, p) in chain.policies.iter().map(|p| &p.component).enumerate() {
                 @if i > 0 { " → " }
                 code { (p.plugin) " " (p.version) } " "
-                span class=(format!("state {}", mode_class(&p.mode))) { (p.mode) }
+                span class=(format!("state {}", mode_class(p.mode.as_str()))) { (p.mode) }
             }
         }
     }
 }
 
 /// `2 of 2 current`, or who is behind or failed.
-pub fn replicas_summary(replicas: &[Replica]) -> Markup {
+pub fn replicas_summary(replicas: &[ReplicaStatus]) -> Markup {
     let current = replicas.iter().filter(|r| r.status == "current").count();
     let failed = replicas.iter().filter(|r| r.status == "failed").count();
     html! {
@@ -79,7 +37,7 @@ pub fn replicas_summary(replicas: &[Replica]) -> Markup {
 }
 
 /// The chain at its generation, policy by policy.
-pub fn chain_panel(chain: &Chain) -> Markup {
+pub fn chain_panel(chain: &ChainStatus) -> Markup {
     html! {
         section.panel aria-labelledby="chain-title" {
             h2 #chain-title { "Chain at generation " (chain.generation) }
@@ -103,16 +61,17 @@ pub fn chain_panel(chain: &Chain) -> Markup {
                         th { "Settings" } th { "Decision log" } th { "Signature" }
                     } }
                     tbody {
-                        @for (i, p) in chain.policies.iter().enumerate() {
+                        @for (i, signed) in chain.policies.iter().enumerate() {
+                            @let p = &signed.component;
                             tr {
                                 td { (i + 1) }
                                 td { code { (p.plugin) " " (p.version) } br;
                                      span.muted title=(p.sha256) { (p.sha256.get(..12).unwrap_or(&p.sha256)) "…" } }
-                                td { span class=(format!("state {}", mode_class(&p.mode))) { (p.mode) } }
-                                td { (fail_words(&p.fail)) }
+                                td { span class=(format!("state {}", mode_class(p.mode.as_str()))) { (p.mode) } }
+                                td { (fail_words(p.fail.as_str())) }
                                 td { code.settings { (compact(&p.settings)) } }
                                 td { (logging_words(p)) }
-                                td { (super::super::plugins::signature(&p.signature)) }
+                                td { (super::super::plugins::signature(&signed.signature)) }
                             }
                         }
                     }
@@ -123,7 +82,7 @@ pub fn chain_panel(chain: &Chain) -> Markup {
 }
 
 /// Every replica and the generation it serves.
-pub fn replicas_table(chain: &Chain) -> Markup {
+pub fn replicas_table(chain: &ChainStatus) -> Markup {
     html! {
         @if chain.replicas.is_empty() {
             (page::empty("No replica has reported in the last 30 seconds.", html! {
@@ -206,14 +165,13 @@ fn fail_words(fail: &str) -> &'static str {
     }
 }
 
-fn logging_words(p: &Policy) -> String {
-    let sample = match p.allow_sample {
-        Some(0) => "no allows".to_string(),
-        Some(1) => "every allow".to_string(),
-        Some(n) => format!("1 allow in {n}"),
-        None => "1 allow in 100".to_string(),
+fn logging_words(p: &BoundComponent) -> String {
+    let sample = match p.log.allow_sample {
+        0 => "no allows".to_string(),
+        1 => "every allow".to_string(),
+        n => format!("1 allow in {n}"),
     };
-    if p.log_requests {
+    if p.log.log_requests {
         format!("{sample}, with requests")
     } else {
         sample

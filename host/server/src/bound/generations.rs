@@ -8,7 +8,7 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use switchyard_store::StoreError;
 use switchyard_store::admission::{
-    Generation, ReplicaStatus, StoredPolicy, rollback_note, rolled_back_to,
+    BoundComponent, Generation, ReplicaStatus, rollback_note, rolled_back_to,
 };
 
 use super::{BindError, Kind, Loader, Serving};
@@ -65,7 +65,7 @@ impl<K: Kind> Generations<K> {
     /// swapped in; the other replicas follow the row.
     pub async fn commit(
         &self,
-        policies: &[StoredPolicy],
+        policies: &[BoundComponent],
         note: &str,
         by: &str,
     ) -> Result<Generation, K::Error> {

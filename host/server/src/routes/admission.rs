@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
 use switchyard_protocol::admin::{PolicyBinding, Rollback, SetChain};
+use switchyard_protocol::generations::{ChainStatus, Generation, SignedComponent};
 use switchyard_runtime::admission::AdmissionRequest;
 
 use crate::admission::{Binding, point};
@@ -35,7 +36,7 @@ impl From<PolicyBinding> for Binding {
     params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
     request_body = SetChain,
     responses(
-        (status = 200, description = "The new generation"),
+        (status = 200, body = Generation, description = "The new generation"),
         (status = 404, description = "`unknown_point` or `plugin_not_found`"),
         (status = 422, description = "`invalid_settings` (the plugin's own message), `point_not_supported`, `wrong_kind`, or `invalid_request`: a `mode` or `fail` that is none of the above; where policies require signatures (`require_signed`), `signature_required` (an unsigned policy) or `untrusted_signature` (signed by a key not, or no longer, trusted)"),
     ))]
@@ -44,7 +45,7 @@ pub async fn set(
     State(state): State<Arc<AppState>>,
     ApiPath(point_name): ApiPath<String>,
     ApiJson(body): ApiJson<SetChain>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Generation>> {
     let point = point(&point_name)?;
     let bindings = body.policies.into_iter().map(Binding::from).collect();
     let policies = state.admission.resolve(bindings).await?;
@@ -54,7 +55,7 @@ pub async fn set(
         .commit(&policies, "set", &caller.key_id)
         .await?;
     tracing::info!(%point, generation = generation.generation, by = %caller.key_id, "admission chain set");
-    Ok(Json(json!(generation)))
+    Ok(Json(generation))
 }
 
 /// The chain, its generation, and what each replica serves. Each policy
@@ -64,12 +65,12 @@ pub async fn set(
 /// while policies require signatures.
 #[utoipa::path(get, path = "/api/admission/{point}", tag = "admission",
     params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
-    responses((status = 200, description = "`{point, generation, policies: [{plugin, version, ..., signature}], trust_warnings: [string], replicas: [{instance, generation, status, error}]}`"), (status = 404, description = "`unknown_point`")))]
+    responses((status = 200, body = ChainStatus, description = "The chain, each policy with its signer, and what each replica serves"), (status = 404, description = "`unknown_point`")))]
 pub async fn show(
     _caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
     ApiPath(point_name): ApiPath<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ChainStatus>> {
     let point = point(&point_name)?;
     let latest = state.store.latest_generation(point.as_str()).await?;
     let replicas = state
@@ -77,15 +78,25 @@ pub async fn show(
         .admission_replicas(point.as_str(), latest.generation)
         .await?;
     let (signers, trust_warnings) = crate::signing::signers(&state.store, &latest.policies).await?;
-    let mut body = json!(latest);
-    if let Some(policies) = body["policies"].as_array_mut() {
-        for (policy, signer) in policies.iter_mut().zip(signers) {
-            policy["signature"] = json!(signer);
-        }
-    }
-    body["trust_warnings"] = json!(trust_warnings);
-    body["replicas"] = json!(replicas);
-    Ok(Json(body))
+    let policies = latest
+        .policies
+        .into_iter()
+        .zip(signers)
+        .map(|(component, signature)| SignedComponent {
+            component,
+            signature,
+        })
+        .collect();
+    Ok(Json(ChainStatus {
+        point: latest.point,
+        generation: latest.generation,
+        policies,
+        note: latest.note,
+        created_by: latest.created_by,
+        created_at: latest.created_at,
+        trust_warnings,
+        replicas,
+    }))
 }
 
 /// A new generation with an older chain: the one before the generation whose
@@ -95,7 +106,7 @@ pub async fn show(
     params(("point" = String, Path, description = "inference, deploy, transfer or federation")),
     request_body(content = Rollback, description = "optional: `{generation}` to restore"),
     responses(
-        (status = 200, description = "The new generation"),
+        (status = 200, body = Generation, description = "The new generation"),
         (status = 400, description = "`invalid_request`: the target is not older than the newest generation"),
         (status = 404, description = "`unknown_point`, or `not_found`: no such generation"),
         (status = 409, description = "`nothing_to_rollback`: no generation yet, or the active chain is the empty one of generation 0"),
@@ -107,7 +118,7 @@ pub async fn rollback(
     ApiPath(point_name): ApiPath<String>,
     headers: HeaderMap,
     body: Bytes,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Generation>> {
     let point = point(&point_name)?;
     let wanted = if body.is_empty() {
         Rollback::default()
@@ -120,7 +131,7 @@ pub async fn rollback(
         .roll_back(wanted.generation, &caller.key_id)
         .await?;
     tracing::info!(%point, generation = generation.generation, to = restored, by = %caller.key_id, "admission chain rolled back");
-    Ok(Json(json!(generation)))
+    Ok(Json(generation))
 }
 
 /// Dry run: evaluates a request record with the chain this replica serves.

@@ -8,9 +8,8 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use serde_json::{Value, json};
 use switchyard_protocol::admin::{Rollback, SetEvaluator};
-use switchyard_store::admission::Generation;
+use switchyard_protocol::generations::{EvaluatorGeneration, EvaluatorStatus, Generation};
 
 use crate::auth::{Admin, Authorized, FederationManage};
 use crate::error::ApiResult;
@@ -24,7 +23,7 @@ use crate::state::AppState;
 #[utoipa::path(put, path = "/api/federation/evaluator", tag = "federation",
     request_body = SetEvaluator,
     responses(
-        (status = 200, description = "The new generation: `{point, generation, policies: [{plugin, version, sha256, settings}], note, created_by, created_at}`"),
+        (status = 200, body = Generation, description = "The new generation"),
         (status = 401, description = "`unauthorized`"),
         (status = 403, description = "`forbidden`: the key lacks `admin`"),
         (status = 404, description = "`plugin_not_found`"),
@@ -34,7 +33,7 @@ pub async fn set(
     caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<SetEvaluator>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Generation>> {
     let evaluator = &state.grant_evaluator;
     let entry = evaluator
         .resolve(EvaluatorBinding {
@@ -48,32 +47,55 @@ pub async fn set(
         .commit(&[entry], "set", &caller.key_id)
         .await?;
     tracing::info!(generation = generation.generation, by = %caller.key_id, "grant evaluator bound");
-    Ok(Json(json!(generation)))
+    Ok(Json(generation))
 }
 
 /// The evaluator in force (generation 0: the shipped `grant-standard` with
 /// `{}` settings), the newest generations, and what each replica serves.
 #[utoipa::path(get, path = "/api/federation/evaluator", tag = "federation",
     responses(
-        (status = 200, description = "`{generation, plugin, version, sha256, settings, shipped, signature, trust_warnings, note, created_by, created_at, history: [{generation, plugin, version, note, created_by, created_at}], replicas: [{instance, hostname, generation, status: current|behind|failed, failed_generation?, error?}]}`"),
+        (status = 200, body = EvaluatorStatus, description = "The evaluator in force, its history, and what each replica serves"),
         (status = 401, description = "`unauthorized`"),
         (status = 403, description = "`forbidden`: the key lacks `federation:manage` and `admin`"),
     ))]
 pub async fn show(
     _caller: Authorized<FederationManage>,
     State(state): State<Arc<AppState>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<EvaluatorStatus>> {
     let evaluator = &state.grant_evaluator;
     let latest = state.store.latest_generation(POINT).await?;
     let history = state.store.generations(POINT, HISTORY).await?;
     let replicas = evaluator.replicas(latest.generation).await?;
-    let mut body = describe(&state, &latest).await;
     let (signers, trust_warnings) = crate::signing::signers(&state.store, &latest.policies).await?;
-    body["signature"] = json!(signers.into_iter().next().flatten());
-    body["trust_warnings"] = json!(trust_warnings);
-    body["history"] = history.iter().map(summary).collect();
-    body["replicas"] = json!(replicas);
-    Ok(Json(body))
+    let mut status = EvaluatorStatus {
+        current: summary(&latest),
+        shipped: latest.policies.is_empty(),
+        sha256: None,
+        settings: serde_json::json!({}),
+        signature: signers.into_iter().next().flatten(),
+        trust_warnings,
+        error: None,
+        history: history.iter().map(summary).collect(),
+        replicas,
+    };
+    // What it binds, spelled out even when it binds the shipped evaluator
+    // by default.
+    match state.grant_evaluator.bound(&latest).await {
+        Ok(entry) => {
+            status.current.plugin = entry.plugin;
+            status.current.version = Some(entry.version);
+            status.sha256 = Some(entry.sha256);
+            status.settings = entry.settings;
+        }
+        // Generation 0 with no grant-standard in the registry: say so
+        // rather than fail the whole status.
+        Err(e) => {
+            status.current.plugin = SHIPPED.into();
+            status.current.version = None;
+            status.error = Some(e.to_string());
+        }
+    }
+    Ok(Json(status))
 }
 
 /// A new generation with an older binding: the one before the generation
@@ -82,7 +104,7 @@ pub async fn show(
 #[utoipa::path(post, path = "/api/federation/evaluator/rollback", tag = "federation",
     request_body(content = Rollback, description = "optional: `{generation}` to restore"),
     responses(
-        (status = 200, description = "The new generation"),
+        (status = 200, body = Generation, description = "The new generation"),
         (status = 400, description = "`invalid_request`: the target is not older than the newest generation"),
         (status = 401, description = "`unauthorized`"),
         (status = 403, description = "`forbidden`: the key lacks `admin`"),
@@ -95,7 +117,7 @@ pub async fn rollback(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: Bytes,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Generation>> {
     let wanted = if body.is_empty() {
         Rollback::default()
     } else {
@@ -107,43 +129,18 @@ pub async fn rollback(
         .roll_back(wanted.generation, &caller.key_id)
         .await?;
     tracing::info!(generation = generation.generation, to = restored, by = %caller.key_id, "grant evaluator rolled back");
-    Ok(Json(json!(generation)))
-}
-
-/// A generation as the GET shows it: what it binds, spelled out even when
-/// it binds the shipped evaluator by default.
-async fn describe(state: &AppState, generation: &Generation) -> Value {
-    let mut body = summary(generation);
-    let shipped = generation.policies.is_empty();
-    body["shipped"] = json!(shipped);
-    match state.grant_evaluator.bound(generation).await {
-        Ok(entry) => {
-            body["plugin"] = json!(entry.plugin);
-            body["version"] = json!(entry.version);
-            body["sha256"] = json!(entry.sha256);
-            body["settings"] = entry.settings;
-        }
-        // Generation 0 with no grant-standard in the registry: say so
-        // rather than fail the whole status.
-        Err(e) => {
-            body["plugin"] = json!(SHIPPED);
-            body["version"] = Value::Null;
-            body["settings"] = json!({});
-            body["error"] = json!(e.to_string());
-        }
-    }
-    body
+    Ok(Json(generation))
 }
 
 /// One line of the history.
-fn summary(generation: &Generation) -> Value {
+fn summary(generation: &Generation) -> EvaluatorGeneration {
     let entry = generation.policies.first();
-    json!({
-        "generation": generation.generation,
-        "plugin": entry.map_or(SHIPPED, |e| e.plugin.as_str()),
-        "version": entry.map(|e| e.version.as_str()),
-        "note": generation.note,
-        "created_by": generation.created_by,
-        "created_at": generation.created_at,
-    })
+    EvaluatorGeneration {
+        generation: generation.generation,
+        plugin: entry.map_or(SHIPPED, |e| e.plugin.as_str()).to_string(),
+        version: entry.map(|e| e.version.clone()),
+        note: generation.note.clone(),
+        created_by: generation.created_by.clone(),
+        created_at: generation.created_at.clone(),
+    }
 }
