@@ -210,26 +210,18 @@ pub async fn federation_chain(
     state: &AppState,
     record: switchyard_runtime::admission::FederationRequest,
 ) -> Result<Option<u32>, InferenceError> {
-    let chain = state.admission.chain(AdmissionPoint::Federation);
-    if chain.entries.is_empty() {
+    if state
+        .admission
+        .chain(AdmissionPoint::Federation)
+        .entries
+        .is_empty()
+    {
         return Ok(None);
     }
-    let peer = record.peer.clone();
+    let peer = format!("peer:{}", record.peer);
     let record = switchyard_runtime::admission::AdmissionRequest::Federation(record);
-    let verdict = state
-        .admission
-        .judge(record)
-        .await
-        .map_err(InferenceError::internal)?;
-    match verdict.decision {
-        Decision::Deny(denial) => Err(InferenceError::denied(
-            denial.code,
-            denial.message,
-            &format!("peer:{peer}"),
-        )),
-        Decision::Patch {
-            patch: Patch::Federation(patch),
-        } => Ok(patch.max_tokens),
+    match judged(state, record, &peer).await? {
+        Some(Patch::Federation(patch)) => Ok(patch.max_tokens),
         _ => Ok(None),
     }
 }
@@ -240,26 +232,36 @@ async fn admit(
     state: &AppState,
     request: &ValidRequest,
 ) -> Result<Option<InferencePatch>, InferenceError> {
-    let chain = state.admission.chain(AdmissionPoint::Inference);
-    if chain.entries.is_empty() {
+    if state
+        .admission
+        .chain(AdmissionPoint::Inference)
+        .entries
+        .is_empty()
+    {
         // Nothing to ask: no record to build.
         return Ok(None);
     }
-    let record = request.admission(caller);
+    match judged(state, request.admission(caller), &caller.key_id).await? {
+        Some(Patch::Inference(patch)) => Ok(Some(patch)),
+        _ => Ok(None),
+    }
+}
+
+/// Judges a record with its point's chain: the patch, if any, or the
+/// denial (`who` names the caller in the log of a failed policy).
+async fn judged(
+    state: &AppState,
+    record: switchyard_runtime::admission::AdmissionRequest,
+    who: &str,
+) -> Result<Option<Patch>, InferenceError> {
     let verdict = state
         .admission
         .judge(record)
         .await
         .map_err(InferenceError::internal)?;
     match verdict.decision {
-        Decision::Deny(denial) => Err(InferenceError::denied(
-            denial.code,
-            denial.message,
-            &caller.key_id,
-        )),
-        Decision::Patch {
-            patch: Patch::Inference(patch),
-        } => Ok(Some(patch)),
+        Decision::Deny(denial) => Err(InferenceError::denied(denial.code, denial.message, who)),
+        Decision::Patch { patch } => Ok(Some(patch)),
         _ => Ok(None),
     }
 }

@@ -20,17 +20,12 @@ use crate::client::Client;
 /// Runs an `evaluator` command.
 pub async fn evaluator(action: EvaluatorAction, out: Output) -> anyhow::Result<ExitCode> {
     let client = Client::new(&out.api);
+    let shows = matches!(action, EvaluatorAction::Show);
     let body = match action {
         EvaluatorAction::Show => {
-            let body = client
+            client
                 .send(client.request(Method::GET, "/api/federation/evaluator"))
-                .await?;
-            if !out.json {
-                let status: EvaluatorStatus =
-                    serde_json::from_value(body.clone()).context("the evaluator's status")?;
-                print!("{}", render_show(&status));
-            }
-            body
+                .await?
         }
         EvaluatorAction::Set {
             plugin,
@@ -46,36 +41,34 @@ pub async fn evaluator(action: EvaluatorAction, out: Output) -> anyhow::Result<E
                 version,
                 settings,
             };
-            let body = client
+            client
                 .send_json(Method::PUT, "/api/federation/evaluator", &body)
-                .await?;
-            if !out.json {
-                let generation: Generation =
-                    serde_json::from_value(body.clone()).context("the new generation")?;
-                print!("{}", render_generation(&generation));
-            }
-            body
+                .await?
         }
         EvaluatorAction::Rollback { generation } => {
-            let body = client
+            client
                 .send_json(
                     Method::POST,
                     "/api/federation/evaluator/rollback",
                     &Rollback { generation },
                 )
-                .await?;
-            if !out.json {
-                let generation: Generation =
-                    serde_json::from_value(body.clone()).context("the new generation")?;
-                print!("{}", render_generation(&generation));
-            }
-            body
+                .await?
         }
     };
     if out.json {
         return print_json(&body);
     }
+    match shows {
+        true => print!("{}", render_show(&read::<EvaluatorStatus>(&body)?)),
+        false => print!("{}", render_generation(&read::<Generation>(&body)?)),
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An answer read as the `host/protocol` type it is.
+fn read<T: serde::de::DeserializeOwned>(body: &Value) -> anyhow::Result<T> {
+    serde_json::from_value(body.clone())
+        .with_context(|| format!("an answer that is not a {}", std::any::type_name::<T>()))
 }
 
 /// `--settings`: a JSON document, or `@FILE` holding one. Checked to be
