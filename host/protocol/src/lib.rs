@@ -113,6 +113,7 @@ pub mod limits;
 pub mod link;
 pub mod models;
 pub mod node;
+pub mod nodes;
 pub mod openai;
 pub mod plugin;
 pub mod signing;

@@ -4,35 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
 use switchyard_protocol::carrier::Attachment;
 use switchyard_protocol::node::Inventory;
+pub use switchyard_protocol::nodes::{Node, RegistrationToken};
 use switchyard_protocol::state::NodeState;
 use tokio_postgres::types::Json;
 
 use crate::keys::{mint_token, random_id, token_digest};
 use crate::{Store, StoreError, state_column};
-
-/// A registration token as listed (never the token).
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct RegistrationToken {
-    /// Stable id (`reg_...`).
-    pub id: String,
-    /// A label.
-    pub name: String,
-    /// When it was created.
-    pub created_at: String,
-    /// When it was revoked.
-    pub revoked_at: Option<String>,
-    /// When it stops registering workers; `None`: never.
-    pub expires_at: Option<String>,
-    /// How many registrations it may make; `None`: no limit.
-    pub max_uses: Option<i32>,
-    /// How many it made.
-    pub uses: i32,
-    /// When it last registered a worker.
-    pub last_used_at: Option<String>,
-}
 
 /// What limits a new registration token.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -74,33 +53,6 @@ fn registration_token(row: &tokio_postgres::Row) -> RegistrationToken {
         uses: row.get(6),
         last_used_at: row.get(7),
     }
-}
-
-/// A node as the API shows it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Node {
-    /// Stable id (`node_...`).
-    pub id: String,
-    /// The worker's name (unique).
-    pub name: String,
-    /// pending, healthy, unhealthy, draining or offline.
-    pub state: NodeState,
-    /// An address the frontends may dial, if the worker has one.
-    pub address: Option<String>,
-    /// What the worker reported: machine, GPUs, disk, engines.
-    pub inventory: Inventory,
-    /// When it (last) registered.
-    pub registered_at: String,
-    /// When an admin approved it.
-    pub approved_at: Option<String>,
-    /// Its last heartbeat.
-    pub last_heartbeat_at: Option<String>,
-    /// In maintenance: no new placements, its replicas stay.
-    pub maintenance: bool,
-    /// The worker's labels (`--label key=value`), matched by deployments' node selectors.
-    pub labels: BTreeMap<String, String>,
-    /// SHA-256s of the complete, verified files in its placement cache.
-    pub files_held: Vec<String>,
 }
 
 /// What the connect endpoint needs to authenticate a node.

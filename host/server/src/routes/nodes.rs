@@ -6,16 +6,16 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use serde_json::{Value, json};
 use switchyard_protocol::admin::NewRegistrationToken;
 use switchyard_protocol::carrier::Attachment;
 use switchyard_protocol::limits::MAX_FILES_REPORTED;
 use switchyard_protocol::node::{Heartbeat, HeartbeatAnswer, RegisterNode, Registered};
+use switchyard_protocol::nodes::{
+    CreatedRegistrationToken, Node, Nodes, RegistrationToken, RegistrationTokens,
+};
 use switchyard_protocol::state::NodeState;
 use switchyard_store::keys::token_digest;
-use switchyard_store::nodes::{
-    HeartbeatReport, Node, Registration, RegistrationRefused, TokenLimits,
-};
+use switchyard_store::nodes::{HeartbeatReport, Registration, RegistrationRefused, TokenLimits};
 
 use crate::auth::{Caller, authenticate_node, bearer};
 use crate::carriers::news;
@@ -37,7 +37,7 @@ const MAX_TOKEN_USES: i32 = 1_000_000;
 #[utoipa::path(post, path = "/api/nodes/registration-tokens", tag = "nodes", request_body = NewRegistrationToken,
     security(("bearer" = [])),
     responses(
-        (status = 201, description = "`{token: {id, name, created_at, expires_at, max_uses, uses}, value}`; the value is shown once",
+        (status = 201, body = CreatedRegistrationToken, description = "The token, and its value, shown once",
             example = json!({"token": {"id": "reg_0a1b2c3d4e5f6071", "name": "rack-4", "created_at": "2026-01-01T00:00:00Z", "revoked_at": null, "expires_at": "2026-01-02T00:00:00Z", "max_uses": 8, "uses": 0, "last_used_at": null}, "value": "sy_..."})),
         (status = 400, description = "`invalid_request`: a ttl or a use count out of range"),
     ))]
@@ -46,7 +46,7 @@ pub async fn create_registration_token(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<CreatedRegistrationToken>)> {
     caller.require("nodes:manage")?;
     // Parsed after the scope check: a key without it learns nothing of the schema.
     let ApiJson(body) = ApiJson::<NewRegistrationToken>::parse(&headers, &body)?;
@@ -75,22 +75,25 @@ pub async fn create_registration_token(
     tracing::info!(token = %record.id, by = %caller.key_id, "registration token created");
     Ok((
         StatusCode::CREATED,
-        Json(json!({"token": record, "value": value})),
+        Json(CreatedRegistrationToken {
+            token: record,
+            value,
+        }),
     ))
 }
 
 /// Every registration token, with its limits and uses; never a token's value.
 #[utoipa::path(get, path = "/api/nodes/registration-tokens", tag = "nodes",
     security(("bearer" = [])),
-    responses((status = 200, description = "`{tokens: [{id, name, created_at, revoked_at, expires_at, max_uses, uses, last_used_at}]}`")))]
+    responses((status = 200, body = RegistrationTokens, description = "Every token, with its limits and uses")))]
 pub async fn registration_tokens(
     caller: Caller,
     State(state): State<Arc<AppState>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<RegistrationTokens>> {
     caller.require("nodes:manage")?;
-    Ok(Json(
-        json!({"tokens": state.store.registration_tokens().await?}),
-    ))
+    Ok(Json(RegistrationTokens {
+        tokens: state.store.registration_tokens().await?,
+    }))
 }
 
 /// Revokes a registration token: it registers no more workers (the nodes it
@@ -99,14 +102,14 @@ pub async fn registration_tokens(
     params(("id" = String, Path, description = "Token id (`reg_...`)")),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "the token, revoked"),
+        (status = 200, body = RegistrationToken, description = "the token, revoked"),
         (status = 404, description = "`not_found`"),
     ))]
 pub async fn revoke_registration_token(
     caller: Caller,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<RegistrationToken>> {
     caller.require("nodes:manage")?;
     let token = state
         .store
@@ -114,7 +117,7 @@ pub async fn revoke_registration_token(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no registration token '{id}'")))?;
     tracing::info!(token = %id, by = %caller.key_id, "registration token revoked");
-    Ok(Json(json!(token)))
+    Ok(Json(token))
 }
 
 /// Longest node name.
@@ -323,37 +326,39 @@ pub async fn heartbeat(
 }
 
 /// Every node.
-#[utoipa::path(get, path = "/api/nodes", tag = "nodes", responses((status = 200, description = "`{nodes: [...]}`")))]
-pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+#[utoipa::path(get, path = "/api/nodes", tag = "nodes", responses((status = 200, body = Nodes, description = "Every node")))]
+pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Nodes>> {
     caller.require("nodes:manage")?;
-    Ok(Json(json!({"nodes": state.store.nodes().await?})))
+    Ok(Json(Nodes {
+        nodes: state.store.nodes().await?,
+    }))
 }
 
 /// One node.
 #[utoipa::path(get, path = "/api/nodes/{id}", tag = "nodes", params(("id" = String, Path, description = "Node id")),
-    responses((status = 200, description = "The node"), (status = 404, description = "`not_found`")))]
+    responses((status = 200, body = Node, description = "The node"), (status = 404, description = "`not_found`")))]
 pub async fn show(
     caller: Caller,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Node>> {
     caller.require("nodes:manage")?;
     let node = state
         .store
         .node(&id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no node '{id}'")))?;
-    Ok(Json(json!(node)))
+    Ok(Json(node))
 }
 
 /// Approves a pending node.
 #[utoipa::path(post, path = "/api/nodes/{id}/approve", tag = "nodes", params(("id" = String, Path, description = "Node id")),
-    responses((status = 200, description = "The node"), (status = 404, description = "`not_found`")))]
+    responses((status = 200, body = Node, description = "The node"), (status = 404, description = "`not_found`")))]
 pub async fn approve(
     caller: Caller,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Node>> {
     caller.require("nodes:manage")?;
     let node = state
         .store
@@ -361,7 +366,7 @@ pub async fn approve(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no node '{id}'")))?;
     tracing::info!(node = %id, by = %caller.key_id, "node approved");
-    Ok(Json(json!(node)))
+    Ok(Json(node))
 }
 
 /// Releases a node's name: its credential is revoked at once, and the next
@@ -369,12 +374,12 @@ pub async fn approve(
 /// over. For a worker that lost its identity, or one that must be cut off.
 #[utoipa::path(post, path = "/api/nodes/{id}/release", tag = "nodes", params(("id" = String, Path, description = "Node id")),
     security(("bearer" = [])),
-    responses((status = 200, description = "The node"), (status = 404, description = "`not_found`")))]
+    responses((status = 200, body = Node, description = "The node"), (status = 404, description = "`not_found`")))]
 pub async fn release(
     caller: Caller,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Node>> {
     caller.require("nodes:manage")?;
     let node = state
         .store
@@ -382,39 +387,39 @@ pub async fn release(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no node '{id}'")))?;
     tracing::info!(node = %id, by = %caller.key_id, "node released for registration");
-    Ok(Json(json!(node)))
+    Ok(Json(node))
 }
 
 /// Drain: no new placements, and the node's replicas move to other nodes.
 #[utoipa::path(post, path = "/api/nodes/{id}/drain", tag = "nodes", params(("id" = String, Path)),
-    responses((status = 200, description = "the node"), (status = 404, description = "`not_found`")))]
+    responses((status = 200, body = Node, description = "the node"), (status = 404, description = "`not_found`")))]
 pub async fn drain(
     caller: Caller,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Node>> {
     schedule(caller, state, id, Schedule::Drain).await
 }
 
 /// Undrain: back to normal scheduling (ends maintenance too).
 #[utoipa::path(post, path = "/api/nodes/{id}/undrain", tag = "nodes", params(("id" = String, Path)),
-    responses((status = 200, description = "the node"), (status = 404, description = "`not_found`")))]
+    responses((status = 200, body = Node, description = "the node"), (status = 404, description = "`not_found`")))]
 pub async fn undrain(
     caller: Caller,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Node>> {
     schedule(caller, state, id, Schedule::Undrain).await
 }
 
 /// Maintenance: no new placements; the node's replicas stay.
 #[utoipa::path(post, path = "/api/nodes/{id}/maintenance", tag = "nodes", params(("id" = String, Path)),
-    responses((status = 200, description = "the node"), (status = 404, description = "`not_found`")))]
+    responses((status = 200, body = Node, description = "the node"), (status = 404, description = "`not_found`")))]
 pub async fn maintenance(
     caller: Caller,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Node>> {
     schedule(caller, state, id, Schedule::Maintenance).await
 }
 
@@ -423,7 +428,7 @@ async fn schedule(
     state: Arc<AppState>,
     id: String,
     action: Schedule,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Node>> {
     caller.require("nodes:manage")?;
     let node = state
         .store
@@ -431,7 +436,7 @@ async fn schedule(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("node {id}")))?;
     tracing::info!(node = %id, ?action, by = %caller.key_id, "node scheduling changed");
-    Ok(Json(json!(node)))
+    Ok(Json(node))
 }
 
 /// Sets a worker may name in a heartbeat, and the longest reason: what is
