@@ -73,3 +73,45 @@ mod tests {
         assert!("loud".parse::<Mode>().is_err());
     }
 }
+
+/// A registered plugin version, as the registry shows it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PluginRecord {
+    /// Plugin name.
+    pub name: String,
+    /// Version, as uploaded.
+    pub version: String,
+    /// What it is.
+    pub kind: PluginKind,
+    /// The world and version it targets.
+    pub world: String,
+    /// SHA-256 of the bytes, hex.
+    pub sha256: String,
+    /// Size in bytes.
+    pub size: i64,
+    /// The key that uploaded it.
+    pub uploaded_by: String,
+    /// When, RFC 3339 by the database clock.
+    pub uploaded_at: String,
+    /// Who signed it; `None`: unsigned.
+    pub signature: Option<crate::signing::Signer>,
+}
+
+/// `GET /api/plugins`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Plugins {
+    /// Every version of every plugin.
+    pub plugins: Vec<PluginRecord>,
+}
+
+/// `GET /api/plugins/{name}`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PluginVersions {
+    /// The plugin's name.
+    pub name: String,
+    /// Its versions.
+    pub versions: Vec<PluginRecord>,
+}

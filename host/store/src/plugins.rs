@@ -2,34 +2,11 @@
 //! and who signed each version (read against the trust set every time, so
 //! a removed key shows at once as no longer trusted).
 
-use serde::Serialize;
-use switchyard_protocol::plugin::PluginKind;
 use switchyard_protocol::signing::{Signer, SignerTrust};
 
 use crate::{Store, StoreError};
 
-/// A plugin's record.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct PluginRecord {
-    /// Plugin name.
-    pub name: String,
-    /// Version, as uploaded.
-    pub version: String,
-    /// What it is (stored as its text).
-    pub kind: PluginKind,
-    /// The world and version it targets.
-    pub world: String,
-    /// SHA-256 of the bytes, hex.
-    pub sha256: String,
-    /// Size in bytes.
-    pub size: i64,
-    /// The key that uploaded it.
-    pub uploaded_by: String,
-    /// When, RFC 3339 by the database clock.
-    pub uploaded_at: String,
-    /// Who signed it; `None`: unsigned.
-    pub signature: Option<Signer>,
-}
+pub use switchyard_protocol::plugin::PluginRecord;
 
 /// A verified signature to keep with an upload.
 #[derive(Debug, Clone, PartialEq, Eq)]

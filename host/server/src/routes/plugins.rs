@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use switchyard_protocol::plugin::{PluginVersions, Plugins};
 use switchyard_runtime::verify;
 use switchyard_store::plugins::{Inserted, PluginRecord};
 
@@ -67,7 +67,7 @@ fn valid_version(s: &str) -> bool {
         ("x-switchyard-signature" = Option<String>, Header, description = "A detached signature: base64 of the JSON `switchyard plugin sign` writes (at most 4096 bytes)")),
     request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component bytes"),
     responses(
-        (status = 201, description = "Stored; the record, with `signature: {key_id, key_name, trusted, trust}` or null",
+        (status = 201, body = PluginRecord, description = "Stored; the record, with `signature: {key_id, key_name, trusted, trust}` or null",
             example = json!({"name": "max-tokens", "version": "1.0.0", "kind": "policy", "world": "switchyard:policy/admission-policy@0.1.0", "sha256": "9f2c...", "size": 48213, "uploaded_by": "k_admin", "uploaded_at": "2026-05-01T10:00:00.000Z", "signature": {"key_id": "5e1d0c9a7b3f2e41", "key_name": "release-2026", "trusted": true, "trust": "trusted"}})),
         (status = 200, description = "The same upload again; the existing record (a signature given now signs a version stored unsigned)"),
         (status = 400, description = "`invalid_component` or `unsupported_world` (names the world found and those served); `invalid_signature`: the header is not base64 of a signature file"),
@@ -80,7 +80,7 @@ pub async fn upload(
     ApiQuery(params): ApiQuery<UploadParams>,
     headers: HeaderMap,
     body: Bytes,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<PluginRecord>)> {
     let (Some(name), Some(version), Some(sha256)) = (params.name, params.version, params.sha256)
     else {
         return Err(ApiError::invalid_request(
@@ -132,9 +132,9 @@ pub async fn upload(
                 .map(|s| s.key_id.as_str())
                 .unwrap_or("-");
             tracing::info!(plugin = %r.name, version = %r.version, sha256 = %r.sha256, signer, by = %caller.key_id, "plugin uploaded");
-            Ok((StatusCode::CREATED, Json(json!(r))))
+            Ok((StatusCode::CREATED, Json(r)))
         }
-        Inserted::Existing(r) => Ok((StatusCode::OK, Json(json!(r)))),
+        Inserted::Existing(r) => Ok((StatusCode::OK, Json(r))),
         Inserted::Conflict(r) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "version_exists",
@@ -149,29 +149,31 @@ pub async fn upload(
 /// Every plugin version, each with who signed it (`signature`: `{key_id,
 /// key_name, trusted, trust}` where `trust` is `trusted`, `untrusted` or
 /// `no_longer_trusted`; null when unsigned).
-#[utoipa::path(get, path = "/api/plugins", tag = "plugins", responses((status = 200, description = "`{plugins: [...]}`")))]
+#[utoipa::path(get, path = "/api/plugins", tag = "plugins", responses((status = 200, body = Plugins, description = "Every plugin version")))]
 pub async fn list(
     _caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-) -> ApiResult<Json<Value>> {
-    Ok(Json(json!({"plugins": state.store.plugins(None).await?})))
+) -> ApiResult<Json<Plugins>> {
+    Ok(Json(Plugins {
+        plugins: state.store.plugins(None).await?,
+    }))
 }
 
 /// Every version of one plugin.
 #[utoipa::path(get, path = "/api/plugins/{name}", tag = "plugins", params(("name" = String, Path, description = "Plugin name")), responses(
-    (status = 200, description = "`{name, versions: [...]}`"),
+    (status = 200, body = PluginVersions, description = "Every version of the plugin"),
     (status = 404, description = "`not_found`"),
 ))]
 pub async fn show(
     _caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
     ApiPath(name): ApiPath<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<PluginVersions>> {
     let versions = state.store.plugins(Some(&name)).await?;
     if versions.is_empty() {
         return Err(ApiError::not_found(format!("no plugin named '{name}'")));
     }
-    Ok(Json(json!({"name": name, "versions": versions})))
+    Ok(Json(PluginVersions { name, versions }))
 }
 
 /// The header a component's bytes come with: the digest the registry pins
