@@ -102,6 +102,7 @@ pub mod carrier;
 pub mod control;
 pub mod copies;
 pub mod decisions;
+pub mod deployments;
 pub mod engines;
 pub mod federation;
 pub mod generations;

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio_postgres::types::Json;
 
 use switchyard_protocol::state::ReplicaState;
@@ -38,66 +37,7 @@ pub struct StopClaim {
     pub again: bool,
 }
 
-/// A deployment as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Deployment {
-    /// Its id.
-    pub id: String,
-    /// The model.
-    pub model_id: String,
-    /// The model's revision.
-    pub revision: String,
-    /// `reference`, `llama-cpp` or `vllm`.
-    pub engine: String,
-    /// The model id clients use on `/v1`.
-    pub served_model_name: String,
-    /// Replicas wanted.
-    pub replicas: i32,
-    /// GPUs per replica (on one node).
-    pub gpus_per_replica: i32,
-    /// Memory each of its GPUs must have free.
-    pub gpu_memory_bytes: i64,
-    /// Requests one replica serves at once; beyond, 429.
-    pub max_concurrency: i32,
-    /// The reference engine's delay per token.
-    pub token_delay_ms: i32,
-    /// `binpack` or `spread`.
-    pub strategy: String,
-    /// Labels a node must have (every pair) to hold a replica.
-    #[serde(default)]
-    pub node_selector: BTreeMap<String, String>,
-    /// Why a wanted replica is not placed, while one is not (set by the scheduler).
-    #[serde(default)]
-    pub pending_reason: Option<String>,
-    /// The nodes it may run on; empty: any (a managed service stays on the
-    /// machines its grant names).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nodes: Vec<String>,
-}
-
-/// A replica as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Replica {
-    /// Its id (also the engine's id on the worker).
-    pub id: String,
-    /// Its deployment.
-    pub deployment_id: String,
-    /// Where it is placed.
-    pub node_id: String,
-    /// The GPU indices it holds there.
-    pub gpus: Vec<i32>,
-    /// placed, staging, starting, ready, failed, stopping.
-    #[schema(value_type = String)]
-    pub state: ReplicaState,
-    /// Why, when it is not ready.
-    pub detail: Option<String>,
-    /// While staging: bytes of the revision's files the node holds.
-    #[serde(default)]
-    pub staged_bytes: Option<i64>,
-    /// While staging: bytes of all the revision's files.
-    #[serde(default)]
-    pub staging_total_bytes: Option<i64>,
-}
+pub use switchyard_protocol::deployments::{Deployment, Replica};
 
 const DEPLOYMENT_COLUMNS: &str = "id, model_id, revision, engine, served_model_name, replicas, \
     gpus_per_replica, gpu_memory_bytes, max_concurrency, token_delay_ms, strategy, node_selector, nodes";

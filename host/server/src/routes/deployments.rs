@@ -5,10 +5,9 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
 use switchyard_protocol::admin::{NewDeployment, Scale};
+use switchyard_protocol::deployments::{Deployment, DeploymentStatus, Deployments};
 use switchyard_protocol::engines::EngineKind;
-use switchyard_store::deployments::Deployment;
 use switchyard_store::keys::random_id;
 use switchyard_store::models::ModelRevision;
 
@@ -144,7 +143,7 @@ pub(crate) async fn valid_deployment(
 /// Creates a deployment; the scheduler places its replicas.
 #[utoipa::path(post, path = "/api/deployments", tag = "deployments", request_body = NewDeployment,
     responses(
-        (status = 201, description = "the deployment"),
+        (status = 201, body = Deployment, description = "the deployment"),
         (status = 400, description = "`invalid_request`: a bad name, an unknown engine or strategy, or a size beyond its cap (replicas 0..=256, max_concurrency 1..=4096, gpus_per_replica 0..=64, token_delay_ms 0..=60000, gpu_memory_bytes >= 0)"),
         (status = 404, description = "`not_found`: no such model revision"),
         (status = 409, description = "`name_taken`: another deployment serves that name"),
@@ -153,7 +152,7 @@ pub async fn create(
     caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
     ApiJson(body): ApiJson<NewDeployment>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<Deployment>)> {
     let (deployment, _) = valid_deployment(&state, body).await?;
     if !state
         .store
@@ -170,31 +169,32 @@ pub async fn create(
         ));
     }
     tracing::info!(deployment = %deployment.id, model = %deployment.served_model_name, by = %caller.key_id, "deployment created");
-    Ok((StatusCode::CREATED, Json(json!(deployment))))
+    Ok((StatusCode::CREATED, Json(deployment)))
 }
 
 /// Every deployment with its replicas.
 #[utoipa::path(get, path = "/api/deployments", tag = "deployments",
-    responses((status = 200, description = "`{deployments: [{..., replicas_status: [...]}]}`")))]
+    responses((status = 200, body = Deployments, description = "Every deployment with its replicas")))]
 pub async fn list(
     _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Deployments>> {
     let replicas = state.store.replicas().await?;
-    let deployments: Vec<Value> = state
+    let deployments = state
         .store
         .deployments()
         .await?
         .into_iter()
-        .map(|d| {
-            let mine: Vec<_> = replicas
+        .map(|deployment| DeploymentStatus {
+            replicas_status: replicas
                 .iter()
-                .filter(|r| r.deployment_id == d.id)
-                .collect();
-            json!({"deployment": d, "replicas_status": mine})
+                .filter(|r| r.deployment_id == deployment.id)
+                .cloned()
+                .collect(),
+            deployment,
         })
         .collect();
-    Ok(Json(json!({"deployments": deployments})))
+    Ok(Json(Deployments { deployments }))
 }
 
 /// One deployment with its replicas (state, node, GPUs, staging progress).
@@ -205,27 +205,28 @@ pub async fn list(
 /// chain refused).
 #[utoipa::path(get, path = "/api/deployments/{id}", tag = "deployments",
     params(("id" = String, Path)),
-    responses((status = 200, description = "`{deployment, replicas_status}`"), (status = 404, description = "`not_found`")))]
+    responses((status = 200, body = DeploymentStatus, description = "The deployment with its replicas"), (status = 404, description = "`not_found`")))]
 pub async fn show(
     _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
     ApiPath(id): ApiPath<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<DeploymentStatus>> {
     let deployment = state
         .store
         .deployment(&id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("deployment {id}")))?;
-    let replicas: Vec<_> = state
+    let replicas_status = state
         .store
         .replicas()
         .await?
         .into_iter()
         .filter(|r| r.deployment_id == id)
         .collect();
-    Ok(Json(
-        json!({"deployment": deployment, "replicas_status": replicas}),
-    ))
+    Ok(Json(DeploymentStatus {
+        deployment,
+        replicas_status,
+    }))
 }
 
 /// Changes the replica count.
