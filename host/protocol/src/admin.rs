@@ -175,7 +175,7 @@ pub enum FetchLine {
         status: u16,
         /// The manifest (the `GET /api/models/{id}/{revision}` form), on success.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        model: Option<serde_json::Value>,
+        model: Option<crate::models::ModelRevision>,
         /// Why it failed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorDetail>,
@@ -324,7 +324,14 @@ mod tests {
         });
         round_trip(&FetchLine::Outcome {
             status: 201,
-            model: Some(serde_json::json!({"id": "m", "files": []})),
+            model: Some(crate::models::ModelRevision {
+                id: "m".into(),
+                revision: "r".into(),
+                licence: None,
+                files: Vec::new(),
+                imported_by: "k".into(),
+                imported_at: "T".into(),
+            }),
             error: None,
         });
         round_trip(&FetchLine::Outcome {

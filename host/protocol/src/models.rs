@@ -43,6 +43,42 @@ impl ModelRevision {
     }
 }
 
+/// A blob of the library: `PUT` and `GET /api/library/blobs/{sha256}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Blob {
+    /// SHA-256, lowercase hex.
+    pub sha256: String,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// A revision as listed, without its files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ModelSummary {
+    /// The model's id.
+    pub id: String,
+    /// The revision.
+    pub revision: String,
+    /// Its licence, as the importer said.
+    pub licence: Option<String>,
+    /// How many files it has.
+    pub files: i64,
+    /// Bytes of all its files.
+    pub size: i64,
+    /// When it was imported.
+    pub imported_at: String,
+}
+
+/// `GET /api/models`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Models {
+    /// Every revision.
+    pub models: Vec<ModelSummary>,
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -1,6 +1,6 @@
 //! Model revisions and their files.
 
-pub use switchyard_protocol::models::{ModelFile, ModelRevision};
+pub use switchyard_protocol::models::{ModelFile, ModelRevision, ModelSummary};
 
 use crate::{Store, StoreError};
 
@@ -134,8 +134,8 @@ impl Store {
         }))
     }
 
-    /// Every revision, without files: `(id, revision, licence, files, bytes, imported_at)`.
-    pub async fn model_revisions(&self) -> Result<Vec<serde_json::Value>, StoreError> {
+    /// Every revision, without its files.
+    pub async fn model_revisions(&self) -> Result<Vec<ModelSummary>, StoreError> {
         let rows = self
             .conn()
             .await?
@@ -151,15 +151,13 @@ impl Store {
             .await?;
         Ok(rows
             .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "id": r.get::<_, String>(0),
-                    "revision": r.get::<_, String>(1),
-                    "licence": r.get::<_, Option<String>>(2),
-                    "files": r.get::<_, i64>(3),
-                    "size": r.get::<_, i64>(4),
-                    "imported_at": r.get::<_, String>(5),
-                })
+            .map(|r| ModelSummary {
+                id: r.get(0),
+                revision: r.get(1),
+                licence: r.get(2),
+                files: r.get(3),
+                size: r.get(4),
+                imported_at: r.get(5),
             })
             .collect())
     }

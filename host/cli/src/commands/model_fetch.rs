@@ -63,7 +63,9 @@ pub async fn fetch(client: &Client, fetch: FetchModel) -> anyhow::Result<Value> 
     }
     let (status, model, error) = end.context("the server's answer ended before the outcome")?;
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let model = model.unwrap_or(Value::Null);
+    let model = model.map_or(Value::Null, |m| {
+        serde_json::to_value(m).unwrap_or(Value::Null)
+    });
     if let Some(mut progress) = progress {
         if status.is_success() {
             progress.set(model["files"][0]["size"].as_u64().unwrap_or(0));

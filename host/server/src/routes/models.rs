@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use futures::StreamExt;
-use serde_json::{Value, json};
+use switchyard_protocol::models::{Blob, Models};
 use switchyard_store::models::{ModelRevision, RevisionInsert};
 
 use crate::auth::{Authorized, ModelsManage};
@@ -44,7 +44,7 @@ pub(crate) fn valid_path(s: &str) -> bool {
     params(("sha256" = String, Path, description = "lowercase hex")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses(
-        (status = 201, description = "stored, `{sha256, size}`"),
+        (status = 201, body = Blob, description = "stored"),
         (status = 200, description = "it was there already"),
         (status = 400, description = "`invalid_request`: not a SHA-256"),
         (status = 408, description = "`body_timeout`: the body sent nothing for 30 s, or came slower than 16 KiB/s after its first 10 s (the defaults); nothing kept"),
@@ -57,7 +57,7 @@ pub async fn put_blob(
     ApiPath(sha256): ApiPath<String>,
     headers: axum::http::HeaderMap,
     body: Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<Blob>)> {
     if !valid_digest(&sha256) {
         return Err(ApiError::invalid_request(
             "a blob is named by its SHA-256 in lowercase hex",
@@ -97,14 +97,14 @@ pub async fn put_blob(
         Stored::New => StatusCode::CREATED,
         Stored::AlreadyPresent => StatusCode::OK,
     };
-    Ok((status, Json(json!({"sha256": sha256, "size": size}))))
+    Ok((status, Json(Blob { sha256, size })))
 }
 
 /// Whether the library holds a blob, and its size.
 #[utoipa::path(get, path = "/api/library/blobs/{sha256}", tag = "models",
     params(("sha256" = String, Path, description = "lowercase hex")),
     responses(
-        (status = 200, description = "`{sha256, size}`; a blob a manifest names but this replica lacks is fetched from another replica first"),
+        (status = 200, body = Blob, description = "The blob; one a manifest names but this replica lacks is fetched from another replica first"),
         (status = 404, description = "`not_found`"),
         (status = 503, description = "`blob_unavailable`: a manifest names it, but no replica could provide it now"),
     ))]
@@ -112,7 +112,7 @@ pub async fn blob(
     _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
     ApiPath(sha256): ApiPath<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Blob>> {
     // A blob a manifest names is served by every replica: one that lacks it
     // (the model was imported through another) fetches it from the others.
     if state.library.size(&sha256).is_none()
@@ -133,13 +133,13 @@ pub async fn blob(
         .library
         .size(&sha256)
         .ok_or_else(|| ApiError::not_found(format!("blob {sha256}")))?;
-    Ok(Json(json!({"sha256": sha256, "size": size})))
+    Ok(Json(Blob { sha256, size }))
 }
 
 /// Registers a revision whose files are all in the library.
 #[utoipa::path(post, path = "/api/models", tag = "models", request_body = ModelRevision,
     responses(
-        (status = 201, description = "registered; the manifest"),
+        (status = 201, body = ModelRevision, description = "registered; the manifest"),
         (status = 200, description = "the same manifest was registered already"),
         (status = 400, description = "`invalid_request`: a bad id, revision or path, or no files"),
         (status = 409, description = "`revision_exists`: another manifest has this id and revision"),
@@ -149,7 +149,7 @@ pub async fn register(
     caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
     ApiJson(mut revision): ApiJson<ModelRevision>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<ModelRevision>)> {
     if !valid_name(&revision.id) || !valid_name(&revision.revision) {
         return Err(ApiError::invalid_request(
             "id and revision are 1 to 256 letters, digits, '-', '_', '.' or ':'",
@@ -207,7 +207,7 @@ pub(crate) async fn insert_revision(
     state: &AppState,
     revision: &ModelRevision,
     by: &str,
-) -> ApiResult<(StatusCode, Value)> {
+) -> ApiResult<(StatusCode, ModelRevision)> {
     let status = match state.store.insert_model_revision(revision, by).await? {
         RevisionInsert::Created => StatusCode::CREATED,
         RevisionInsert::Same => StatusCode::OK,
@@ -216,35 +216,39 @@ pub(crate) async fn insert_revision(
     let stored = state
         .store
         .model_revision(&revision.id, &revision.revision)
-        .await?;
+        .await?
+        // Deleted between the insert and the read.
+        .ok_or_else(|| {
+            ApiError::not_found(format!("model {}@{}", revision.id, revision.revision))
+        })?;
     tracing::info!(model = %revision.id, revision = %revision.revision, by, "model revision registered");
-    Ok((status, json!(stored)))
+    Ok((status, stored))
 }
 
 /// Every revision (without its files).
 #[utoipa::path(get, path = "/api/models", tag = "models",
-    responses((status = 200, description = "`{models: [{id, revision, licence, files, size, imported_at}]}`")))]
+    responses((status = 200, body = Models, description = "Every revision, without its files")))]
 pub async fn list(
     _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-) -> ApiResult<Json<Value>> {
-    Ok(Json(
-        json!({"models": state.store.model_revisions().await?}),
-    ))
+) -> ApiResult<Json<Models>> {
+    Ok(Json(Models {
+        models: state.store.model_revisions().await?,
+    }))
 }
 
 /// One revision's manifest.
 #[utoipa::path(get, path = "/api/models/{id}/{revision}", tag = "models",
     params(("id" = String, Path), ("revision" = String, Path)),
-    responses((status = 200, description = "the manifest"), (status = 404, description = "`not_found`")))]
+    responses((status = 200, body = ModelRevision, description = "the manifest"), (status = 404, description = "`not_found`")))]
 pub async fn show(
     _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
     ApiPath((id, revision)): ApiPath<(String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ModelRevision>> {
     let found = state.store.model_revision(&id, &revision).await?;
     let found = found.ok_or_else(|| ApiError::not_found(format!("model {id}@{revision}")))?;
-    Ok(Json(json!(found)))
+    Ok(Json(found))
 }
 
 /// Deletes a revision, and the blobs no other revision uses.
