@@ -112,6 +112,7 @@ pub mod keys;
 pub mod labels;
 pub mod limits;
 pub mod link;
+pub mod lists;
 pub mod models;
 pub mod node;
 pub mod nodes;

@@ -10,7 +10,6 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
 use switchyard_carrier::stream_seam::Lane;
 use switchyard_carrier::{ControlError, Refusal, Stream};
 use switchyard_protocol::control::verbs;
@@ -21,6 +20,7 @@ use crate::carriers::probe::{PROBE_KIND, PROBE_SUBJECT};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiQuery};
 use crate::state::AppState;
+use switchyard_protocol::lists::Probes;
 
 /// The most a diagnostic stream returns.
 const MAX_STREAM_ANSWER: usize = 64 * 1024 * 1024;
@@ -267,12 +267,12 @@ pub async fn probe(
 /// The probes this replica heard (broadcasts) and handled (units).
 #[utoipa::path(get, path = "/api/cluster/probe", tag = "cluster",
     security(("bearer" = [])),
-    responses((status = 200, description = "`{heard: [id], handled: [id]}`")))]
-pub async fn probes(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+    responses((status = 200, body = Probes, description = "The probes this replica heard and handled")))]
+pub async fn probes(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Probes>> {
     caller.require("nodes:manage")?;
     let cluster = cluster(&state)?;
-    Ok(Json(json!({
-        "heard": cluster.probe.heard(),
-        "handled": cluster.probe.handled(),
-    })))
+    Ok(Json(Probes {
+        heard: cluster.probe.heard(),
+        handled: cluster.probe.handled(),
+    }))
 }

@@ -29,6 +29,7 @@ use crate::auth::{Admin, Authorized, FederationManage};
 use crate::error::{ApiError, FedResult, federation};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
+use switchyard_protocol::lists::{Offers, Peers};
 
 /// This cluster's identity: its id, label and public key.
 #[utoipa::path(get, path = "/api/federation/identity", tag = "federation",
@@ -198,13 +199,13 @@ pub async fn join(
 /// Every peer with its link.
 #[utoipa::path(get, path = "/api/federation/peers", tag = "federation",
     security(("bearer" = [])),
-    responses((status = 200, description = "`{peers: [...]}`")))]
+    responses((status = 200, body = Peers, description = "Every peer with its link")))]
 pub async fn peers(
     _caller: Authorized<FederationManage>,
     State(state): State<Arc<AppState>>,
-) -> FedResult<Json<serde_json::Value>> {
+) -> FedResult<Json<Peers>> {
     let peers = federation(&state)?.peers().await?;
-    Ok(Json(serde_json::json!({ "peers": peers })))
+    Ok(Json(Peers { peers }))
 }
 
 /// One peer (by id or label).
@@ -269,13 +270,13 @@ pub async fn publish(
 /// Every offer.
 #[utoipa::path(get, path = "/api/federation/offers", tag = "federation",
     security(("bearer" = [])),
-    responses((status = 200, description = "`{offers: [...]}`")))]
+    responses((status = 200, body = Offers, description = "Every offer")))]
 pub async fn offers(
     _caller: Authorized<FederationManage>,
     State(state): State<Arc<AppState>>,
-) -> FedResult<Json<serde_json::Value>> {
+) -> FedResult<Json<Offers>> {
     let offers = federation(&state)?.offers().await?;
-    Ok(Json(serde_json::json!({ "offers": offers })))
+    Ok(Json(Offers { offers }))
 }
 
 /// Withdraws an offer.

@@ -15,6 +15,7 @@ use crate::auth::{Authorized, ModelsManage};
 use crate::error::{FedResult, federation};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
+use switchyard_protocol::lists::Copies;
 
 /// The manifest of a revision a peer granted this cluster: its licence,
 /// files, sizes and SHA-256 digests (never an upstream URL).
@@ -81,15 +82,15 @@ pub async fn start(
 #[utoipa::path(get, path = "/api/federation/copies", tag = "federation",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "`{copies: [...]}`"),
+        (status = 200, body = Copies, description = "Every copy, oldest first"),
         (status = 403, description = "`forbidden`: the key lacks `models:manage`"),
     ))]
 pub async fn list(
     _caller: Authorized<ModelsManage>,
     State(state): State<Arc<AppState>>,
-) -> FedResult<Json<serde_json::Value>> {
+) -> FedResult<Json<Copies>> {
     let copies = federation(&state)?.copies().await?;
-    Ok(Json(serde_json::json!({ "copies": copies })))
+    Ok(Json(Copies { copies }))
 }
 
 /// One copy: its state, bytes held of total, files with their durable

@@ -17,6 +17,7 @@ use crate::auth::{Authorized, FederationManage};
 use crate::error::{FedResult, federation};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
+use switchyard_protocol::lists::{AccessRequests, Grants};
 
 /// Asks a peer for operations; the peer's operator reviews the request.
 #[utoipa::path(post, path = "/api/federation/peers/{peer}/requests", tag = "federation",
@@ -41,13 +42,13 @@ pub async fn request(
 /// Every request, both directions.
 #[utoipa::path(get, path = "/api/federation/requests", tag = "federation",
     security(("bearer" = [])),
-    responses((status = 200, description = "`{requests: [...]}`")))]
+    responses((status = 200, body = AccessRequests, description = "Every request, both directions")))]
 pub async fn requests(
     _caller: Authorized<FederationManage>,
     State(state): State<Arc<AppState>>,
-) -> FedResult<Json<serde_json::Value>> {
+) -> FedResult<Json<AccessRequests>> {
     let requests = federation(&state)?.requests().await?;
-    Ok(Json(serde_json::json!({ "requests": requests })))
+    Ok(Json(AccessRequests { requests }))
 }
 
 /// Discards a request that no grant answered.
@@ -117,13 +118,13 @@ pub async fn share(
 /// Every grant, both directions, with its terms, signatures and usage.
 #[utoipa::path(get, path = "/api/federation/grants", tag = "federation",
     security(("bearer" = [])),
-    responses((status = 200, description = "`{grants: [...]}`")))]
+    responses((status = 200, body = Grants, description = "Every grant, both directions")))]
 pub async fn grants(
     _caller: Authorized<FederationManage>,
     State(state): State<Arc<AppState>>,
-) -> FedResult<Json<serde_json::Value>> {
+) -> FedResult<Json<Grants>> {
     let grants = federation(&state)?.grants().await?;
-    Ok(Json(serde_json::json!({ "grants": grants })))
+    Ok(Json(Grants { grants }))
 }
 
 /// One grant: its terms and both signatures (the acceptance receipt).

@@ -15,25 +15,26 @@ use crate::auth::{Authorized, Caller, FederationManage};
 use crate::error::{FedResult, federation};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
+use switchyard_protocol::lists::{ManagedServices, RemoteServices};
 
 /// The remote services this cluster may call, as `/v1` names them
 /// (`<peer label>/<service>`).
 #[utoipa::path(get, path = "/api/federation/services", tag = "federation",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "`{services: [{model, peer, service, grant}]}`"),
+        (status = 200, body = RemoteServices, description = "The remote services the key may call"),
         (status = 403, description = "`forbidden`: the key lacks `federation:invoke`, `inference` or `federation:manage`"),
     ))]
 pub async fn remote_services(
     caller: Caller,
     State(state): State<Arc<AppState>>,
-) -> FedResult<Json<serde_json::Value>> {
+) -> FedResult<Json<RemoteServices>> {
     caller
         .require("federation:invoke")
         .or_else(|_| caller.require("inference"))
         .or_else(|_| caller.require("federation:manage"))?;
     let services = federation(&state)?.remote_services().await?;
-    Ok(Json(serde_json::json!({ "services": services })))
+    Ok(Json(RemoteServices { services }))
 }
 
 /// One mutation of a managed service on a peer, under an
@@ -91,11 +92,11 @@ pub async fn peer_services(
     State(state): State<Arc<AppState>>,
     ApiPath(peer): ApiPath<String>,
     ApiQuery(query): ApiQuery<ServicesQuery>,
-) -> FedResult<Json<serde_json::Value>> {
+) -> FedResult<Json<ManagedServices>> {
     let services = federation(&state)?
         .peer_services(&peer, &query.grant)
         .await?;
-    Ok(Json(serde_json::json!({ "services": services })))
+    Ok(Json(ManagedServices { services }))
 }
 
 /// The owner's receipt of an operation: inspect an uncertain outcome here

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
 use switchyard_protocol::signing::{
     MAX_KEY_COMMENT, MAX_KEY_NAME, MAX_TRUSTED_KEYS, NewTrustedKey, TrustedKey,
 };
@@ -19,6 +18,7 @@ use crate::auth::{Admin, Authorized};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
+use switchyard_protocol::lists::TrustedKeys;
 
 /// A trust request parsed: the key's canonical form, id, name and comment.
 struct ValidKey {
@@ -66,13 +66,15 @@ impl ValidKey {
 
 /// Every trusted key.
 #[utoipa::path(get, path = "/api/trust/keys", tag = "trust",
-    responses((status = 200, description = "`{keys: [TrustedKey]}`",
+    responses((status = 200, body = TrustedKeys, description = "Every trusted key",
         example = json!({"keys": [{"id": "5e1d0c9a7b3f2e41", "name": "release-2026", "public_key": "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c", "comment": "CI release key", "added_by": "k_admin", "added_at": "2026-05-01T10:00:00.000Z"}]}))))]
 pub async fn list(
     _caller: Authorized<Admin>,
     State(state): State<Arc<AppState>>,
-) -> ApiResult<Json<Value>> {
-    Ok(Json(json!({"keys": state.store.trusted_keys().await?})))
+) -> ApiResult<Json<TrustedKeys>> {
+    Ok(Json(TrustedKeys {
+        keys: state.store.trusted_keys().await?,
+    }))
 }
 
 /// Trusts a public key to sign plugins. Its id is the first 16 hex of the
