@@ -142,7 +142,10 @@ async fn request_approve_complete_leaves_both_sides_the_receipt_signed_by_both_k
     assert_eq!(on_owner.terms, on_grantee.terms);
     assert_eq!(on_owner.direction.as_str(), "outgoing");
     assert_eq!(on_grantee.direction.as_str(), "incoming");
-    assert_eq!(on_owner.status, "active");
+    assert_eq!(
+        on_owner.status,
+        switchyard_protocol::federation::GrantStanding::Active
+    );
     assert_signed(&on_owner, &owner_key, &grantee_key);
     assert_signed(&on_grantee, &owner_key, &grantee_key);
     assert_eq!(on_owner.terms.grantee.label, "alpha");

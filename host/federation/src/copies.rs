@@ -29,6 +29,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchyard_protocol::federation::GrantStanding;
 
 use switchyard_protocol::copies::{CopyFile, CopyRecord, CopyState, ModelManifest, NewCopy};
 use switchyard_protocol::federation::{Direction, GrantRecord, LinkCall, Operation};
@@ -112,7 +113,7 @@ impl Federation {
             .find(|g| {
                 g.direction == Direction::Incoming
                     && g.peer == peer
-                    && g.status == "active"
+                    && g.status == GrantStanding::Active
                     && g.terms.operations.contains(&Operation::ModelsTransfer)
                     && g.terms.models.contains(&named)
             })

@@ -10,6 +10,7 @@
 //! owner, never carried out twice.
 
 use sha2::{Digest, Sha256};
+use switchyard_protocol::federation::ServiceState;
 use switchyard_protocol::federation::{
     LinkAnswer, LinkCall, ManageAction, ManageCall, ManagedService, ManagedServiceSpec, Operation,
     OperationRecord, Resource,
@@ -233,7 +234,7 @@ impl Federation {
         current: Option<(ManagedService, String)>,
     ) -> FedResult<LinkAnswer> {
         let (managed, deployment_id) = current.ok_or_else(|| missing(service))?;
-        if managed.state != "stopped" {
+        if managed.state != ServiceState::Stopped {
             return Err(FederationError::new(
                 409,
                 "service_not_stopped",
@@ -262,7 +263,7 @@ impl Federation {
                 continue;
             };
             self.store.scale_deployment(&deployment, 0).await?;
-            if current.state != "stopped" {
+            if current.state != ServiceState::Stopped {
                 self.store
                     .update_managed_service(&current.service, current.revision, "stopped", None)
                     .await?;

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+use switchyard_protocol::federation::RequestState;
 
 use switchyard_protocol::federation::{
     AccessRequest, Direction, GrantRecord, GrantSpec, GrantState, GrantTerms, LinkAnswer, LinkCall,
@@ -153,7 +154,7 @@ impl Federation {
             .request(request_id)
             .await?
             .ok_or_else(|| FederationError::not_found(format!("no request '{request_id}'")))?;
-        if request.direction != Direction::Incoming || request.state != "pending" {
+        if request.direction != Direction::Incoming || request.state != RequestState::Pending {
             return Err(FederationError::new(
                 409,
                 "request_not_pending",

@@ -9,6 +9,7 @@
 //! however it ends.
 
 use std::sync::Arc;
+use switchyard_protocol::federation::{GrantStanding, ServiceState};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
@@ -55,15 +56,21 @@ fn pick_grant<'g>(
     if let Some(grant) = all().find(|g| usable(g, service)) {
         return Ok(grant);
     }
-    if let Some(grant) = all().filter(names).find(|g| g.status != "revoked") {
+    if let Some(grant) = all()
+        .filter(names)
+        .find(|g| g.status != GrantStanding::Revoked)
+    {
         return Ok(grant);
     }
     if let Some(revoked) = all().find(names) {
         return Err(Some(revoked.id.clone()));
     }
     all()
-        .find(|g| g.status == "active" && g.terms.operations.contains(&Operation::InferenceManage))
-        .or_else(|| all().find(|g| g.status != "revoked"))
+        .find(|g| {
+            g.status == GrantStanding::Active
+                && g.terms.operations.contains(&Operation::InferenceManage)
+        })
+        .or_else(|| all().find(|g| g.status != GrantStanding::Revoked))
         .ok_or(None)
 }
 
@@ -71,7 +78,7 @@ fn pick_grant<'g>(
 /// as this side knows; the owner decides).
 fn usable(grant: &GrantRecord, service: &str) -> bool {
     grant.direction == Direction::Incoming
-        && grant.status == "active"
+        && grant.status == GrantStanding::Active
         && grant.terms.operations.contains(&Operation::Inference)
         && grant.terms.services.iter().any(|s| s == service)
 }
@@ -86,7 +93,7 @@ impl Federation {
             .iter()
             .filter(|g| {
                 g.direction == Direction::Incoming
-                    && g.status == "active"
+                    && g.status == GrantStanding::Active
                     && g.terms.operations.contains(&Operation::Inference)
             })
             .flat_map(|g| {
@@ -381,7 +388,7 @@ impl Federation {
                 .map_err(internal)?
             {
                 Some((managed, deployment)) if managed.grant == grant => {
-                    if managed.state != "running" {
+                    if managed.state != ServiceState::Running {
                         return Err(Denied {
                             status: 503,
                             code: format!("service_{}", managed.state),

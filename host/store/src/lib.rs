@@ -47,7 +47,7 @@ pub use error::StoreError;
 /// enum's own text (and `nodes.state` and `cluster_carrier.state` have a
 /// `CHECK` listing it), so text that parses to no state is a broken
 /// database, not a value to carry on with.
-fn state_column<T>(row: &tokio_postgres::Row, index: usize) -> T
+pub(crate) fn state_column<T>(row: &tokio_postgres::Row, index: usize) -> T
 where
     T: std::str::FromStr<Err = switchyard_protocol::UnknownText>,
 {

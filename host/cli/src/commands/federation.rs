@@ -511,7 +511,7 @@ fn render_peer_status(peer: &PeerStatus) -> String {
         rows.push(vec![
             g.id.clone(),
             g.direction.as_str().to_string(),
-            g.status.clone(),
+            g.status.to_string(),
             g.requests_left.to_string(),
             g.concurrent_left.to_string(),
             g.model_bytes_left.to_string(),

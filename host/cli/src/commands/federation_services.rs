@@ -85,7 +85,7 @@ async fn managed_services(
         rows.push(vec![
             s.service.clone(),
             s.revision.to_string(),
-            s.state.clone(),
+            s.state.to_string(),
             format!("{}/{}", s.ready_replicas, s.spec.replicas),
             s.spec.model.clone(),
             s.spec.runtime.clone(),
@@ -287,7 +287,7 @@ pub fn render_operation(op: &OperationRecord) -> String {
         "operation: {}\ngrant:     {}\nstate:     {}\n",
         op.id, op.grant, op.state
     );
-    if op.state != "done" {
+    if op.state != switchyard_protocol::federation::OperationState::Done {
         out.push_str(
             "           (not finished, or its answer was lost: do not repeat it elsewhere)\n",
         );

@@ -11,6 +11,7 @@ use axum::routing::{get, post};
 use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::json;
+use switchyard_protocol::federation::GrantStanding;
 use switchyard_protocol::federation::{
     Direction, FederationStatus, GrantRecord, GrantState, GrantStatus, Party,
 };
@@ -106,7 +107,7 @@ pub fn table(session: &Session, grants: &[GrantRecord]) -> Markup {
                         td { a href=(format!("{HERE}/{}", segment(&grant.id))) { code { (grant.id) } } }
                         td { (direction(grant.direction)) }
                         td { (grant.peer) }
-                        td { (badge(&grant.status)) }
+                        td { (badge(grant.status.as_str())) }
                         td { (grant.terms.operations.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(", ")) }
                         td { (resources(grant)) }
                         td { (unix_ms(grant.terms.expires_at_unix_ms)) }
@@ -144,7 +145,7 @@ fn actions(session: &Session, grant: &GrantRecord) -> Markup {
         }
         _ => {}
     }
-    if grant.status != "active" {
+    if grant.status != GrantStanding::Active {
         buttons.push(("retire", "Retire", true));
     }
     html! {
@@ -201,7 +202,7 @@ fn receipt(session: &Session, grant: &GrantRecord, quotas: Option<&GrantStatus>)
     let t = &grant.terms;
     html! {
         section.panel {
-            p { (badge(&grant.status)) " " (direction(grant.direction)) " · peer "
+            p { (badge(grant.status.as_str())) " " (direction(grant.direction)) " · peer "
                 a href=(format!("/console/federation/peers/{}", segment(&grant.peer))) { (grant.peer) } }
             (actions(session, grant))
             @if let Some(at) = &grant.last_verified_at {

@@ -111,7 +111,7 @@ fn section(
                             @for s in &list.services {
                                 tr {
                                     td { code { (s.service) } }
-                                    td { (badge(&s.state)) }
+                                    td { (badge(s.state.as_str())) }
                                     td { (s.revision) }
                                     td { code { (s.spec.model) } br; span.muted { (s.spec.runtime) " on " (s.spec.machines.join(", ")) } }
                                     td { (s.ready_replicas) " of " (s.spec.replicas) }

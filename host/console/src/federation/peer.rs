@@ -209,7 +209,7 @@ fn inspect_form(
                 Some(Err(failure)) => { (page::failure(failure)) }
                 Some(Ok(record)) => {
                     dl.facts {
-                        dt { "State" } dd { (badge(&record.state)) }
+                        dt { "State" } dd { (badge(record.state.as_str())) }
                         dt { "Grant" } dd { code { (record.grant) } }
                         dt { "Received" } dd { (record.created_at) }
                         @if let Some(status) = record.status { dt { "Answer" } dd { (status) } }

@@ -10,6 +10,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use maud::{Markup, html};
 use serde::Deserialize;
+use switchyard_protocol::federation::RequestState;
 use switchyard_protocol::federation::{AccessRequest, Direction, GrantRecord, Operation, Peer};
 
 use super::super::ConsoleState;
@@ -96,14 +97,14 @@ fn table(session: &Session, requests: &[&AccessRequest], incoming: bool) -> Mark
             thead { tr { th { "Request" } th { "Peer" } th { "Operations" } th { "Note" } th { "State" } th { "Made" } th { span.muted { "Actions" } } } }
             tbody {
                 @for request in requests {
-                    @let pending = request.state == "pending";
+                    @let pending = request.state == RequestState::Pending;
                     tr {
                         td { code { (request.id) } }
                         td { a href=(format!("/console/federation/peers/{}", segment(&request.peer))) { (request.peer) } }
                         td { (operations(&request.operations)) }
                         td { (request.note) }
                         td {
-                            (badge(&request.state))
+                            (badge(request.state.as_str()))
                             @if let Some(grant) = &request.grant {
                                 " " a href=(format!("/console/federation/grants/{}", segment(grant))) { (grant) }
                             }
@@ -157,10 +158,10 @@ async fn review(
                         dt { "Peer" } dd { a href=(format!("/console/federation/peers/{}", segment(&request.peer))) { (request.peer) } }
                         dt { "Asks for" } dd { (operations(&request.operations)) }
                         dt { "Note" } dd { (request.note) }
-                        dt { "State" } dd { (badge(&request.state)) }
+                        dt { "State" } dd { (badge(request.state.as_str())) }
                     }
                 }
-                @if request.state == "pending" {
+                @if request.state == RequestState::Pending {
                     section.panel aria-labelledby="approve-title" {
                         h2 #approve-title { "Approve exact resources" }
                         p { "Approval creates no general access: the peer gets exactly what is checked here, "

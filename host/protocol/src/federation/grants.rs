@@ -48,6 +48,31 @@ pub struct NewAccessRequest {
     pub note: String,
 }
 
+text_enum! {
+    /// Where a request for access is (`federation_requests.state`).
+    pub enum RequestState {
+        /// Waiting for the owner's answer.
+        Pending => "pending",
+        /// Answered with a grant.
+        Approved => "approved",
+    }
+}
+
+text_enum! {
+    /// Whether a grant can be used now, as its status says: its state,
+    /// with its expiry applied.
+    pub enum GrantStanding {
+        /// In force.
+        Active => "active",
+        /// Offered, not accepted yet.
+        Inactive => "inactive",
+        /// Past its expiry.
+        Expired => "expired",
+        /// Revoked by its owner.
+        Revoked => "revoked",
+    }
+}
+
 /// A request for access, as each side keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
@@ -63,7 +88,7 @@ pub struct AccessRequest {
     /// What for.
     pub note: String,
     /// `pending` or `approved` (then `grant` names the grant).
-    pub state: String,
+    pub state: RequestState,
     /// The grant that answered it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<String>,
@@ -179,7 +204,7 @@ pub struct GrantRecord {
     /// `offered`, `active` or `revoked`.
     pub state: GrantState,
     /// `active`, `inactive` (offered), `expired` or `revoked`.
-    pub status: String,
+    pub status: GrantStanding,
     /// The signed terms.
     pub terms: GrantTerms,
     /// The owner's signature of the terms (hex).

@@ -88,6 +88,18 @@ pub struct ManageCall {
     pub action: ManageAction,
 }
 
+text_enum! {
+    /// Where a managed service is (`federation_services.state`).
+    pub enum ServiceState {
+        /// No replicas wanted.
+        Stopped => "stopped",
+        /// Serving.
+        Running => "running",
+        /// Finishing its calls before it stops.
+        Draining => "draining",
+    }
+}
+
 /// A managed service on its owner.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
@@ -99,7 +111,7 @@ pub struct ManagedService {
     /// Its revision: every change adds one; a call naming another is refused.
     pub revision: i64,
     /// `stopped`, `running` or `draining`.
-    pub state: String,
+    pub state: ServiceState,
     /// Its configuration.
     pub spec: ManagedServiceSpec,
     /// Its replicas ready now.

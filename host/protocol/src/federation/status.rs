@@ -13,7 +13,7 @@ pub struct GrantStatus {
     /// `outgoing` or `incoming`.
     pub direction: Direction,
     /// `active`, `inactive`, `expired` or `revoked`.
-    pub status: String,
+    pub status: super::GrantStanding,
     /// Calls left.
     pub requests_left: u64,
     /// Calls that may start now.
@@ -85,6 +85,16 @@ pub struct Bounds {
     pub operations: i64,
 }
 
+text_enum! {
+    /// Where a managed-service operation is (`federation_operations.state`).
+    pub enum OperationState {
+        /// Under way; its outcome is not known yet.
+        Running => "running",
+        /// Its answer is recorded.
+        Done => "done",
+    }
+}
+
 /// A federated mutation's receipt on its owner
 /// (`GET /api/federation/peers/{peer}/operations/{id}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,7 +107,7 @@ pub struct OperationRecord {
     /// SHA-256 of the canonical request (hex).
     pub request_sha256: String,
     /// `running` (uncertain until it ends) or `done`.
-    pub state: String,
+    pub state: OperationState,
     /// The recorded answer's status, once done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,

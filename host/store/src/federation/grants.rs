@@ -31,7 +31,7 @@ fn record(row: &tokio_postgres::Row) -> GrantRecord {
         peer: row.get(1),
         direction: state_column::<Direction>(row, 2),
         state: state_column::<GrantState>(row, 3),
-        status: row.get(12),
+        status: crate::state_column(row, 12),
         terms,
         owner_signature: row.get(5),
         grantee_signature: row.get(6),

@@ -2,7 +2,7 @@
 //! the owner, so an exact retry gets the recorded answer, a changed one
 //! with the same id is refused, and an uncertain one can be inspected.
 
-use switchyard_protocol::federation::OperationRecord;
+use switchyard_protocol::federation::{OperationRecord, OperationState};
 use tokio_postgres::types::Json;
 
 use super::{Bounded, has_room, time};
@@ -37,7 +37,7 @@ fn record(row: &tokio_postgres::Row) -> OperationRecord {
         id: row.get(0),
         grant: row.get(1),
         request_sha256: row.get(2),
-        state: row.get(3),
+        state: crate::state_column(row, 3),
         status: row
             .get::<_, Option<i32>>(4)
             .and_then(|s| u16::try_from(s).ok()),
@@ -71,7 +71,7 @@ impl Store {
             let known = record(&row);
             return Ok(if known.request_sha256 != request_sha256 {
                 Begun::Conflict
-            } else if known.state == "done" {
+            } else if known.state == OperationState::Done {
                 Begun::Done(known)
             } else {
                 Begun::Running(known)

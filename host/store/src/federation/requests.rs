@@ -21,7 +21,7 @@ fn request(row: &tokio_postgres::Row) -> AccessRequest {
         // Written from the enum's own text.
         operations: operations.iter().filter_map(|o| o.parse().ok()).collect(),
         note: row.get(4),
-        state: row.get(5),
+        state: crate::state_column(row, 5),
         grant: row.get(6),
         created_at: row.get(7),
     }

@@ -19,7 +19,7 @@ fn service(row: &tokio_postgres::Row) -> (ManagedService, String) {
             service: row.get(0),
             grant: row.get(1),
             revision: row.get(2),
-            state: row.get(3),
+            state: crate::state_column(row, 3),
             spec,
             ready_replicas: row.get(5),
         },

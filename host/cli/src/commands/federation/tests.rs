@@ -130,7 +130,7 @@ fn status_shows_identity_links_grants_and_bounds() {
             grants: vec![GrantStatus {
                 id: "g1".into(),
                 direction: Direction::Incoming,
-                status: "active".into(),
+                status: switchyard_protocol::federation::GrantStanding::Active,
                 requests_left: 0,
                 concurrent_left: 4,
                 model_bytes_left: 0,
