@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::CarrierRowState;
 
+mod switch;
+pub use switch::{Phase, SetKey};
+
 /// The cluster's carrier set, as the frontend tells its workers. During a
 /// change it also names the target (prepare and commit) and the set that
 /// drains (commit): a worker attaches to the target beside the active set
@@ -65,7 +68,7 @@ pub struct ComponentRef {
 }
 
 /// A component version and digest pinned by the cluster row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct Pin {
     /// The plugin's version.

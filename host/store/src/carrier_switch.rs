@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchyard_protocol::carrier::{
-    CanBuild, ChangeRecord, ClusterSettings, Pins, ReplicaReport, WorkerReport,
+    CanBuild, ChangeRecord, ClusterSettings, ReplicaReport, SetKey, WorkerReport,
 };
 use tokio_postgres::types::Json;
 
@@ -25,10 +25,8 @@ pub const LEADER_LOCK: i64 = 0x0073_7779_6463_6172;
 /// A change to start.
 #[derive(Debug, Clone)]
 pub struct NewChange<'a> {
-    /// The set to move to.
-    pub target: &'a str,
-    /// Its components.
-    pub target_plugins: &'a Pins,
+    /// The set to move to, with its components.
+    pub target: &'a SetKey,
     /// Workers that cannot follow were overridden.
     pub forced: bool,
     /// Who asked (an API key's id).
@@ -62,8 +60,8 @@ impl Store {
                 ),
                 &[
                     &epoch,
-                    &change.target,
-                    &Json(change.target_plugins),
+                    &change.target.carrier,
+                    &Json(&change.target.pins),
                     &change.forced,
                     &change.requested_by,
                     &change.prepare_timeout.as_secs_f64(),
@@ -375,8 +373,39 @@ impl Store {
 
     /// A connection of its own, outside the pool (a session advisory lock
     /// lives as long as it), with its driver spawned.
-    pub async fn dedicated(&self) -> Result<tokio_postgres::Client, StoreError> {
+    pub(crate) async fn dedicated(&self) -> Result<tokio_postgres::Client, StoreError> {
         self.url.connect_spawned().await
+    }
+
+    /// A seat from which this replica may lead carrier changes: a
+    /// connection of its own that tries [`LEADER_LOCK`].
+    pub async fn leader_seat(&self) -> Result<LeaderSeat, StoreError> {
+        Ok(LeaderSeat {
+            client: self.dedicated().await?,
+        })
+    }
+}
+
+/// The carrier leader's connection. The lock is a session lock: it is held
+/// while this connection lives, and let go when it ends (the replica died
+/// or its connection broke), so another replica takes it and carries on.
+pub struct LeaderSeat {
+    client: tokio_postgres::Client,
+}
+
+impl LeaderSeat {
+    /// Tries the lock once; whether this seat holds it now.
+    pub async fn try_lead(&self) -> Result<bool, StoreError> {
+        let row = self
+            .client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&LEADER_LOCK])
+            .await?;
+        Ok(row.get(0))
+    }
+
+    /// Whether the connection (and with it the lock) is gone.
+    pub fn is_lost(&self) -> bool {
+        self.client.is_closed()
     }
 }
 

@@ -1,38 +1,41 @@
 //! The cluster's carrier row, replica addresses and the relay secret, and
 //! who holds each worker's session.
 
-use switchyard_protocol::carrier::Pins;
+use switchyard_protocol::carrier::{Phase, Pins, SetKey};
 use switchyard_protocol::state::CarrierRowState;
 use tokio_postgres::types::Json;
 
 use crate::{Store, StoreError, state_column};
 
-/// The `cluster_carrier` row.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// The `cluster_carrier` row: the active set, the epoch and where a change
+/// is. The row's parallel columns (`target`, `target_plugins`, `draining`,
+/// `draining_plugins`, `forced`) are read into one [`Phase`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterCarrier {
-    /// The active carrier set: `nats` or `tunnel`.
-    pub carrier: String,
-    /// The active set's components (empty on a row from before pins).
-    pub plugins: Pins,
+    /// The active carrier set (`nats`, `tunnel`) and its components (no
+    /// pins on a row from before pins).
+    pub active: SetKey,
     /// Grows with every move of a change.
     pub epoch: i64,
-    /// `stable`, `prepare` or `commit`.
-    pub state: CarrierRowState,
-    /// The set a change moves to (prepare).
-    pub target: Option<String>,
-    /// Its components.
-    pub target_plugins: Option<Pins>,
-    /// The set that drains (commit).
-    pub draining: Option<String>,
-    /// Its components.
-    pub draining_plugins: Option<Pins>,
+    /// Where a change is, with the set it moves to or drains.
+    pub phase: Phase,
     /// Milliseconds until the prepare times out or the drain ends, by the
     /// database clock (negative: passed).
     pub deadline_in_ms: Option<i64>,
-    /// The change's workers-cannot-follow blockers were overridden.
-    pub forced: bool,
     /// The change under way (`carrier_changes.id`).
     pub change_id: Option<i64>,
+}
+
+impl ClusterCarrier {
+    /// The row's state (`stable`, `prepare`, `commit`).
+    pub fn state(&self) -> CarrierRowState {
+        self.phase.state()
+    }
+
+    /// Whether the prepare's timeout or the drain's window has passed.
+    pub fn deadline_passed(&self) -> bool {
+        self.deadline_in_ms.is_some_and(|left| left <= 0)
+    }
 }
 
 pub(crate) const ROW_COLUMNS: &str = "carrier, plugins, epoch, state, target, target_plugins, \
@@ -40,17 +43,31 @@ pub(crate) const ROW_COLUMNS: &str = "carrier, plugins, epoch, state, target, ta
     (extract(epoch FROM deadline - now()) * 1000)::bigint, forced, change_id";
 
 pub(crate) fn cluster_carrier(row: &tokio_postgres::Row) -> ClusterCarrier {
+    let set = |name: usize, pins: usize| {
+        SetKey::new(
+            row.get::<_, Option<String>>(name).unwrap_or_default(),
+            row.get::<_, Option<Json<Pins>>>(pins)
+                .map(|j| j.0)
+                .unwrap_or_default(),
+        )
+    };
+    // A phase missing its set's column reads as a set of no name, which
+    // no build runs: the leader aborts such a prepare.
+    let phase = match state_column::<CarrierRowState>(row, 3) {
+        CarrierRowState::Stable => Phase::Stable,
+        CarrierRowState::Prepare => Phase::Prepare {
+            target: set(4, 5),
+            forced: row.get(9),
+        },
+        CarrierRowState::Commit => Phase::Commit {
+            draining: set(6, 7),
+        },
+    };
     ClusterCarrier {
-        carrier: row.get(0),
-        plugins: row.get::<_, Json<Pins>>(1).0,
+        active: SetKey::new(row.get::<_, String>(0), row.get::<_, Json<Pins>>(1).0),
         epoch: row.get(2),
-        state: state_column(row, 3),
-        target: row.get(4),
-        target_plugins: row.get::<_, Option<Json<Pins>>>(5).map(|j| j.0),
-        draining: row.get(6),
-        draining_plugins: row.get::<_, Option<Json<Pins>>>(7).map(|j| j.0),
+        phase,
         deadline_in_ms: row.get(8),
-        forced: row.get(9),
         change_id: row.get(10),
     }
 }

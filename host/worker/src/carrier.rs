@@ -9,7 +9,8 @@
 //! services answer.
 //!
 //! During a carrier change several sets run side by side, each keyed by its
-//! name and its components' digests ([`SetKey`]): the news names the active
+//! name and its components' pins ([`SetKey`], the type the frontends' row
+//! and reports use too): the news names the active
 //! set, the target of a change (prepare, commit) and the set that drains
 //! (commit). A target is attached after a random wait ([`jitter`]) so that a
 //! fleet does not connect at once, with [`attach_backoff`] after a failed
@@ -70,9 +71,10 @@ mod running;
 mod status;
 
 use lanes::{Probe, hold_lanes};
-pub use rules::{Role, SetKey, attach_backoff, cannot_follow, desired, jitter, may_close};
+pub use rules::{Role, attach_backoff, cannot_follow, desired, jitter, may_close};
 use running::{Direct, Pending, Running};
 pub use status::LinkStatus;
+pub use switchyard_protocol::carrier::SetKey;
 
 /// What runs for the carrier sets the cluster names.
 pub struct CarrierLink {
@@ -264,7 +266,7 @@ impl CarrierLink {
             };
             match self.attach(&pending.set, pending.role, identity).await {
                 Ok(running) => {
-                    tracing::info!(set = %key.set, "attached to the carrier set");
+                    tracing::info!(set = %key.carrier, "attached to the carrier set");
                     self.running.insert(key, running);
                 }
                 Err(e) => {
@@ -273,9 +275,9 @@ impl CarrierLink {
                     let retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
                     // Said once; the retries (every 30 s at most) quietly.
                     if pending.failures == 1 {
-                        tracing::warn!(set = %key.set, error = %e, retry_in_ms, "attaching to the carrier set failed");
+                        tracing::warn!(set = %key.carrier, error = %e, retry_in_ms, "attaching to the carrier set failed");
                     } else {
-                        tracing::debug!(set = %key.set, error = %e, retry_in_ms, "attaching to the carrier set failed again");
+                        tracing::debug!(set = %key.carrier, error = %e, retry_in_ms, "attaching to the carrier set failed again");
                     }
                     pending.due = Instant::now() + wait;
                     self.pending.insert(key, pending);
@@ -399,7 +401,7 @@ impl CarrierLink {
             .collect();
         for key in closing {
             if let Some(running) = self.running.remove(&key) {
-                tracing::info!(set = %key.set, in_flight = running.in_flight.count(), "closing a released carrier set");
+                tracing::info!(set = %key.carrier, in_flight = running.in_flight.count(), "closing a released carrier set");
                 if self.dialling.as_ref().is_some_and(|(k, _)| *k == key)
                     && let Some((_, task)) = self.dialling.take()
                 {

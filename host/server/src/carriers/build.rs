@@ -10,7 +10,7 @@ use switchyard_carrier::set::{self, Frontend, SetEnv, Side, SideKind};
 use switchyard_carrier::{
     Carrier, ComponentSpec, ControlSeam, SetName, StreamsSeam, TunnelRegistry,
 };
-use switchyard_protocol::carrier::{CanBuild, ClusterSettings, Pins};
+use switchyard_protocol::carrier::{CanBuild, ClusterSettings, SetKey};
 use switchyard_runtime::Runtime;
 use switchyard_store::Store;
 
@@ -19,39 +19,6 @@ use super::seed;
 
 /// How long a set's messages carrier gets to connect.
 pub const CONNECT_WAIT: Duration = Duration::from_secs(15);
-
-/// A set and the component versions it runs: what the row names and what
-/// a replica reports it built.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SetKey {
-    /// The set.
-    pub set: SetName,
-    /// Its components, pinned.
-    pub pins: Pins,
-}
-
-impl SetKey {
-    /// The key `instances.built` records: `nats` plus each pin
-    /// (`nats nats@0.1.0+sha256.…`), so a version upgrade is another key.
-    pub fn label(&self) -> String {
-        let mut label = self.set.as_str().to_string();
-        for (name, pin) in &self.pins {
-            label.push(' ');
-            label.push_str(name);
-            label.push('@');
-            label.push_str(&pin.version);
-        }
-        label
-    }
-
-    /// The key for a row's set, when this build runs it.
-    pub fn of(carrier: &str, pins: Option<&Pins>) -> Option<Self> {
-        Some(Self {
-            set: SetName::parse(carrier)?,
-            pins: pins.cloned().unwrap_or_default(),
-        })
-    }
-}
 
 /// A set running on this replica.
 pub struct BuiltSet {
@@ -114,14 +81,13 @@ impl Builder {
         key: &SetKey,
         settings: &ClusterSettings,
     ) -> anyhow::Result<BuiltSet> {
-        let entry = key.set.entry();
+        let set = SetName::parse(&key.carrier)
+            .with_context(|| format!("`{}` is not a carrier set this build runs", key.carrier))?;
+        let entry = set.entry();
         let mut components = Vec::new();
         for needed in entry.components(SideKind::Frontend) {
             let pin = key.pins.get(needed.name).with_context(|| {
-                format!(
-                    "the `{}` set's row pins no `{}` component",
-                    key.set, needed.name
-                )
+                format!("the `{set}` set's row pins no `{}` component", needed.name)
             })?;
             let component = seed::resolve_pinned(&self.store, needed.name, pin)
                 .await?
@@ -145,16 +111,15 @@ impl Builder {
             sessions: self.sessions.clone(),
             resolve: resolver(&self.store),
         };
-        let seams = set::start(key.set, &env, Side::Frontend(frontend))?;
+        let seams = set::start(set, &env, Side::Frontend(frontend))?;
         let (Some(messages), Some(control), Some(streams)) =
             (seams.messages, seams.control, seams.streams)
         else {
-            bail!("the `{}` set started without a frontend's seams", key.set);
+            bail!("the `{set}` set started without a frontend's seams");
         };
         if !messages.wait_ready(CONNECT_WAIT).await {
             bail!(
-                "the `{}` carrier did not connect within {}s",
-                key.set,
+                "the `{set}` carrier did not connect within {}s",
                 CONNECT_WAIT.as_secs()
             );
         }

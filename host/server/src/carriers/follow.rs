@@ -13,14 +13,14 @@ use std::time::Duration;
 use anyhow::Context;
 use switchyard_carrier::SetName;
 use switchyard_carrier::window::{Route, Window};
-use switchyard_protocol::carrier::{CanBuild, ClusterSettings};
+use switchyard_protocol::carrier::{CanBuild, ClusterSettings, SetKey};
 use switchyard_protocol::state::CarrierRowState;
 use switchyard_store::carrier_switch::{CARRIER_CHANNEL, REFRESH_REPORT};
 use switchyard_store::cluster::ClusterCarrier;
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use super::build::{BuiltSet, SetKey};
+use super::build::BuiltSet;
 use super::{Built, Carriers, View};
 
 /// How often a replica reads the row when nothing is under way (±20 %).
@@ -43,7 +43,7 @@ pub async fn run(carriers: Arc<Carriers>, mut stop: watch::Receiver<bool>) {
         if hints.is_none() {
             hints = store.listen(CARRIER_CHANNEL).await.ok();
         }
-        let changing = carriers.view().row.state != CarrierRowState::Stable;
+        let changing = carriers.view().row.state() != CarrierRowState::Stable;
         let wait = match changing {
             true => POLL_CHANGING,
             false => POLL.mul_f64(rand::random_range(0.8..1.2)),
@@ -89,7 +89,7 @@ async fn step(
     let settings = store.cluster_settings().await?;
     // During a change the workers that must attach are counted: how many
     // they are sets how long each waits at random before it attaches.
-    let workers = match row.state {
+    let workers = match row.state() {
         CarrierRowState::Stable => None,
         _ => Some(store.carrier_workers().await?),
     };
@@ -110,7 +110,7 @@ async fn step(
     let mut failures = BTreeMap::new();
     if let Err((set, e)) = reconcile(carriers, &mut built, &row, &settings).await {
         tracing::warn!(%set, error = %format!("{e:#}"), "could not build a carrier set");
-        failures.insert(set.as_str().to_string(), format!("{e:#}"));
+        failures.insert(set, format!("{e:#}"));
     }
     let labels = built.labels();
     let epoch = built.epoch;
@@ -153,25 +153,14 @@ async fn reconcile(
     built: &mut Built,
     row: &ClusterCarrier,
     settings: &ClusterSettings,
-) -> Result<(), (SetName, anyhow::Error)> {
-    let Some(active_key) = SetKey::of(&row.carrier, Some(&row.plugins)) else {
+) -> Result<(), (String, anyhow::Error)> {
+    if SetName::parse(&row.active.carrier).is_none() {
         // A set this build does not run; the start refused it already.
         return Ok(());
-    };
-    let target_key = match row.state {
-        CarrierRowState::Prepare => row
-            .target
-            .as_deref()
-            .and_then(|t| SetKey::of(t, row.target_plugins.as_ref())),
-        _ => None,
-    };
-    let draining_key = match row.state {
-        CarrierRowState::Commit => row
-            .draining
-            .as_deref()
-            .and_then(|d| SetKey::of(d, row.draining_plugins.as_ref())),
-        _ => None,
-    };
+    }
+    let active_key = row.active.clone();
+    let target_key = row.phase.target().cloned();
+    let draining_key = row.phase.draining().cloned();
 
     // An aborted target (or one the row no longer names) is dropped.
     if built
@@ -220,7 +209,7 @@ async fn commit(
     active_key: &SetKey,
     draining_key: Option<&SetKey>,
     settings: &ClusterSettings,
-) -> Result<(), (SetName, anyhow::Error)> {
+) -> Result<(), (String, anyhow::Error)> {
     let span = tracing::info_span!("carrier_commit", epoch = row.epoch, to = %active_key.label());
     let new = match built.target.take() {
         Some(target) if target.key == *active_key => target,
@@ -231,7 +220,7 @@ async fn commit(
             build_and_listen(carriers, active_key, settings)
                 .instrument(span.clone())
                 .await
-                .map_err(|e| (active_key.set, e))?
+                .map_err(|e| (active_key.carrier.clone(), e))?
         }
     };
     let _entered = span.enter();
@@ -257,7 +246,7 @@ async fn commit(
         release(carriers, &old);
         point_holders_at_active(carriers, built);
     }
-    tracing::info!(carrier = %row.carrier, epoch = row.epoch, "committed: publishes go to the new set");
+    tracing::info!(carrier = %row.active.carrier, epoch = row.epoch, "committed: publishes go to the new set");
     Ok(())
 }
 
@@ -269,7 +258,7 @@ async fn prepare(
     row: &ClusterCarrier,
     target_key: SetKey,
     settings: &ClusterSettings,
-) -> Result<(), (SetName, anyhow::Error)> {
+) -> Result<(), (String, anyhow::Error)> {
     let resting = built
         .failed
         .as_ref()
@@ -287,7 +276,7 @@ async fn prepare(
             Ok(target) => target,
             Err(e) => {
                 built.failed = Some((target_key.clone(), std::time::Instant::now()));
-                return Err((target_key.set, e));
+                return Err((target_key.carrier, e));
             }
         };
         tracing::info!(set = %target.key.label(), epoch = row.epoch, "prepared: the target runs beside the active set");
@@ -322,7 +311,7 @@ fn point_holders_at_active(carriers: &Carriers, built: &Built) {
 
 fn route(set: &BuiltSet) -> Route {
     Route {
-        set: set.key.set.as_str().to_string(),
+        set: set.key.carrier.clone(),
         control: set.control.clone(),
         streams: set.streams.clone(),
     }

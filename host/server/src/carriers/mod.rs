@@ -11,8 +11,9 @@
 //! - [`follow`]: every replica follows the row: builds a change's target
 //!   beside the active set, swaps at the commit, releases at the settle,
 //!   and reports what it built in `instances`.
-//! - [`lead`]: the replica holding the leader lock moves a change along
-//!   (prepare → commit → settle, or abort on timeout).
+//! - [`decide`]: the leader's next move, a pure function of the row and
+//!   the replicas' and workers' reports; [`lead`]: the replica holding the
+//!   leader lock reads them and carries the move out.
 //! - [`report`]: the carrier status and a change's preflight.
 //! - [`units`]: work units left on a released pgbus queue move to the new set.
 //! - [`news`]: the carrier news a heartbeat answer carries.
@@ -26,6 +27,7 @@
 
 pub mod axum_codec;
 pub mod build;
+pub mod decide;
 pub mod follow;
 pub mod lead;
 pub mod nats_url;
@@ -113,7 +115,7 @@ pub struct Built {
     /// The row epoch this replica acted on last.
     pub epoch: i64,
     /// The last target that failed to build here, and when.
-    pub failed: Option<(build::SetKey, std::time::Instant)>,
+    pub failed: Option<(switchyard_protocol::carrier::SetKey, std::time::Instant)>,
 }
 
 impl Built {

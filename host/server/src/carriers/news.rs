@@ -3,9 +3,7 @@
 
 use switchyard_carrier::SetName;
 use switchyard_carrier::set::SideKind;
-use switchyard_protocol::carrier::{
-    CarrierNews, ClusterSettings, ComponentRef, Pins, SetRef, refs,
-};
+use switchyard_protocol::carrier::{CarrierNews, ClusterSettings, ComponentRef, SetKey, SetRef};
 use switchyard_store::cluster::ClusterCarrier;
 
 /// Workers that attach to a target at once, with no wait: a handful of
@@ -32,25 +30,17 @@ pub fn attach_spread_ms(workers: usize, cap_ms: u64) -> u64 {
 
 /// The news for `row`, when `workers` follow the carrier.
 pub fn news(row: &ClusterCarrier, settings: &ClusterSettings, workers: usize) -> CarrierNews {
-    let set = |carrier: &str, pins: Option<&Pins>| SetRef {
-        carrier: carrier.to_string(),
-        components: pins
-            .map(|p| worker_components(carrier, p))
-            .unwrap_or_default(),
+    let set = |key: &SetKey| SetRef {
+        carrier: key.carrier.clone(),
+        components: worker_components(key),
     };
     CarrierNews {
-        carrier: row.carrier.clone(),
+        carrier: row.active.carrier.clone(),
         epoch: row.epoch,
-        state: row.state,
-        components: worker_components(&row.carrier, &row.plugins),
-        target: row
-            .target
-            .as_deref()
-            .map(|t| set(t, row.target_plugins.as_ref())),
-        draining: row
-            .draining
-            .as_deref()
-            .map(|d| set(d, row.draining_plugins.as_ref())),
+        state: row.state(),
+        components: worker_components(&row.active),
+        target: row.phase.target().map(set),
+        draining: row.phase.draining().map(set),
         nats_url: settings
             .worker_nats_url
             .clone()
@@ -61,12 +51,12 @@ pub fn news(row: &ClusterCarrier, settings: &ClusterSettings, workers: usize) ->
 }
 
 /// Of a set's pinned components, those a worker runs.
-fn worker_components(carrier: &str, pins: &Pins) -> Vec<ComponentRef> {
-    let Some(set) = SetName::parse(carrier) else {
+fn worker_components(key: &SetKey) -> Vec<ComponentRef> {
+    let Some(set) = SetName::parse(&key.carrier) else {
         return Vec::new();
     };
     let needed = set.entry().components(SideKind::Worker);
-    refs(pins)
+    key.components()
         .into_iter()
         .filter(|c| needed.iter().any(|n| n.name == c.name))
         .collect()

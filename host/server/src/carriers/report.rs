@@ -5,13 +5,12 @@ use std::time::{Duration, Instant};
 
 use switchyard_carrier::SetName;
 use switchyard_protocol::carrier::{
-    Blocker, CarrierStatus, InFlight, Pins, PluginHealth, SessionRef, WorkerReport, blockers,
+    Blocker, CarrierStatus, InFlight, Phase, Pins, PluginHealth, SessionRef, WorkerReport, blockers,
 };
 use switchyard_protocol::state::{CarrierRowState, NodeState};
 use switchyard_store::StoreError;
 use switchyard_store::cluster::ClusterCarrier;
 
-use super::build::SetKey;
 use crate::state::AppState;
 
 /// A replica whose report is older than this is not live: a change neither
@@ -31,20 +30,17 @@ pub async fn status(state: &AppState) -> Result<CarrierStatus, StoreError> {
     let replicas = store.live_replicas(LIVE, None).await?;
     let workers = store.carrier_workers().await?;
     let last_change = store.carrier_changes(1).await?.into_iter().next();
-    let label = |carrier: Option<&str>, pins: Option<&Pins>| {
-        carrier.and_then(|c| SetKey::of(c, pins)).map(|k| k.label())
-    };
     let replicas = replicas
         .into_iter()
         .map(|replica| {
             let mut report = replica.report;
             report.ready = row.as_ref().is_some_and(|row| {
-                let active = label(Some(&row.carrier), Some(&row.plugins));
-                let target = label(row.target.as_deref(), row.target_plugins.as_ref());
                 report.epoch >= row.epoch
-                    && replica.built.first() == active.as_ref()
-                    && (row.state != CarrierRowState::Prepare
-                        || target.is_some_and(|t| replica.built.contains(&t)))
+                    && replica.built.first() == Some(&row.active.label())
+                    && row
+                        .phase
+                        .target()
+                        .is_none_or(|t| replica.built.contains(&t.label()))
             });
             report
         })
@@ -55,26 +51,35 @@ pub async fn status(state: &AppState) -> Result<CarrierStatus, StoreError> {
     };
     let left = |phase: CarrierRowState| {
         row.as_ref()
-            .filter(|r| r.state == phase)
+            .filter(|r| r.state() == phase)
             .and_then(|r| r.deadline_in_ms)
             .map(|ms| ms.max(0))
     };
     let carriers = state.carriers.as_ref();
+    let target = row.as_ref().and_then(|r| r.phase.target());
     let trust_warnings = match &row {
-        Some(row) => crate::signing::pin_warnings(store, &row.plugins).await?,
+        Some(row) => crate::signing::pin_warnings(store, &row.active.pins).await?,
         None => Vec::new(),
     };
     Ok(CarrierStatus {
-        carrier: row.as_ref().map(|r| r.carrier.clone()),
-        plugins: row.as_ref().map(|r| r.plugins.clone()).unwrap_or_default(),
+        carrier: row.as_ref().map(|r| r.active.carrier.clone()),
+        plugins: row
+            .as_ref()
+            .map(|r| r.active.pins.clone())
+            .unwrap_or_default(),
         epoch: row.as_ref().map(|r| r.epoch),
-        state: row.as_ref().map(|r| r.state),
-        target: row.as_ref().and_then(|r| r.target.clone()),
-        target_plugins: row.as_ref().and_then(|r| r.target_plugins.clone()),
-        draining: row.as_ref().and_then(|r| r.draining.clone()),
+        state: row.as_ref().map(|r| r.state()),
+        target: target.map(|t| t.carrier.clone()),
+        target_plugins: target.map(|t| t.pins.clone()),
+        draining: row
+            .as_ref()
+            .and_then(|r| r.phase.draining())
+            .map(|d| d.carrier.clone()),
         drain_left_ms: left(CarrierRowState::Commit),
         prepare_left_ms: left(CarrierRowState::Prepare),
-        forced: row.as_ref().is_some_and(|r| r.forced),
+        forced: row
+            .as_ref()
+            .is_some_and(|r| matches!(r.phase, Phase::Prepare { forced: true, .. })),
         replicas,
         workers: workers.into_iter().map(|w| w.report).collect(),
         in_flight: InFlight {
@@ -88,7 +93,7 @@ pub async fn status(state: &AppState) -> Result<CarrierStatus, StoreError> {
         },
         settings: super::nats_url::masked(settings),
         last_change,
-        running: carriers.map(|c| c.view().row.carrier.clone()),
+        running: carriers.map(|c| c.view().row.active.carrier.clone()),
         connected: carriers.is_some_and(|c| c.fanout.active().is_ready()),
         plugin: carriers.map(|c| {
             let plugin = c.fanout.active().plugin_state();
@@ -133,17 +138,18 @@ pub async fn preflight(
             message,
         })
     };
-    if row.state != CarrierRowState::Stable {
+    if row.state() != CarrierRowState::Stable {
+        let moving_to = row.phase.target().unwrap_or(&row.active);
         block(
             blockers::CHANGE_UNDER_WAY,
             format!(
                 "a change to `{}` is under way ({})",
-                row.target.as_deref().unwrap_or(&row.carrier),
-                row.state
+                moving_to.carrier,
+                row.state()
             ),
         );
     }
-    if row.carrier == target.as_str() && row.plugins == *pins {
+    if row.active.carrier == target.as_str() && row.active.pins == *pins {
         block(
             blockers::ALREADY_ACTIVE,
             format!("`{target}` with these component versions is what the cluster runs"),

@@ -13,7 +13,7 @@ use switchyard_runtime::{PluginKind, Runtime, RuntimeConfig};
 use switchyard_store::cluster::ClusterCarrier;
 use switchyard_store::{PoolTimeouts, Store};
 
-use super::build::{Builder, SetKey};
+use super::build::Builder;
 use super::seed::{self, SeedComponent};
 use super::{Built, Carriers, View, probe, relay};
 use crate::config::ServeConfig;
@@ -32,7 +32,7 @@ pub async fn start(
     database_url: &str,
     instance_id: &str,
 ) -> anyhow::Result<Option<Arc<Carriers>>> {
-    let Some((name, row, settings)) = active_row(config, store).await? else {
+    let Some((row, settings)) = active_row(config, store).await? else {
         return Ok(None);
     };
     // Carriers run beside the policies with limits of their own.
@@ -50,11 +50,7 @@ pub async fn start(
         carrier_database_url,
         flag_nats_url: config.nats_url.clone(),
     };
-    let key = SetKey {
-        set: name,
-        pins: row.plugins.clone(),
-    };
-    let active = builder.build(&key, &settings).await?;
+    let active = builder.build(&row.active, &settings).await?;
     // The replica's sessions run whatever set is active: the tunnel
     // component is resolved for them even when the set does not name it.
     let tunnel = match &active.tunnel {
@@ -97,7 +93,7 @@ pub async fn start(
         tasks: std::sync::Mutex::new(Vec::new()),
     });
     probe::listen(cluster.clone()).await?;
-    tracing::info!(carrier = %row.carrier, epoch = row.epoch, "carrier set started");
+    tracing::info!(carrier = %row.active.carrier, epoch = row.epoch, "carrier set started");
     Ok(Some(cluster))
 }
 
@@ -107,7 +103,7 @@ pub async fn start(
 async fn active_row(
     config: &ServeConfig,
     store: &Store,
-) -> anyhow::Result<Option<(SetName, ClusterCarrier, ClusterSettings)>> {
+) -> anyhow::Result<Option<(ClusterCarrier, ClusterSettings)>> {
     let mut seeds = config.seed_components.clone();
     if let Some(dir) = &config.carrier_plugins {
         seeds.extend(SeedComponent::from_dir(dir)?);
@@ -129,16 +125,16 @@ async fn active_row(
     let row = store
         .ensure_cluster_carrier(seed_set.as_str(), &newest_pins(store, seed_set).await?)
         .await?;
-    let Some(name) = SetName::parse(&row.carrier) else {
+    let Some(name) = SetName::parse(&row.active.carrier) else {
         bail!(
             "the cluster's carrier is `{}` (cluster_carrier row), which this build does not run; it runs {}",
-            row.carrier,
+            row.active.carrier,
             SetName::names()
         );
     };
     // A row from before pins (or seeded while the registry was empty)
     // pins the newest components now.
-    let row = match row.plugins.is_empty() {
+    let row = match row.active.pins.is_empty() {
         true => {
             let pins = newest_pins(store, name).await?;
             if pins.is_empty() {
@@ -153,7 +149,7 @@ async fn active_row(
         false => row,
     };
     let row = pin_missing(store, name, row).await?;
-    Ok(Some((name, row, settings)))
+    Ok(Some((row, settings)))
 }
 
 /// A row pinned before its set ran one of its components now (the `nats`
@@ -168,12 +164,12 @@ async fn pin_missing(
         .entry()
         .components(SideKind::Frontend)
         .iter()
-        .any(|needed| !row.plugins.contains_key(needed.name));
+        .any(|needed| !row.active.pins.contains_key(needed.name));
     if !lacks {
         return Ok(row);
     }
     let mut missing = newest_pins(store, set).await?;
-    missing.retain(|name, _| !row.plugins.contains_key(name));
+    missing.retain(|name, _| !row.active.pins.contains_key(name));
     if missing.is_empty() {
         // The registry holds none: building the set says which.
         return Ok(row);

@@ -15,7 +15,7 @@ use switchyard_carrier::stream_seam::Lane;
 
 use switchyard_protocol::admin::ErrorDetail;
 use switchyard_protocol::carrier::{
-    Blocked, CarrierChange, CarrierStatus, ChangeMoved, Pin, Pins, Preflight,
+    Blocked, CarrierChange, CarrierStatus, ChangeMoved, Pin, Pins, Preflight, SetKey,
 };
 use switchyard_protocol::state::CarrierRowState;
 use switchyard_store::carrier_switch::NewChange;
@@ -168,7 +168,7 @@ pub async fn change(
     }
     let (target, pins) = target_pins(&state, &body).await?;
     crate::signing::check_pins(&state.store, &pins).await?;
-    if !body.dry_run && row.state != CarrierRowState::Stable {
+    if !body.dry_run && row.state() != CarrierRowState::Stable {
         return Err(under_way(&row));
     }
     let blockers = report::preflight(&state, &row, target, &pins, body.force).await?;
@@ -201,8 +201,7 @@ pub async fn change(
         .begin_change(
             row.epoch,
             NewChange {
-                target: target.as_str(),
-                target_plugins: &pins,
+                target: &SetKey::new(target.as_str(), pins),
                 forced: body.force,
                 requested_by: &caller.key_id,
                 prepare_timeout: Duration::from_millis(settings.prepare_timeout_ms),
@@ -212,12 +211,12 @@ pub async fn change(
     let Some(started) = started else {
         return Err(under_way(&row));
     };
-    tracing::info!(key = %caller.key_id, from = %row.carrier, to = %target, epoch = started.epoch, forced = body.force, "carrier change started");
+    tracing::info!(key = %caller.key_id, from = %row.active.carrier, to = %target, epoch = started.epoch, forced = body.force, "carrier change started");
     Ok((
         StatusCode::ACCEPTED,
         Json(ChangeMoved {
             epoch: started.epoch,
-            state: started.state,
+            state: started.state(),
         }),
     )
         .into_response())
@@ -233,7 +232,7 @@ async fn abort(
     if body.target.is_some() || body.dry_run || body.force || !body.plugins.is_empty() {
         return Err(ApiError::invalid_request("`abort` takes nothing else"));
     }
-    let moved = match row.state {
+    let moved = match row.state() {
         CarrierRowState::Prepare => {
             let reason = format!("aborted by key {key_id}");
             store.abort_change(row.epoch, &reason).await?
@@ -244,13 +243,13 @@ async fn abort(
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "nothing_to_abort",
-            format!("no change is in prepare (the row is `{}`)", row.state),
+            format!("no change is in prepare (the row is `{}`)", row.state()),
         ));
     };
     tracing::info!(key = %key_id, epoch = moved.epoch, "carrier change aborted");
     Ok(Json(ChangeMoved {
         epoch: moved.epoch,
-        state: moved.state,
+        state: moved.state(),
     })
     .into_response())
 }
@@ -261,7 +260,8 @@ fn under_way(row: &ClusterCarrier) -> ApiError {
         "change_under_way",
         format!(
             "a carrier change is under way (`{}`, epoch {}); abort it or wait until it settles",
-            row.state, row.epoch
+            row.state(),
+            row.epoch
         ),
     )
 }

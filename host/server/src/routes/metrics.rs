@@ -95,7 +95,7 @@ async fn cluster(state: &AppState, out: &mut String) {
         );
         let connected = u8::from(cluster.fanout.active().is_ready());
         let view = cluster.view();
-        let carrier = escape(&view.row.carrier);
+        let carrier = escape(&view.row.active.carrier);
         let _ = writeln!(out, "{name}{{carrier=\"{carrier}\"}} {connected}");
         switch_metrics(state, cluster, out).await;
     }
@@ -248,7 +248,7 @@ fn row_metrics(row: &switchyard_store::cluster::ClusterCarrier, out: &mut String
             out,
             "switchyard_carrier_state{{state=\"{}\"}} {}",
             s.as_str(),
-            u8::from(*s == row.state)
+            u8::from(*s == row.state())
         );
     }
     gauge(
@@ -256,11 +256,11 @@ fn row_metrics(row: &switchyard_store::cluster::ClusterCarrier, out: &mut String
         "switchyard_carrier_active",
         "1 per component of the active carrier set, with its version.",
     );
-    for (plugin, pin) in &row.plugins {
+    for (plugin, pin) in &row.active.pins {
         let _ = writeln!(
             out,
             "switchyard_carrier_active{{set=\"{}\",plugin=\"{}\",version=\"{}\"}} 1",
-            escape(&row.carrier),
+            escape(&row.active.carrier),
             escape(plugin),
             escape(&pin.version)
         );
@@ -270,7 +270,7 @@ fn row_metrics(row: &switchyard_store::cluster::ClusterCarrier, out: &mut String
         "switchyard_carrier_drain_left_seconds",
         "How long the old set may still drain (0 unless a change is in commit).",
     );
-    let left = match row.state {
+    let left = match row.state() {
         switchyard_protocol::state::CarrierRowState::Commit => {
             row.deadline_in_ms.unwrap_or(0).max(0)
         }

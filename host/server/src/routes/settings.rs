@@ -87,13 +87,13 @@ pub async fn update(
         // Read just before saving: a change that begins in between uses the
         // settings it read when it began (what the leader pins at prepare).
         let row = state.store.cluster_carrier().await?;
-        if let Some(row) = row.filter(|r| r.state != CarrierRowState::Stable) {
+        if let Some(row) = row.filter(|r| r.state() != CarrierRowState::Stable) {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "change_under_way",
                 format!(
                     "a carrier change is under way (state {}, epoch {}); change {} once it settled or aborted",
-                    row.state.as_str(),
+                    row.state().as_str(),
                     row.epoch,
                     urls_changed.join(" and ")
                 ),

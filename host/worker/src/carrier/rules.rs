@@ -7,31 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchyard_carrier::SetName;
-use switchyard_protocol::carrier::{CarrierNews, SetRef};
+use switchyard_protocol::carrier::{CarrierNews, SetKey, SetRef};
 
 use super::{FIRST_ATTACH_BACKOFF, MAX_ATTACH_BACKOFF, NO_ADDRESS, NO_NATS_URL};
-
-/// A set as the worker runs it: its name and its components' digests (a
-/// new version of a component is another set, run beside the old one).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SetKey {
-    /// The set's name.
-    pub set: String,
-    /// Its components' SHA-256s, sorted.
-    pub digests: Vec<String>,
-}
-
-impl SetKey {
-    /// The key of a set the news names.
-    pub fn of(set: &SetRef) -> Self {
-        let mut digests: Vec<String> = set.components.iter().map(|c| c.sha256.clone()).collect();
-        digests.sort();
-        Self {
-            set: set.carrier.clone(),
-            digests,
-        }
-    }
-}
 
 /// What the news says of a set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -54,7 +54,7 @@ fn news(epoch: i64, state: CarrierRowState, active: SetRef) -> CarrierNews {
 fn roles(news: &CarrierNews) -> Vec<(String, Role)> {
     desired(news)
         .into_iter()
-        .map(|(key, _, role)| (key.set, role))
+        .map(|(key, _, role)| (key.carrier, role))
         .collect()
 }
 
@@ -201,7 +201,13 @@ fn fixture(kept: &[&[u8]], address: Option<&str>) -> Fixture {
 fn running(link: &CarrierLink) -> Vec<String> {
     link.running
         .keys()
-        .map(|k| format!("{}:{}", k.set, &k.digests[0][..6]))
+        .map(|k| {
+            format!(
+                "{}:{}",
+                k.carrier,
+                &k.pins.values().next().unwrap().sha256[..6]
+            )
+        })
         .collect()
 }
 
