@@ -21,6 +21,7 @@
 //!   and the calls that cross the link between two clusters.
 //! - [`copies`]: verified model copies between clusters: manifests, ranges, copy records.
 //! - [`decisions`]: the admission decision log: a binding's logging, a record, a query's answer.
+//! - [`dry_run`]: an admission chain's dry run: the final answer and each policy's step.
 //! - [`models`]: a model revision's manifest.
 //! - [`limits`]: limits both sides hold to, each with its reason.
 //! - [`openai`]: OpenAI's error shape and `type`, for errors a worker streams to a `/v1` client.
@@ -103,6 +104,7 @@ pub mod control;
 pub mod copies;
 pub mod decisions;
 pub mod deployments;
+pub mod dry_run;
 pub mod engines;
 pub mod federation;
 pub mod generations;

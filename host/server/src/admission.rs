@@ -5,6 +5,7 @@
 //! has not ([`evaluate`]).
 
 pub mod decisions;
+pub mod dry_run;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -11,6 +11,7 @@ use switchyard_protocol::admin::{
     NewDeployment, NewKey, NewRegistrationToken, PolicyBinding, Scale, SetChain,
 };
 use switchyard_protocol::decisions::DecisionLogging;
+use switchyard_protocol::dry_run::{DecisionKind, DryRun};
 use switchyard_protocol::plugin::{FailMode, Mode};
 
 use super::deployment_watch::{self, Outcome};
@@ -149,16 +150,16 @@ pub async fn admission(command: AdmissionCommand) -> anyhow::Result<ExitCode> {
         } => {
             let client = Client::new(&api);
             let body = read_json(&request)?;
-            let verdict = client
-                .send(
+            let verdict: DryRun = client
+                .send_as(
                     client
                         .request(Method::POST, &format!("/api/admission/{point}/evaluate"))
                         .json(&body),
                 )
                 .await?;
-            print(&verdict)?;
-            Ok(match verdict["decision"].as_str() {
-                Some("deny") => ExitCode::from(1),
+            println!("{}", serde_json::to_string_pretty(&verdict)?);
+            Ok(match verdict.judgement.decision {
+                DecisionKind::Deny => ExitCode::from(1),
                 _ => ExitCode::SUCCESS,
             })
         }

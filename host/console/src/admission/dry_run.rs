@@ -10,6 +10,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
+use switchyard_protocol::dry_run::DryRun as Verdict;
 use switchyard_runtime::admission::{
     AdmissionPoint, Caller, DeployRequest, FederationRequest, Gpu, InferenceRequest,
     TransferRequest,
@@ -283,49 +284,17 @@ fn page_body(
     }
 }
 
-/// The evaluate answer.
-#[derive(Debug, Deserialize)]
-struct Verdict {
-    generation: i64,
-    decision: String,
-    code: Option<String>,
-    message: Option<String>,
-    patch: Option<Value>,
-    request: Value,
-    steps: Vec<Step>,
-}
-
-/// One policy's part in a verdict.
-#[derive(Debug, Deserialize)]
-struct Step {
-    plugin: String,
-    mode: String,
-    fail: String,
-    decision: Option<String>,
-    code: Option<String>,
-    message: Option<String>,
-    patch: Option<Value>,
-    error: Option<StepError>,
-    enforced: bool,
-    time_us: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct StepError {
-    kind: String,
-    message: String,
-}
-
 fn verdict_panel(v: &Verdict) -> Markup {
     html! {
         section.panel.verdict aria-labelledby="verdict-title" role="status" {
             h2 #verdict-title {
-                "Decision: " span class=(format!("state {}", decision_class(&v.decision))) { (v.decision) }
+                @let decision = v.judgement.decision.as_str();
+                "Decision: " span class=(format!("state {}", decision_class(decision))) { (decision) }
             }
-            @if let Some(code) = &v.code {
-                p { code { (code) } " " (v.message.as_deref().unwrap_or("")) }
+            @if let Some(code) = &v.judgement.code {
+                p { code { (code) } " " (v.judgement.message.as_deref().unwrap_or("")) }
             }
-            @if let Some(patch) = &v.patch {
+            @if let Some(patch) = &v.judgement.patch {
                 p { "Patch: " code { (patch.to_string()) } }
             }
             p.muted { "Judged by generation " (v.generation) "." }
@@ -339,7 +308,10 @@ fn verdict_panel(v: &Verdict) -> Markup {
                     } }
                     tbody {
                         @for (i, s) in v.steps.iter().enumerate() {
-                            @let decision = s.decision.as_deref().unwrap_or("error");
+                            @let decision = s.judgement.as_ref().map_or("error", |j| j.decision.as_str());
+                            @let code = s.judgement.as_ref().and_then(|j| j.code.as_ref());
+                            @let message = s.judgement.as_ref().and_then(|j| j.message.as_ref());
+                            @let patch = s.judgement.as_ref().and_then(|j| j.patch.as_ref());
                             tr {
                                 td { (i + 1) }
                                 td { code { (s.plugin) } }
@@ -349,13 +321,13 @@ fn verdict_panel(v: &Verdict) -> Markup {
                                     @if !s.enforced { " " span.muted { "(not enforced)" } }
                                 }
                                 td {
-                                    @if let Some(code) = &s.code { code { (code) } }
+                                    @if let Some(code) = code { code { (code) } }
                                     @if let Some(error) = &s.error { code { (error.kind) } }
                                 }
                                 td {
-                                    @if let Some(message) = &s.message { (message) }
+                                    @if let Some(message) = message { (message) }
                                     @if let Some(error) = &s.error { (error.message) }
-                                    @if let Some(patch) = &s.patch { "patch " code { (patch.to_string()) } }
+                                    @if let Some(patch) = patch { "patch " code { (patch.to_string()) } }
                                 }
                                 td { (format!("{:.0} µs", s.time_us)) }
                             }

@@ -6,8 +6,9 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use serde_json::{Value, json};
+use serde_json::Value;
 use switchyard_protocol::admin::{PolicyBinding, Rollback, SetChain};
+use switchyard_protocol::dry_run::DryRun;
 use switchyard_protocol::generations::{ChainStatus, Generation, SignedComponent};
 use switchyard_runtime::admission::AdmissionRequest;
 
@@ -140,7 +141,7 @@ pub async fn rollback(
     request_body(content = Object, description = "The point's request record (snake_case fields)",
         example = json!({"caller": {"key_id": "k1", "project": "demo", "scopes": ["inference"]}, "model": "demo-tiny", "endpoint": "/v1/chat/completions", "prompt_tokens": 12, "max_tokens": 9000, "stream": false})),
     responses(
-        (status = 200, description = "`{decision, code?, message?, patch?, generation, request, steps: [{plugin, mode, decision, time_us, error?}]}`"),
+        (status = 200, description = "The chain's answer and each policy's step", body = DryRun),
         (status = 400, description = "`invalid_request`"),
         (status = 404, description = "`unknown_point`"),
     ))]
@@ -149,7 +150,7 @@ pub async fn evaluate(
     State(state): State<Arc<AppState>>,
     ApiPath(point_name): ApiPath<String>,
     ApiJson(body): ApiJson<Value>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<DryRun>> {
     let point = point(&point_name)?;
     let request = AdmissionRequest::from_json(point, body)
         .map_err(|e| ApiError::invalid_request(format!("not a {point} request record: {e}")))?;
@@ -157,5 +158,5 @@ pub async fn evaluate(
     let verdict = crate::admission::evaluate(&chain, &request)
         .await
         .map_err(ApiError::internal)?;
-    Ok(Json(json!(verdict)))
+    Ok(Json(crate::admission::dry_run::answer(verdict)))
 }
