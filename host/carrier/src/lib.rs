@@ -38,6 +38,8 @@
 //! - [`handshake`]: the answer line of a stream open (direct dials and the
 //!   relay) and the direct streams' challenge and hello; `refusal.rs`: [`Refusal`].
 //! - [`holder`]: the atomic pointer the control and streams seams sit behind.
+//! - [`leftovers`]: work units a released pgbus queue still holds, handed
+//!   over to the active carrier (the host's one reader of pgbus's table).
 //! - [`window`]: the control and streams seams between a change's commit and
 //!   its settle, routing each call by what its worker is attached to.
 
@@ -56,6 +58,7 @@ pub mod handshake;
 pub mod holder;
 mod intake;
 mod io;
+pub mod leftovers;
 pub mod message;
 mod payloads;
 pub mod queue;
