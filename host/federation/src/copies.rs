@@ -274,7 +274,7 @@ impl Federation {
         if !revision
             .files
             .iter()
-            .all(|f| self.host.has_blob(&f.sha256, f.size.max(0) as u64))
+            .all(|f| self.ports.blobs.has_blob(&f.sha256, f.size.max(0) as u64))
         {
             return Ok(None);
         }
@@ -338,7 +338,7 @@ impl Federation {
     /// `insufficient_storage` unless the library's disk has the bytes
     /// still to come and [`DISK_RESERVE`] free.
     fn disk_check(&self, files: &[CopyFile]) -> FedResult<()> {
-        let root = self.host.partial_dir().ok_or_else(|| {
+        let root = self.ports.blobs.partial_dir().ok_or_else(|| {
             FederationError::new(503, "no_library", "this replica keeps no model library")
         })?;
         let to_come: u64 = files
@@ -376,7 +376,8 @@ impl Federation {
                 source: format!("federation:{}", record.peer),
                 destination: "library".into(),
             };
-            self.host
+            self.ports
+                .local
                 .admit_transfer(request)
                 .await
                 .map_err(|d| FederationError::new(d.status, d.code, d.message))?;
@@ -459,7 +460,7 @@ impl Federation {
                 format!("copy '{id}' is running; pause it first"),
             ));
         }
-        if let Some(root) = self.host.partial_dir() {
+        if let Some(root) = self.ports.blobs.partial_dir() {
             let _ = tokio::fs::remove_dir_all(root.join(id)).await;
         }
         Ok(())

@@ -148,7 +148,8 @@ impl Federation {
             };
             // The slot is a creation's own: the lines run as the owner's work.
             let _slot = self.admit_call(&peer.id, grant, judged).await?;
-            self.host
+            self.ports
+                .local
                 .admit(peer.label.clone(), grant.to_string(), service.clone(), None)
                 .await?;
             models.insert(service.clone(), model);
@@ -205,7 +206,8 @@ impl Federation {
             }
             _ => BTreeMap::new(),
         };
-        self.host
+        self.ports
+            .local
             .job(LocalJob {
                 peer_id: peer.id.clone(),
                 peer: peer.label.clone(),

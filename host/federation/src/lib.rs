@@ -3,9 +3,9 @@
 //! Two clusters pair explicitly and share exactly what one grants the
 //! other. Every federated call travels over one authenticated link between
 //! their frontends; there is no other path. The server routes to
-//! [`Federation`]; what federation needs of the server (the grant
-//! evaluator, the local `/v1` path, the tunnel component) it asks through
-//! [`Host`].
+//! [`Federation`]; what federation needs of the server it asks through
+//! four small [`ports`]: the grant evaluator, this cluster's own chains and
+//! `/v1` path, the links' transport, and the model library's blobs.
 //!
 //! # Layout
 //! - [`identity`]: the cluster's ed25519 key, kept in a private file.
@@ -29,6 +29,7 @@
 //! - `metrics`: federation's Prometheus series.
 //! - [`receipt`]: a grant's acceptance receipt, signed by both keys.
 //! - [`error`]: what an action answers when it does not go ahead.
+//! - [`ports`]: what federation asks of the server, one trait per capability.
 
 mod calls;
 mod changes;
@@ -46,22 +47,20 @@ mod links;
 mod manage;
 mod metrics;
 mod pairing;
+pub mod ports;
 pub mod proof;
 pub mod receipt;
 mod recent;
 mod remote;
 mod status;
 
+pub use ports::{BlobStore, GrantJudge, LinkTransport, LocalService, Ports};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use switchyard_carrier::ComponentSpec;
-use switchyard_carrier::tunnel::Relay;
-use switchyard_runtime::Runtime;
-use switchyard_runtime::grant::{Charge, FederatedCall, Grant, Usage};
 use switchyard_store::Store;
 
 pub use cluster::Cluster;
@@ -133,72 +132,6 @@ pub struct LocalCall {
     pub body: Bytes,
 }
 
-/// What federation asks of the server it runs in.
-pub trait Host: Send + Sync + 'static {
-    /// Judges a call against its grant with the evaluator in force.
-    fn judge(
-        &self,
-        call: FederatedCall,
-        grant: Grant,
-        usage: Usage,
-    ) -> BoxFuture<'static, Result<Charge, Denied>>;
-
-    /// Runs the `federation` chain, then the `inference` chain, and routes
-    /// the call to the service's deployment.
-    fn serve(&self, call: LocalCall) -> BoxFuture<'static, Result<LocalAnswer, Denied>>;
-
-    /// Runs the `federation` chain on a call that is not inference (a
-    /// managed service's change): `peer`'s label, the grant, the service
-    /// and the model revision it names.
-    fn admit(
-        &self,
-        peer: String,
-        grant: String,
-        service: String,
-        model: Option<String>,
-    ) -> BoxFuture<'static, Result<(), Denied>>;
-
-    /// The tunnel component links run on, and the runtime it runs in.
-    fn tunnel(&self) -> Option<(Arc<Runtime>, ComponentSpec)>;
-
-    /// Streams to a peer whose link another replica of this cluster holds
-    /// (keyed by the peer's id).
-    fn relay(&self) -> Option<Relay>;
-
-    /// Acts on a peer's job call: creates the job (its grant judged
-    /// already) or answers about a job that peer made, as the `/v1` route
-    /// would.
-    fn job(&self, job: LocalJob) -> BoxFuture<'static, Result<LocalAnswer, Denied>>;
-
-    /// Cancels the jobs a revoked grant made.
-    fn end_grant_jobs(&self, grant: String) -> BoxFuture<'static, ()>;
-
-    /// Where this replica's model library keeps partial copies (one
-    /// folder per copy); `None` without a library.
-    fn partial_dir(&self) -> Option<PathBuf>;
-
-    /// Whether the library holds blob `sha256` of `size` bytes.
-    fn has_blob(&self, sha256: &str, size: u64) -> bool;
-
-    /// Moves a file verified against `sha256` into the library's blobs.
-    fn adopt_blob(&self, sha256: &str, from: &std::path::Path) -> std::io::Result<()>;
-
-    /// The library file holding blob `sha256` (`size` bytes) for a peer's
-    /// range, fetched from another replica of this cluster first when this
-    /// one lacks it.
-    fn blob_for_range(
-        &self,
-        sha256: String,
-        size: u64,
-    ) -> BoxFuture<'static, Result<PathBuf, String>>;
-
-    /// Runs the `transfer` admission chain on one file of a copy.
-    fn admit_transfer(
-        &self,
-        request: switchyard_runtime::admission::TransferRequest,
-    ) -> BoxFuture<'static, Result<(), Denied>>;
-}
-
 /// A replica's federation: its identity, its links, and every action the
 /// API routes to it.
 pub struct Federation {
@@ -206,7 +139,7 @@ pub struct Federation {
     config: FederationConfig,
     cluster: Cluster,
     links: Links,
-    host: Arc<dyn Host>,
+    ports: Ports,
     /// Handshakes answered at once, in all and per address, and the
     /// waits of addresses that guessed join tokens wrong.
     gate: gate::Gate,
@@ -247,7 +180,7 @@ impl Federation {
     pub async fn start(
         store: Store,
         config: FederationConfig,
-        host: Arc<dyn Host>,
+        ports: Ports,
     ) -> FedResult<(Arc<Self>, Option<String>)> {
         let (cluster, first_token) = Cluster::load(&store, &config).await?;
         let federation = Arc::new(Self {
@@ -255,7 +188,7 @@ impl Federation {
             config,
             cluster,
             links: Links::default(),
-            host,
+            ports,
             gate: Default::default(),
             calls: Default::default(),
             seen: Default::default(),

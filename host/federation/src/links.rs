@@ -225,7 +225,8 @@ async fn start_session(
     peer: &LinkPeer,
 ) -> Result<(TunnelSession, switchyard_carrier::tunnel::Transport), String> {
     let (runtime, spec) = federation
-        .host
+        .ports
+        .links
         .tunnel()
         .ok_or("this replica runs no tunnel component; links need one")?;
     let acceptor = acceptor(Arc::downgrade(federation), peer.clone());
@@ -249,7 +250,7 @@ impl Federation {
                 FederationError::unavailable(format!("the peer did not take the call: {e}"))
             });
         }
-        let relay = self.host.relay().ok_or_else(|| {
+        let relay = self.ports.links.relay().ok_or_else(|| {
             FederationError::unavailable("the link to the peer is down; nothing was sent")
         })?;
         relay(

@@ -158,7 +158,8 @@ impl Federation {
             .await
             .map_err(|d| FederationError::new(d.status, d.code, d.message))?;
         // The `federation` chain judges every incoming federated call.
-        self.host
+        self.ports
+            .local
             .admit(
                 peer.label.clone(),
                 call.grant.clone(),

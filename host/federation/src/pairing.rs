@@ -441,7 +441,7 @@ impl Federation {
         // Every replica hears of it from the store; this one needs no wait.
         self.inflight.end_grant(id);
         self.changed();
-        self.host.end_grant_jobs(id.to_string()).await;
+        self.ports.local.end_grant_jobs(id.to_string()).await;
         if grant.terms.stop_on_revoke {
             self.stop_grant_services(id).await?;
         }

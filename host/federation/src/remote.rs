@@ -296,7 +296,8 @@ impl Federation {
             .map_err(denied)?;
         let (wit, usage) = wit_grant(&grant);
         let charge = self
-            .host
+            .ports
+            .judge
             .judge(call, wit, usage)
             .await
             .map_err(|denied| Denied {
@@ -509,7 +510,8 @@ async fn serve(
     };
     let (grant, slot) = federation.admit_call(&peer.id, &call.grant, judged).await?;
     let answer = federation
-        .host
+        .ports
+        .local
         .serve(LocalCall {
             peer: peer.label.clone(),
             grant: grant.id,

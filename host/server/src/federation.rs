@@ -1,6 +1,9 @@
-//! What federation asks of the server: the grant evaluator in force, this
-//! cluster's own `/v1` path for the calls a peer's grant admits, and the
-//! tunnel component the links run on. Federation itself lives in
+//! What federation asks of the server, as its four ports
+//! (`switchyard_federation::ports`): the grant evaluator in force
+//! ([`Judge`]), the links' tunnel component and relay ([`Transport`]), the
+//! model library's blobs ([`Blobs`]), each built from the handles it needs,
+//! and this cluster's own chains and `/v1` path ([`Local`]), the one that
+//! reaches the whole state. Federation itself lives in
 //! `switchyard-federation`; the routes only call it.
 
 use std::sync::{Arc, OnceLock, Weak};
@@ -9,7 +12,10 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use switchyard_carrier::ComponentSpec;
 use switchyard_carrier::tunnel::Relay;
-use switchyard_federation::{Denied, Federation, FederationConfig, Host, LocalAnswer, LocalCall};
+use switchyard_federation::{
+    BlobStore, Denied, Federation, FederationConfig, GrantJudge, LinkTransport, LocalAnswer,
+    LocalCall, LocalService, Ports,
+};
 use switchyard_runtime::Runtime;
 use switchyard_runtime::grant::{Charge, FederatedCall, Grant, Usage};
 use switchyard_store::Store;
@@ -17,19 +23,100 @@ use switchyard_store::Store;
 use crate::carriers::Carriers;
 use crate::config::ServeConfig;
 use crate::grant_evaluator::GrantEvaluator;
+use crate::library::Library;
 use crate::state::AppState;
 
-/// The server, as federation sees it.
-pub struct ServerHost {
-    evaluator: Arc<GrantEvaluator>,
+/// The grant evaluator, as federation's judge.
+struct Judge(Arc<GrantEvaluator>);
+
+impl GrantJudge for Judge {
+    fn judge(
+        &self,
+        call: FederatedCall,
+        grant: Grant,
+        usage: Usage,
+    ) -> BoxFuture<'static, Result<Charge, Denied>> {
+        let evaluator = self.0.clone();
+        Box::pin(async move {
+            evaluator
+                .judge(call, grant, usage)
+                .await
+                .map_err(|refusal| Denied {
+                    status: 403,
+                    code: refusal.code,
+                    message: refusal.message,
+                })
+        })
+    }
+}
+
+/// The carriers' tunnel component and the replicas' relay, for links.
+struct Transport {
     carriers: Option<Arc<Carriers>>,
     relay: Relay,
-    /// Set once the state exists (it holds the federation that holds this).
+}
+
+impl LinkTransport for Transport {
+    fn tunnel(&self) -> Option<(Arc<Runtime>, ComponentSpec)> {
+        let carriers = self.carriers.as_ref()?;
+        let spec = carriers.tunnel.load_full()?;
+        Some((carriers.runtime.clone(), (*spec).clone()))
+    }
+
+    fn relay(&self) -> Option<Relay> {
+        Some(self.relay.clone())
+    }
+}
+
+/// The model library, for copies.
+struct Blobs {
+    library: Library,
+    store: Store,
+    instance_id: String,
+}
+
+impl BlobStore for Blobs {
+    fn partial_dir(&self) -> Option<std::path::PathBuf> {
+        Some(self.library.partial_dir())
+    }
+
+    fn has_blob(&self, sha256: &str, size: u64) -> bool {
+        self.library.has(sha256, size)
+    }
+
+    fn adopt_blob(&self, sha256: &str, from: &std::path::Path) -> std::io::Result<()> {
+        self.library.adopt(sha256, from)
+    }
+
+    fn blob_for_range(
+        &self,
+        sha256: String,
+        size: u64,
+    ) -> BoxFuture<'static, Result<std::path::PathBuf, String>> {
+        let (library, store, instance_id) = (
+            self.library.clone(),
+            self.store.clone(),
+            self.instance_id.clone(),
+        );
+        Box::pin(async move {
+            crate::library::ensure_blob(&library, &store, &instance_id, &sha256, size)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(library.blob_path(&sha256))
+        })
+    }
+}
+
+/// This cluster's own chains, `/v1` path and batches, for what a peer's
+/// grant admits: the one port that needs the whole state (the inference
+/// core reads admission, routing, carriers and the store), reached through
+/// a weak pointer since the state holds the federation that holds this.
+pub struct Local {
     state: OnceLock<Weak<AppState>>,
 }
 
-impl ServerHost {
-    /// Lets the host reach the state it serves calls with.
+impl Local {
+    /// Lets the port reach the state it serves calls with.
     pub fn attach(&self, state: &Arc<AppState>) {
         let _ = self.state.set(Arc::downgrade(state));
     }
@@ -47,26 +134,7 @@ impl ServerHost {
     }
 }
 
-impl Host for ServerHost {
-    fn judge(
-        &self,
-        call: FederatedCall,
-        grant: Grant,
-        usage: Usage,
-    ) -> BoxFuture<'static, Result<Charge, Denied>> {
-        let evaluator = self.evaluator.clone();
-        Box::pin(async move {
-            evaluator
-                .judge(call, grant, usage)
-                .await
-                .map_err(|refusal| Denied {
-                    status: 403,
-                    code: refusal.code,
-                    message: refusal.message,
-                })
-        })
-    }
-
+impl LocalService for Local {
     fn serve(&self, call: LocalCall) -> BoxFuture<'static, Result<LocalAnswer, Denied>> {
         let state = self.state();
         Box::pin(async move {
@@ -114,8 +182,12 @@ impl Host for ServerHost {
         })
     }
 
-    fn relay(&self) -> Option<Relay> {
-        Some(self.relay.clone())
+    fn admit_transfer(
+        &self,
+        request: switchyard_runtime::admission::TransferRequest,
+    ) -> BoxFuture<'static, Result<(), Denied>> {
+        let state = self.state();
+        Box::pin(async move { transfer_chain(&*state?, request).await })
     }
 
     fn job(
@@ -133,61 +205,6 @@ impl Host for ServerHost {
                 crate::jobs::end_grant_jobs(&state, &grant).await;
             }
         })
-    }
-
-    fn partial_dir(&self) -> Option<std::path::PathBuf> {
-        let state = self.state().ok()?;
-        Some(state.library.partial_dir())
-    }
-
-    fn has_blob(&self, sha256: &str, size: u64) -> bool {
-        self.state()
-            .is_ok_and(|state| state.library.has(sha256, size))
-    }
-
-    fn adopt_blob(&self, sha256: &str, from: &std::path::Path) -> std::io::Result<()> {
-        let state = self
-            .state()
-            .map_err(|denied| std::io::Error::other(denied.message))?;
-        state.library.adopt(sha256, from)
-    }
-
-    fn blob_for_range(
-        &self,
-        sha256: String,
-        size: u64,
-    ) -> BoxFuture<'static, Result<std::path::PathBuf, String>> {
-        let state = self.state();
-        Box::pin(async move {
-            let state = state.map_err(|denied| denied.message)?;
-            crate::library::ensure_blob(
-                &state.library,
-                &state.store,
-                &state.instance_id,
-                &sha256,
-                size,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            Ok(state.library.blob_path(&sha256))
-        })
-    }
-
-    fn admit_transfer(
-        &self,
-        request: switchyard_runtime::admission::TransferRequest,
-    ) -> BoxFuture<'static, Result<(), Denied>> {
-        let state = self.state();
-        Box::pin(async move {
-            let state = state?;
-            transfer_chain(&state, request).await
-        })
-    }
-
-    fn tunnel(&self) -> Option<(Arc<Runtime>, ComponentSpec)> {
-        let carriers = self.carriers.as_ref()?;
-        let spec = carriers.tunnel.load_full()?;
-        Some((carriers.runtime.clone(), (*spec).clone()))
     }
 }
 
@@ -229,14 +246,22 @@ pub async fn start(
     hostname: &str,
     evaluator: Arc<GrantEvaluator>,
     carriers: Option<Arc<Carriers>>,
-) -> anyhow::Result<(Arc<Federation>, Arc<ServerHost>)> {
+    library: &Library,
+) -> anyhow::Result<(Arc<Federation>, Arc<Local>)> {
     let relay = crate::carriers::relay::link_relay(store.clone(), instance_id.to_string()).await?;
-    let host = Arc::new(ServerHost {
-        evaluator,
-        carriers,
-        relay,
+    let local = Arc::new(Local {
         state: OnceLock::new(),
     });
+    let ports = Ports {
+        judge: Arc::new(Judge(evaluator)),
+        local: local.clone(),
+        links: Arc::new(Transport { carriers, relay }),
+        blobs: Arc::new(Blobs {
+            library: library.clone(),
+            store: store.clone(),
+            instance_id: instance_id.to_string(),
+        }),
+    };
     let label =
         config.federation_label.clone().unwrap_or_else(
             || match switchyard_federation::valid_label(hostname) {
@@ -253,10 +278,9 @@ pub async fn start(
         url: advertise.to_string(),
         instance_id: instance_id.to_string(),
     };
-    let (federation, first_token) =
-        Federation::start(store.clone(), federation_config, host.clone())
-            .await
-            .map_err(|e| anyhow::anyhow!("federation: {e}"))?;
+    let (federation, first_token) = Federation::start(store.clone(), federation_config, ports)
+        .await
+        .map_err(|e| anyhow::anyhow!("federation: {e}"))?;
     if let Some(token) = first_token {
         // Printed on stdout, once, never logged.
         println!(
@@ -267,5 +291,5 @@ pub async fn start(
             federation.identity().label
         );
     }
-    Ok((federation, host))
+    Ok((federation, local))
 }

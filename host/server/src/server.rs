@@ -171,16 +171,6 @@ async fn open_state(
     ));
     let admission = Arc::new(Admission::new(loader.clone()));
     let grant_evaluator = Arc::new(crate::grant_evaluator::GrantEvaluator::new(loader));
-    let (federation, federation_host) = crate::federation::start(
-        config,
-        store,
-        instance_id,
-        &replica.advertise,
-        &replica.hostname,
-        grant_evaluator.clone(),
-        carriers.clone(),
-    )
-    .await?;
     let library_root = config
         .library_dir
         .clone()
@@ -188,6 +178,17 @@ async fn open_state(
     let library = Library::open(&library_root)
         .map(|library| library.with_max_bytes(config.max_blob_bytes))
         .with_context(|| format!("opening the model library under {}", library_root.display()))?;
+    let (federation, federation_local) = crate::federation::start(
+        config,
+        store,
+        instance_id,
+        &replica.advertise,
+        &replica.hostname,
+        grant_evaluator.clone(),
+        carriers.clone(),
+        &library,
+    )
+    .await?;
     let state = Arc::new(AppState {
         federation: Some(federation.clone()),
         admission,
@@ -207,7 +208,7 @@ async fn open_state(
         fetch_allow: config.fetch_allow.clone(),
         batch_storage_quota: config.batch_storage_quota,
     });
-    federation_host.attach(&state);
+    federation_local.attach(&state);
     Ok((state, federation))
 }
 

@@ -209,7 +209,7 @@ impl Federation {
                 Duration::ZERO
             };
         let manifest = self.recheck(record, peer_id, partials, deadline).await?;
-        let root = self.host.partial_dir().ok_or_else(|| {
+        let root = self.ports.blobs.partial_dir().ok_or_else(|| {
             Pass::Stop(
                 "no_library".into(),
                 "this replica keeps no model library".into(),
@@ -217,7 +217,7 @@ impl Federation {
         })?;
         for file in &record.files {
             // The library holds it (this copy put it there, or another import did).
-            if self.host.has_blob(&file.sha256, file.size) {
+            if self.ports.blobs.has_blob(&file.sha256, file.size) {
                 self.store
                     .advance_copy_file(&record.id, &file.path, file.size, true)
                     .await
@@ -427,7 +427,10 @@ impl Federation {
                 ),
             ));
         }
-        self.host.adopt_blob(&file.sha256, &path).map_err(storage)?;
+        self.ports
+            .blobs
+            .adopt_blob(&file.sha256, &path)
+            .map_err(storage)?;
         self.store
             .advance_copy_file(&record.id, &file.path, file.size, true)
             .await

@@ -193,7 +193,7 @@ async fn admit_range(
              }| FederationError::new(status, code, message),
         )?;
     federation
-        .host
+        .ports.blobs
         .blob_for_range(request.sha256.clone(), request.size)
         .await
         .map_err(|e| {
