@@ -32,7 +32,7 @@ fn grant_status(grant: &GrantRecord) -> GrantStatus {
     GrantStatus {
         id: grant.id.clone(),
         direction: grant.direction,
-        status: grant.status.clone(),
+        status: grant.status,
         requests_left,
         concurrent_left,
         model_bytes_left,

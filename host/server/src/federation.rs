@@ -208,6 +208,16 @@ impl LocalService for Local {
     }
 }
 
+/// What the ports other than [`Local`] are built from.
+pub struct PortParts {
+    /// The grant evaluator in force.
+    pub evaluator: Arc<GrantEvaluator>,
+    /// This replica's carriers (the tunnel component), if it runs any.
+    pub carriers: Option<Arc<Carriers>>,
+    /// The model library.
+    pub library: Library,
+}
+
 /// Asks the `transfer` chain about one file of a model copy: a deny
 /// stops the copy with the policy's code. (A transfer patch's rate limit
 /// is not applied to copies.)
@@ -244,10 +254,13 @@ pub async fn start(
     instance_id: &str,
     advertise: &str,
     hostname: &str,
-    evaluator: Arc<GrantEvaluator>,
-    carriers: Option<Arc<Carriers>>,
-    library: &Library,
+    parts: PortParts,
 ) -> anyhow::Result<(Arc<Federation>, Arc<Local>)> {
+    let PortParts {
+        evaluator,
+        carriers,
+        library,
+    } = parts;
     let relay = crate::carriers::relay::link_relay(store.clone(), instance_id.to_string()).await?;
     let local = Arc::new(Local {
         state: OnceLock::new(),
@@ -257,7 +270,7 @@ pub async fn start(
         local: local.clone(),
         links: Arc::new(Transport { carriers, relay }),
         blobs: Arc::new(Blobs {
-            library: library.clone(),
+            library,
             store: store.clone(),
             instance_id: instance_id.to_string(),
         }),

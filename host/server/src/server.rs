@@ -184,9 +184,11 @@ async fn open_state(
         instance_id,
         &replica.advertise,
         &replica.hostname,
-        grant_evaluator.clone(),
-        carriers.clone(),
-        &library,
+        crate::federation::PortParts {
+            evaluator: grant_evaluator.clone(),
+            carriers: carriers.clone(),
+            library: library.clone(),
+        },
     )
     .await?;
     let state = Arc::new(AppState {

@@ -98,6 +98,16 @@ fn a_stable_row_is_tidied() {
     assert_eq!(moved, Move::Tidy);
 }
 
+/// A prepare's case: its name, the replicas, the workers, the time left
+/// and the move expected.
+type PrepareCase = (
+    &'static str,
+    Vec<LiveReplica>,
+    Vec<CarrierWorker>,
+    i64,
+    Move,
+);
+
 #[test]
 fn a_prepare_commits_once_every_replica_built_and_every_worker_attached() {
     let (nats, tunnel) = (key("nats"), key("tunnel"));
@@ -107,7 +117,7 @@ fn a_prepare_commits_once_every_replica_built_and_every_worker_attached() {
             replica("r2", EPOCH, &[&nats, &tunnel]),
         ]
     };
-    let cases: Vec<(&str, Vec<LiveReplica>, Vec<CarrierWorker>, i64, Move)> = vec![
+    let cases: Vec<PrepareCase> = vec![
         (
             "all built and attached",
             ready(),
