@@ -159,8 +159,11 @@ async fn reconcile(
         return Ok(());
     }
     let active_key = row.active.clone();
-    let target_key = row.phase.target().cloned();
-    let draining_key = row.phase.draining().cloned();
+    // A set this build does not run is not built (the leader aborts such
+    // a prepare).
+    let runs = |key: &&SetKey| SetName::parse(&key.carrier).is_some();
+    let target_key = row.phase.target().filter(runs).cloned();
+    let draining_key = row.phase.draining().filter(runs).cloned();
 
     // An aborted target (or one the row no longer names) is dropped.
     if built
