@@ -5,7 +5,7 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use switchyard_server::admission::decisions::request_sha256;
+use switchyard_binding::admission::decisions::request_sha256;
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::cluster::Cluster;
 use switchyard_tests::db::fresh_database;

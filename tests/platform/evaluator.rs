@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use switchyard_binding::bound::Loader;
+use switchyard_binding::grant_evaluator::{EVALUATOR_FAILED, GrantEvaluator};
 use switchyard_runtime::grant::{Charge, FederatedCall, Grant, Usage};
 use switchyard_runtime::{PluginKind, Runtime, RuntimeConfig};
 use switchyard_server::SeedComponent;
-use switchyard_server::bound::Loader;
-use switchyard_server::grant_evaluator::{EVALUATOR_FAILED, GrantEvaluator};
 use switchyard_store::Store;
 use switchyard_tests::db::fresh_database;
 use switchyard_tests::plugins::component;

@@ -69,7 +69,7 @@ pub struct ServeConfig {
     pub federation_label: Option<String>,
     /// Retention of the admission decision log (`--decisions-keep`,
     /// `--decisions-max-age-hours`).
-    pub decision_log: crate::admission::decisions::DecisionLogConfig,
+    pub decision_log: switchyard_binding::admission::decisions::DecisionLogConfig,
     /// The pages served beside the API: the web console, which the binary
     /// mounts (`switchyard_console::router`); `None` serves the API alone.
     pub pages: Option<crate::routes::Pages>,

@@ -266,9 +266,30 @@ impl From<crate::auth::AuthError> for ApiError {
     }
 }
 
-impl From<crate::bound::BindError> for ApiError {
-    fn from(e: crate::bound::BindError) -> Self {
-        use crate::bound::BindError;
+impl From<switchyard_binding::signing::SignatureRefusal> for ApiError {
+    fn from(refusal: switchyard_binding::signing::SignatureRefusal) -> Self {
+        use switchyard_binding::signing::SignatureRefusal;
+        let status = match refusal {
+            SignatureRefusal::Malformed(_) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::UNPROCESSABLE_ENTITY,
+        };
+        ApiError::new(status, refusal.code(), refusal.to_string())
+    }
+}
+
+impl From<switchyard_binding::signing::SigningError> for ApiError {
+    fn from(e: switchyard_binding::signing::SigningError) -> Self {
+        use switchyard_binding::signing::SigningError;
+        match e {
+            SigningError::Refused(refusal) => refusal.into(),
+            SigningError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<switchyard_binding::bound::BindError> for ApiError {
+    fn from(e: switchyard_binding::bound::BindError) -> Self {
+        use switchyard_binding::bound::BindError;
         let message = e.to_string();
         let (status, code) = match e {
             BindError::PluginNotFound { .. } => (StatusCode::NOT_FOUND, "plugin_not_found"),
@@ -290,9 +311,9 @@ impl From<crate::bound::BindError> for ApiError {
     }
 }
 
-impl From<crate::admission::AdmissionError> for ApiError {
-    fn from(e: crate::admission::AdmissionError) -> Self {
-        use crate::admission::AdmissionError;
+impl From<switchyard_binding::admission::AdmissionError> for ApiError {
+    fn from(e: switchyard_binding::admission::AdmissionError) -> Self {
+        use switchyard_binding::admission::AdmissionError;
         let message = e.to_string();
         let (status, code) = match e {
             AdmissionError::UnknownPoint(_) => (StatusCode::NOT_FOUND, "unknown_point"),
@@ -308,9 +329,9 @@ impl From<crate::admission::AdmissionError> for ApiError {
     }
 }
 
-impl From<crate::grant_evaluator::EvaluatorError> for ApiError {
-    fn from(e: crate::grant_evaluator::EvaluatorError) -> Self {
-        use crate::grant_evaluator::EvaluatorError;
+impl From<switchyard_binding::grant_evaluator::EvaluatorError> for ApiError {
+    fn from(e: switchyard_binding::grant_evaluator::EvaluatorError) -> Self {
+        use switchyard_binding::grant_evaluator::EvaluatorError;
         let message = e.to_string();
         let (status, code) = match e {
             EvaluatorError::NoShipped => (StatusCode::CONFLICT, "no_evaluator"),
@@ -333,11 +354,7 @@ macro_rules! respond_as_api_error {
     )*};
 }
 
-respond_as_api_error!(
-    crate::valid::ValidError,
-    crate::auth::AuthError,
-    crate::admission::AdmissionError
-);
+respond_as_api_error!(crate::valid::ValidError, crate::auth::AuthError);
 
 /// Handlers' result type.
 pub type ApiResult<T> = Result<T, ApiError>;

@@ -22,9 +22,9 @@ use switchyard_store::Store;
 
 use crate::carriers::Carriers;
 use crate::config::ServeConfig;
-use crate::grant_evaluator::GrantEvaluator;
 use crate::library::Library;
 use crate::state::AppState;
+use switchyard_binding::grant_evaluator::GrantEvaluator;
 
 /// The grant evaluator, as federation's judge.
 struct Judge(Arc<GrantEvaluator>);

@@ -5,12 +5,6 @@
 //! - [`server`]: start-up, background tasks and graceful shutdown (`run`).
 //! - [`edge`]: the accept loop, the connection pools (anonymous connections yield to proven ones) and the header and body clocks.
 //! - [`state`]: the shared state handed to every handler.
-//! - [`bound`]: a bound component with generations: built before it is stored, swapped
-//!   in atomically, followed by every replica. Admission points and the grant evaluator are
-//!   its kinds.
-//! - [`admission`]: the chains this replica serves (a [`bound::Kind`] per point).
-//! - [`grant_evaluator`]: the grant evaluator this replica runs (`grant-standard` until one
-//!   is bound).
 //! - [`auth`]: API keys and scopes.
 //! - [`batches`]: OpenAI batches: files, batches, the driver that dispatches their lines as
 //!   work units and the consumer that runs them through the `/v1` path.
@@ -21,8 +15,6 @@
 //! - [`labels`]: node labels and deployments' node selectors.
 //! - [`error`]: `ApiError`, and the one mapping from each domain's error to an HTTP status
 //!   and a stable code (the domain modules know nothing of HTTP).
-//! - [`signing`]: signed plugins: an upload's signature checked, `require_signed` at upload and
-//!   at binding.
 //! - [`valid`]: one validator for names, labels and path parameters.
 //! - [`extract`]: the caller (with its scope), JSON body, query and path extractors whose
 //!   rejections are `ApiError`s.
@@ -35,13 +27,14 @@
 //!   HTTP edge); [`routes::app`] builds the router.
 //! - [`openapi`]: the OpenAPI document of the admin API.
 //!
+//! The components bound with generations (admission chains, the grant evaluator) and the
+//! signature rules they pass are `switchyard-binding`'s.
+//!
 //! The web console is its own crate (`switchyard-console`), mounted by the binary through
 //! [`ServeConfig::pages`]: it calls this API in-process as the session's key.
 
-pub mod admission;
 pub mod auth;
 pub mod batches;
-pub mod bound;
 pub mod carriers;
 pub mod config;
 pub mod edge;
@@ -49,7 +42,6 @@ pub mod error;
 pub mod extract;
 pub mod federation;
 pub mod fetch;
-pub mod grant_evaluator;
 pub mod inference;
 pub mod jobs;
 /// Node labels and selectors, as the API takes them.
@@ -60,7 +52,6 @@ pub mod routes;
 pub mod routing;
 pub mod scheduler;
 pub mod server;
-pub mod signing;
 pub mod state;
 pub mod valid;
 

@@ -2,7 +2,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -11,13 +10,13 @@ use switchyard_store::Store;
 use switchyard_store::embedded::EmbeddedPostgres;
 use tokio::sync::watch;
 
-use crate::admission::{Admission, follow};
 use crate::config::ServeConfig;
 use crate::library::Library;
 use crate::routes::app;
 use crate::routing::Routing;
 use crate::scheduler::Scheduler;
 use crate::state::AppState;
+use switchyard_binding::admission::{Admission, follow};
 
 mod tasks;
 use tasks::Tasks;
@@ -164,13 +163,15 @@ async fn open_state(
     let runtime = Runtime::new(runtime_config)?;
     let instance_id = &replica.instance_id;
     let carriers = crate::carriers::start::start(config, store, database_url, instance_id).await?;
-    let loader = Arc::new(crate::bound::Loader::new(
+    let loader = Arc::new(switchyard_binding::bound::Loader::new(
         store.clone(),
         runtime.clone(),
         instance_id.clone(),
     ));
     let admission = Arc::new(Admission::new(loader.clone()));
-    let grant_evaluator = Arc::new(crate::grant_evaluator::GrantEvaluator::new(loader));
+    let grant_evaluator = Arc::new(switchyard_binding::grant_evaluator::GrantEvaluator::new(
+        loader,
+    ));
     let library_root = config
         .library_dir
         .clone()
@@ -206,7 +207,6 @@ async fn open_state(
         keys: Default::default(),
         library,
         carriers,
-        admission_synced: AtomicBool::new(false),
         fetch_allow: config.fetch_allow.clone(),
         batch_storage_quota: config.batch_storage_quota,
     });
@@ -226,11 +226,15 @@ fn start_tasks(
     tasks.spawn("federation", federation.run(tasks.stop_signal()));
     tasks.spawn(
         "admission follower",
-        follow(state.clone(), config.poll_interval, tasks.stop_signal()),
+        follow(
+            state.admission.clone(),
+            config.poll_interval,
+            tasks.stop_signal(),
+        ),
     );
     tasks.spawn(
         "grant evaluator follower",
-        crate::grant_evaluator::follow(
+        switchyard_binding::grant_evaluator::follow(
             state.grant_evaluator.clone(),
             store.clone(),
             config.poll_interval,
@@ -273,7 +277,7 @@ fn start_tasks(
     );
     tasks.spawn(
         "decision log",
-        crate::admission::decisions::write(
+        switchyard_binding::admission::decisions::write(
             state.admission.recorder().clone(),
             store.clone(),
             replica.instance_id.clone(),

@@ -1,15 +1,14 @@
 //! The state every handler shares.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use switchyard_runtime::Runtime;
 use switchyard_store::Store;
 
-use crate::admission::Admission;
 use crate::carriers::Carriers;
 use crate::library::Library;
 use crate::routing::Routing;
+use switchyard_binding::admission::Admission;
 
 /// Shared by every handler of a replica.
 #[derive(Debug)]
@@ -21,7 +20,7 @@ pub struct AppState {
     /// The chains this replica serves.
     pub admission: Arc<Admission>,
     /// The grant evaluator this replica runs (federation asks it to judge).
-    pub grant_evaluator: Arc<crate::grant_evaluator::GrantEvaluator>,
+    pub grant_evaluator: Arc<switchyard_binding::grant_evaluator::GrantEvaluator>,
     /// This replica's id in `instances`.
     pub instance_id: String,
     /// Approve registering workers at once (`--auto-approve`).
@@ -46,6 +45,4 @@ pub struct AppState {
     pub carriers: Option<Arc<Carriers>>,
     /// `/metrics` needs a key with `metrics:read` (`--metrics-auth`).
     pub metrics_auth: bool,
-    /// Set once the first sync of admission generations finished.
-    pub admission_synced: AtomicBool,
 }

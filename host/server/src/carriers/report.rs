@@ -58,7 +58,7 @@ pub async fn status(state: &AppState) -> Result<CarrierStatus, StoreError> {
     let carriers = state.carriers.as_ref();
     let target = row.as_ref().and_then(|r| r.phase.target());
     let trust_warnings = match &row {
-        Some(row) => crate::signing::pin_warnings(store, &row.active.pins).await?,
+        Some(row) => switchyard_binding::signing::pin_warnings(store, &row.active.pins).await?,
         None => Vec::new(),
     };
     Ok(CarrierStatus {

@@ -22,12 +22,12 @@ fn the_log_keeps_every_cause_once() {
 
 #[test]
 fn each_domain_error_has_its_status_and_code() {
-    use crate::admission::AdmissionError;
     use crate::auth::AuthError;
-    use crate::bound::BindError;
-    use crate::grant_evaluator::EvaluatorError;
     use crate::library::{LibraryError, PeerFetchError};
     use crate::valid::ValidError;
+    use switchyard_binding::admission::AdmissionError;
+    use switchyard_binding::bound::BindError;
+    use switchyard_binding::grant_evaluator::EvaluatorError;
     use switchyard_runtime::PluginKind;
     use switchyard_runtime::admission::AdmissionPoint;
 
@@ -194,7 +194,7 @@ fn each_domain_error_has_its_status_and_code() {
 
 #[test]
 fn a_policys_load_error_names_it_unless_the_plugin_speaks() {
-    use crate::bound::BindError;
+    use switchyard_binding::bound::BindError;
     let load = |source| -> ApiError {
         BindError::Load {
             plugin: "max-tokens".into(),

@@ -7,29 +7,16 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use serde_json::Value;
-use switchyard_protocol::admin::{PolicyBinding, Rollback, SetChain};
+use switchyard_protocol::admin::{Rollback, SetChain};
 use switchyard_protocol::dry_run::DryRun;
 use switchyard_protocol::generations::{ChainStatus, Generation, SignedComponent};
 use switchyard_runtime::admission::AdmissionRequest;
 
-use crate::admission::{Binding, point};
 use crate::auth::{Admin, Authorized};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
-
-impl From<PolicyBinding> for Binding {
-    fn from(b: PolicyBinding) -> Self {
-        Binding {
-            plugin: b.plugin,
-            version: b.version,
-            settings: b.settings,
-            mode: b.mode,
-            fail: b.fail,
-            log: b.log,
-        }
-    }
-}
+use switchyard_binding::admission::{Binding, point};
 
 /// Replaces a point's chain with a new generation. Every policy is loaded and
 /// its settings validated here first; nothing is stored unless all pass.
@@ -78,7 +65,8 @@ pub async fn show(
         .store
         .admission_replicas(point.as_str(), latest.generation)
         .await?;
-    let (signers, trust_warnings) = crate::signing::signers(&state.store, &latest.policies).await?;
+    let (signers, trust_warnings) =
+        switchyard_binding::signing::signers(&state.store, &latest.policies).await?;
     let policies = latest
         .policies
         .into_iter()
@@ -155,8 +143,10 @@ pub async fn evaluate(
     let request = AdmissionRequest::from_json(point, body)
         .map_err(|e| ApiError::invalid_request(format!("not a {point} request record: {e}")))?;
     let chain = state.admission.chain(point);
-    let verdict = crate::admission::evaluate(&chain, &request)
+    let verdict = switchyard_binding::admission::evaluate(&chain, &request)
         .await
         .map_err(ApiError::internal)?;
-    Ok(Json(crate::admission::dry_run::answer(verdict)))
+    Ok(Json(switchyard_binding::admission::dry_run::answer(
+        verdict,
+    )))
 }

@@ -13,11 +13,11 @@ use serde::Deserialize;
 use switchyard_protocol::decisions::DecisionLog;
 use switchyard_store::admission_decisions::DecisionQuery;
 
-use crate::admission::point;
 use crate::auth::{Admin, Authorized};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
+use switchyard_binding::admission::point;
 
 /// Records a page holds when `limit` is not given.
 pub const DEFAULT_LIMIT: i64 = 100;

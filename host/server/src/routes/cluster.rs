@@ -167,7 +167,7 @@ pub async fn change(
         return abort(&caller.key_id, store, &row, &body).await;
     }
     let (target, pins) = target_pins(&state, &body).await?;
-    crate::signing::check_pins(&state.store, &pins).await?;
+    switchyard_binding::signing::check_pins(&state.store, &pins).await?;
     if !body.dry_run && row.state() != CarrierRowState::Stable {
         return Err(under_way(&row));
     }

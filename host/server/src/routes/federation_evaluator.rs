@@ -1,6 +1,6 @@
 //! The cluster's grant evaluator: bind one (a new generation), show it
 //! with its history and each replica's status, roll it back. The
-//! mechanism is the admission chains' (`crate::grant_evaluator`).
+//! mechanism is the admission chains' (`switchyard_binding::grant_evaluator`).
 
 use std::sync::Arc;
 
@@ -14,8 +14,8 @@ use switchyard_protocol::generations::{EvaluatorGeneration, EvaluatorStatus, Gen
 use crate::auth::{Admin, Authorized, FederationManage};
 use crate::error::ApiResult;
 use crate::extract::ApiJson;
-use crate::grant_evaluator::{EvaluatorBinding, HISTORY, POINT, SHIPPED};
 use crate::state::AppState;
+use switchyard_binding::grant_evaluator::{EvaluatorBinding, HISTORY, POINT, SHIPPED};
 
 /// Binds the cluster's grant evaluator: a new generation. The component
 /// is loaded and its settings validated here first; nothing is stored
@@ -66,7 +66,8 @@ pub async fn show(
     let latest = state.store.latest_generation(POINT).await?;
     let history = state.store.generations(POINT, HISTORY).await?;
     let replicas = evaluator.replicas(latest.generation).await?;
-    let (signers, trust_warnings) = crate::signing::signers(&state.store, &latest.policies).await?;
+    let (signers, trust_warnings) =
+        switchyard_binding::signing::signers(&state.store, &latest.policies).await?;
     let mut status = EvaluatorStatus {
         current: summary(&latest),
         shipped: latest.policies.is_empty(),

@@ -1,7 +1,6 @@
 //! Liveness and readiness.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use axum::Json;
 use axum::extract::State;
@@ -28,7 +27,7 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Rea
     if state.store.ping().await.is_err() {
         not_ready.push("database");
     }
-    if !state.admission_synced.load(Ordering::Relaxed) {
+    if !state.admission.synced() {
         not_ready.push("admission");
     }
     let ready = not_ready.is_empty();

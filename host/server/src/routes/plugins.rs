@@ -98,10 +98,12 @@ pub async fn upload(
         .await
         .map_err(ApiError::internal)??;
     let sha256 = sha256.to_ascii_lowercase();
-    let signed = crate::signing::check_upload(
+    let signed = switchyard_binding::signing::check_upload(
         &state.store,
-        &headers,
-        crate::signing::Upload {
+        headers
+            .get(switchyard_protocol::signing::SIGNATURE_HEADER)
+            .map(|v| v.as_bytes()),
+        switchyard_binding::signing::Upload {
             kind: info.kind,
             name: &name,
             version: &version,

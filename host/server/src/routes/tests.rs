@@ -5,7 +5,6 @@
 //! that reaches the database is answered 503 `database_unavailable`.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use axum::Router;
 use axum::body::Body;
@@ -17,10 +16,10 @@ use switchyard_store::keys::token_digest;
 use switchyard_store::{PoolTimeouts, Store};
 use tower::ServiceExt;
 
-use crate::admission::Admission;
 use crate::auth::Caller;
 use crate::library::Library;
 use crate::state::AppState;
+use switchyard_binding::admission::Admission;
 
 /// An admin key and an `inference`-only key, both in the key cache.
 const ADMIN: &str = "sy_admin_token_for_router_tests";
@@ -40,14 +39,16 @@ fn app() -> App {
     .expect("a pool");
     let runtime = Runtime::new(RuntimeConfig::default()).expect("a runtime");
     let library_dir = tempfile::tempdir().expect("a temporary folder");
-    let loader = Arc::new(crate::bound::Loader::new(
+    let loader = Arc::new(switchyard_binding::bound::Loader::new(
         store.clone(),
         runtime.clone(),
         "inst_test".into(),
     ));
     let state = Arc::new(AppState {
         admission: Arc::new(Admission::new(loader.clone())),
-        grant_evaluator: Arc::new(crate::grant_evaluator::GrantEvaluator::new(loader)),
+        grant_evaluator: Arc::new(switchyard_binding::grant_evaluator::GrantEvaluator::new(
+            loader,
+        )),
         store,
         runtime,
         instance_id: "inst_test".into(),
@@ -62,7 +63,6 @@ fn app() -> App {
         carriers: None,
         federation: None,
         metrics_auth: false,
-        admission_synced: AtomicBool::new(true),
     });
     for (token, key_id, scope) in [
         (ADMIN, "key_admin", "admin"),

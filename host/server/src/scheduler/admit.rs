@@ -8,7 +8,7 @@ use switchyard_store::deployments::Deployment;
 use switchyard_store::nodes::Node;
 
 use super::PassError;
-use crate::admission::Admission;
+use switchyard_binding::admission::Admission;
 
 /// The `deploy` chain's refusal of this placement (`code: message`), if it refuses.
 pub async fn deploy_denied(
@@ -35,7 +35,7 @@ pub async fn deploy_denied_unrecorded(
 ) -> Result<Option<String>, PassError> {
     let request = deploy_request(deployment, node, gpus)?;
     let chain = admission.chain(AdmissionPoint::Deploy);
-    let verdict = crate::admission::evaluate(&chain, &request)
+    let verdict = switchyard_binding::admission::evaluate(&chain, &request)
         .await
         .map_err(|e| PassError::DeployChain(e.to_string()))?;
     Ok(denial(verdict.decision))

@@ -18,7 +18,7 @@ use super::admit::deploy_denied_unrecorded;
 use super::fit::{place, suitable};
 use super::reconcile::need_of;
 use super::view::{unschedulable, views};
-use crate::admission::Admission;
+use switchyard_binding::admission::Admission;
 
 /// Where `deployment`'s replicas would go among `nodes`, beside the
 /// `replicas` placed now.

@@ -10,16 +10,13 @@
 //! signature file at all is 400 `invalid_signature`. With the requirement
 //! off, a valid signature from an unknown key is kept as untrusted.
 
-use axum::http::{HeaderMap, StatusCode};
 use switchyard_protocol::carrier::Pins;
 use switchyard_protocol::plugin::PluginKind;
-use switchyard_protocol::signing::{RequireSigned, SIGNATURE_HEADER, Signer, SignerTrust};
+use switchyard_protocol::signing::{RequireSigned, Signer, SignerTrust};
 use switchyard_signing::SignatureError;
 use switchyard_store::admission::BoundComponent;
 use switchyard_store::plugins::{PluginRecord, SignedBy};
 use switchyard_store::{Store, StoreError};
-
-use crate::error::{ApiError, ApiResult};
 
 /// Why a component is refused for its signature.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,20 +49,27 @@ pub enum SignatureRefusal {
     },
 }
 
-impl From<SignatureRefusal> for ApiError {
-    fn from(refusal: SignatureRefusal) -> Self {
-        let message = refusal.to_string();
-        let (status, code) = match refusal {
-            SignatureRefusal::Malformed(_) => (StatusCode::BAD_REQUEST, "invalid_signature"),
-            SignatureRefusal::Required { .. } => {
-                (StatusCode::UNPROCESSABLE_ENTITY, "signature_required")
-            }
-            SignatureRefusal::Untrusted { .. } => {
-                (StatusCode::UNPROCESSABLE_ENTITY, "untrusted_signature")
-            }
-        };
-        ApiError::new(status, code, message)
+impl SignatureRefusal {
+    /// Its stable error code (the server answers `invalid_signature` with
+    /// 400, the others with 422).
+    pub fn code(&self) -> &'static str {
+        match self {
+            SignatureRefusal::Malformed(_) => "invalid_signature",
+            SignatureRefusal::Required { .. } => "signature_required",
+            SignatureRefusal::Untrusted { .. } => "untrusted_signature",
+        }
     }
+}
+
+/// Why a signature check did not get to a yes.
+#[derive(Debug, thiserror::Error)]
+pub enum SigningError {
+    /// The component is refused for its signature.
+    #[error(transparent)]
+    Refused(#[from] SignatureRefusal),
+    /// The trust set or the settings could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// What an upload claims to be, after its bytes were checked.
@@ -81,13 +85,14 @@ pub struct Upload<'a> {
     pub sha256: &'a str,
 }
 
-/// Checks an upload's signature header against the upload and the trust
-/// set: the signature to keep (`None`: unsigned), or the refusal.
+/// Checks an upload's signature header (its bytes, `None` when the upload
+/// came without one) against the upload and the trust set: the signature to
+/// keep (`None`: unsigned), or the refusal.
 pub async fn check_upload(
     store: &Store,
-    headers: &HeaderMap,
+    header: Option<&[u8]>,
     upload: Upload<'_>,
-) -> ApiResult<Option<SignedBy>> {
+) -> Result<Option<SignedBy>, SigningError> {
     let required = store
         .cluster_settings()
         .await?
@@ -98,7 +103,7 @@ pub async fn check_upload(
         version: upload.version.into(),
         why,
     };
-    let Some(header) = headers.get(SIGNATURE_HEADER) else {
+    let Some(header) = header else {
         return match required {
             true => Err(SignatureRefusal::Required {
                 plugin: upload.name.into(),
@@ -109,8 +114,8 @@ pub async fn check_upload(
             false => Ok(None),
         };
     };
-    let signature = switchyard_signing::decode_header(header.as_bytes())
-        .map_err(SignatureRefusal::Malformed)?;
+    let signature =
+        switchyard_signing::decode_header(header).map_err(SignatureRefusal::Malformed)?;
     if !signature.covers(upload.kind, upload.name, upload.version, upload.sha256) {
         // The signature's own fields are the client's text: not echoed.
         return Err(untrusted(
@@ -192,7 +197,7 @@ where
 /// Whether a carrier change may pin these components: each must pass
 /// [`check_binding`] (carrier and tunnel components, where carriers
 /// require signatures).
-pub async fn check_pins(store: &Store, pins: &Pins) -> ApiResult<()> {
+pub async fn check_pins(store: &Store, pins: &Pins) -> Result<(), SigningError> {
     let required = store.cluster_settings().await?.require_signed;
     if required.is_off() {
         return Ok(());
@@ -279,7 +284,7 @@ mod tests {
     }
 
     fn code(refusal: SignatureRefusal) -> &'static str {
-        ApiError::from(refusal).code
+        refusal.code()
     }
 
     #[test]

@@ -9,7 +9,7 @@ pub mod dry_run;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use switchyard_protocol::decisions::DecisionLogging;
@@ -23,7 +23,6 @@ use switchyard_store::admission::{BoundComponent, Generation};
 use tokio::sync::watch;
 
 use crate::bound::{BindError, Generations, Kind, Loader, RollbackRefused, Serving};
-use crate::state::AppState;
 
 /// Why a chain was not built, bound or committed.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +77,19 @@ pub struct Binding {
     pub fail: FailMode,
     /// What the decision log keeps of its answers.
     pub log: DecisionLogging,
+}
+
+impl From<switchyard_protocol::admin::PolicyBinding> for Binding {
+    fn from(b: switchyard_protocol::admin::PolicyBinding) -> Self {
+        Binding {
+            plugin: b.plugin,
+            version: b.version,
+            settings: b.settings,
+            mode: b.mode,
+            fail: b.fail,
+            log: b.log,
+        }
+    }
 }
 
 /// An admission point as a slot bound with generations: a chain of
@@ -143,6 +155,9 @@ pub struct Admission {
     loader: Arc<Loader>,
     /// Where judged requests leave their records ([`Admission::judge`]).
     recorder: Arc<decisions::Recorder>,
+    /// Set once the first sync of every point finished (readiness waits
+    /// for it: a replica serving empty chains must not take traffic).
+    synced: AtomicBool,
 }
 
 impl std::fmt::Debug for Admission {
@@ -169,7 +184,19 @@ impl Admission {
             }),
             loader,
             recorder: Default::default(),
+            synced: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the first sync of every point finished.
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Relaxed)
+    }
+
+    /// Marks the chains as synced without a sync (tests of a router
+    /// whose chains are empty on purpose).
+    pub fn mark_synced(&self) {
+        self.synced.store(true, Ordering::Relaxed);
     }
 
     /// The decision log's recorder (its writer and metrics read it).
@@ -251,13 +278,13 @@ impl Admission {
 }
 
 /// Follows every point's generations until shutdown.
-pub async fn follow(state: Arc<AppState>, poll: Duration, shutdown: watch::Receiver<bool>) {
-    let store = state.store.clone();
+pub async fn follow(admission: Arc<Admission>, poll: Duration, shutdown: watch::Receiver<bool>) {
+    let store = admission.loader.store().clone();
     crate::bound::follow_generations(store, "admission", poll, shutdown, move || {
-        let state = state.clone();
+        let admission = admission.clone();
         async move {
-            match state.admission.sync().await {
-                Ok(()) => state.admission_synced.store(true, Ordering::Relaxed),
+            match admission.sync().await {
+                Ok(()) => admission.synced.store(true, Ordering::Relaxed),
                 Err(e) => tracing::warn!(error = %e, "admission sync failed"),
             }
         }
