@@ -130,7 +130,14 @@ pub fn run() {
     // The clients take turns, ROUNDS times: a change in the machine's load
     // (it is shared) falls on both alike. Rates and CPU are medians;
     // latencies are pooled over the rounds.
-    let small = rounds(&tokio, &address, &[SMALL, SMALL_ANSWERED], true);
+    small_messages(&tokio, &address);
+    large_messages(&tokio, &address);
+}
+
+/// The small messages' table, queued and answered beside async-nats, and
+/// their anchors (throughput and latency).
+fn small_messages(tokio: &tokio::runtime::Runtime, address: &str) {
+    let small = rounds(tokio, address, &[SMALL, SMALL_ANSWERED], true);
     let [mut ours, answered] = small.ours.try_into().ok().expect("two loads");
     let mut theirs = small.theirs;
     let (p50, p99) = percentiles(&mut ours.samples);
@@ -184,8 +191,11 @@ pub fn run() {
         ratio: p50 / n50,
         aim: anchors::Aim::AtMost(1.2),
     });
+}
 
-    let large = rounds(&tokio, &address, &[LARGE], false);
+/// The large messages' table: the carrier beside async-nats, no latency.
+fn large_messages(tokio: &tokio::runtime::Runtime, address: &str) {
+    let large = rounds(tokio, address, &[LARGE], false);
     let (ours, theirs) = (&large.ours[0], large.theirs);
     let mb = |rate: f64| rate * LARGE_PAYLOAD as f64 / 1e6;
     header(

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use switchyard_carrier::{Carrier, CarrierSetup, ComponentSpec};
+use switchyard_carrier::{Carrier, CarrierSetup, ComponentSpec, Message};
 use switchyard_runtime::{Runtime, RuntimeConfig};
 use switchyard_store::embedded::EmbeddedPostgres;
+use tokio::sync::mpsc;
 
 use switchyard_tests::bytes::pattern;
 
@@ -27,6 +28,8 @@ const SMALL: usize = 20_000;
 const SMALL_PAYLOAD: usize = 64;
 /// Publishes in flight at once.
 const WINDOW: usize = 256;
+/// The small messages each client sends: whole windows only.
+const SMALL_SENT: usize = (SMALL / WINDOW) * WINDOW;
 const WAIT: Duration = Duration::from_secs(60);
 /// How long a listening frontend waits for its next message before the
 /// run counts what it has.
@@ -255,15 +258,28 @@ fn missing_runs(heard: &[bool]) -> String {
     text
 }
 
+/// Small messages through the carrier, then bare `pg_notify`: each one's
+/// messages per second. The carriers stay up through the bare run.
 async fn small(url: &str) -> (f64, f64) {
     let runtime = carrier_runtime();
     let publisher = start(&runtime, url, serde_json::json!({})).await;
-    let publisher_stats = publisher.clone();
     let listener = start(&runtime, url, serde_json::json!({})).await;
     let (_s, mut messages) = listener
         .subscribe("jobs.small", None)
         .await
         .expect("subscribe");
+    let carrier_rate = small_through_carrier(&publisher, &listener, &mut messages).await;
+    let native_rate = small_bare(url).await;
+    (carrier_rate, native_rate)
+}
+
+/// [`SMALL_SENT`] messages from `publisher` to `listener`, a window at a
+/// time: the rate at which they arrive.
+async fn small_through_carrier(
+    publisher: &Arc<Carrier>,
+    listener: &Carrier,
+    messages: &mut mpsc::Receiver<Message>,
+) -> f64 {
     // Distinct payloads, as real messages are (PostgreSQL folds identical
     // notifications of one transaction, so pgbus never batches duplicates).
     let payload = |n: usize| {
@@ -272,22 +288,24 @@ async fn small(url: &str) -> (f64, f64) {
         Bytes::from(p)
     };
     let started = Instant::now();
-    let sender = tokio::spawn(async move {
-        for batch in 0..SMALL / WINDOW {
-            let batch =
-                (0..WINDOW).map(|i| publisher.publish("jobs.small", payload(batch * WINDOW + i)));
-            for result in futures::future::join_all(batch).await {
-                result.expect("publish");
+    let sender = tokio::spawn({
+        let publisher = publisher.clone();
+        async move {
+            for batch in 0..SMALL / WINDOW {
+                let batch = (0..WINDOW)
+                    .map(|i| publisher.publish("jobs.small", payload(batch * WINDOW + i)));
+                for result in futures::future::join_all(batch).await {
+                    result.expect("publish");
+                }
             }
         }
     });
-    let expected = (SMALL / WINDOW) * WINDOW;
     let mut received = 0;
     // Which messages came, and the longest wait between two: on a shortfall
     // they tell lost batches (a run of a window's size missing) from a stall.
-    let mut heard = vec![false; expected];
+    let mut heard = vec![false; SMALL_SENT];
     let (mut last, mut longest_gap) = (Instant::now(), Duration::ZERO);
-    while received < expected {
+    while received < SMALL_SENT {
         match tokio::time::timeout(PATIENCE, messages.recv()).await {
             Ok(Some(m)) => {
                 received += 1;
@@ -301,23 +319,27 @@ async fn small(url: &str) -> (f64, f64) {
             _ => break,
         }
     }
-    let carrier_rate = received as f64 / started.elapsed().as_secs_f64();
-    if received < expected {
+    let rate = received as f64 / started.elapsed().as_secs_f64();
+    if received < SMALL_SENT {
         eprintln!(
-            "pgbus: only {received} of {expected} delivered (longest gap {longest_gap:?}); missing {}; publisher {:?}, listener {:?}",
+            "pgbus: only {received} of {SMALL_SENT} delivered (longest gap {longest_gap:?}); missing {}; publisher {:?}, listener {:?}",
             missing_runs(&heard),
-            publisher_stats.stats(),
+            publisher.stats(),
             listener.stats()
         );
     }
     sender.await.expect("sender");
+    rate
+}
 
-    // Bare: one client notifying, pipelined the same way, one connection listening.
-    // TLS as the URL asks, as the carrier's own connections have it.
+/// The same through bare PostgreSQL: one client notifying, pipelined the
+/// same way, one connection listening. TLS as the URL asks, as the
+/// carrier's own connections have it.
+async fn small_bare(url: &str) -> f64 {
     let database = switchyard_store::DatabaseUrl::parse(url).expect("database URL");
     let connect = || async { database.connect().await.expect("connect") };
     let (listen_client, mut listen_connection) = connect().await;
-    let (tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut heard) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut stream = futures::stream::poll_fn(move |cx| listen_connection.poll_message(cx));
         while let Some(Ok(message)) = stream.next().await {
@@ -356,7 +378,7 @@ async fn small(url: &str) -> (f64, f64) {
         }
     });
     let mut received = 0;
-    while received < expected {
+    while received < SMALL_SENT {
         match tokio::time::timeout(PATIENCE, heard.recv()).await {
             Ok(Some(())) => received += 1,
             _ => break,
@@ -364,5 +386,5 @@ async fn small(url: &str) -> (f64, f64) {
     }
     let native_rate = received as f64 / started.elapsed().as_secs_f64();
     sender.await.expect("sender");
-    (carrier_rate, native_rate)
+    native_rate
 }

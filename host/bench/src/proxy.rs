@@ -14,7 +14,7 @@
 //! anything.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -34,20 +34,9 @@ const RATE_AIM: f64 = 0.5;
 
 pub fn run() {
     let exe = std::env::current_exe().expect("current exe");
-    let bin = exe.with_file_name("switchyard");
-    if !bin.is_file() {
-        println!(
-            "(skipping proxy: {} is not built; scripts/bench.sh builds it)",
-            bin.display()
-        );
+    let Some(bin) = prerequisites(&exe) else {
         return;
-    }
-    for tool in [nginx_bin(), "wrk"] {
-        if !on_path(tool) {
-            println!("(skipping proxy: no `{tool}`; scripts/bench.sh installs it)");
-            return;
-        }
-    }
+    };
     let cluster = start(&bin, None, 0);
     let up = cluster.up.0.id();
     let worker = child_named(up, "worker").expect("the `up` worker process");
@@ -65,25 +54,110 @@ pub fn run() {
     let nginx = start_nginx(dir.path(), nginx_port, upstream_port);
     let nginx_worker = wait_for(|| child_named(nginx.0.id(), "nginx")).expect("nginx's worker");
     let floor_port = free_port();
-    let floor = Killed(
-        Command::new(&exe)
+    let floor = start_floor(&exe, floor_port, upstream_port);
+    let ours_script = lua(dir.path(), "ours.lua", Some(&cluster.key));
+    let nginx_script = lua(dir.path(), "nginx.lua", None);
+    let paths = Paths {
+        ours: Target {
+            url: format!("{}/v1/chat/completions", cluster.frontend),
+            script: ours_script,
+            pids: vec![up, worker, engine],
+        },
+        nginx: Target {
+            url: format!("http://127.0.0.1:{nginx_port}/v1/chat/completions"),
+            script: nginx_script.clone(),
+            pids: vec![nginx_worker, direct_engine],
+        },
+        floor: Target {
+            url: format!("http://127.0.0.1:{floor_port}/v1/chat/completions"),
+            script: nginx_script,
+            pids: vec![floor.0.id()],
+        },
+    };
+    wait_answering(&paths.ours.url, &cluster.key);
+    wait_answering(&paths.nginx.url, "");
+    wait_answering(&paths.floor.url, "");
+
+    print_header();
+    let mut all_met = true;
+    for connections in LEVELS {
+        all_met &= level(&paths, connections);
+    }
+    println!();
+    println!(
+        "aims {}: frontend and worker each <= {CPU_AIM}x nginx's CPU per request, req/s >= {RATE_AIM}x nginx's",
+        if all_met { "met" } else { "not all met" }
+    );
+    println!(
+        "floor: a one-hop proxy of axum and reqwest alone (the frontend's server, the worker's client), beside the same engine as nginx"
+    );
+    println!();
+    drop(floor);
+    drop(nginx);
+    drop(cluster);
+}
+
+/// The `switchyard` binary beside this one, when it and the tools the run
+/// needs are there; otherwise `None`, having said why the run is skipped.
+fn prerequisites(exe: &Path) -> Option<PathBuf> {
+    let bin = exe.with_file_name("switchyard");
+    if !bin.is_file() {
+        println!(
+            "(skipping proxy: {} is not built; scripts/bench.sh builds it)",
+            bin.display()
+        );
+        return None;
+    }
+    for tool in [nginx_bin(), "wrk"] {
+        if !on_path(tool) {
+            println!("(skipping proxy: no `{tool}`; scripts/bench.sh installs it)");
+            return None;
+        }
+    }
+    Some(bin)
+}
+
+/// The floor proxy (this binary in its `floor_proxy` mode) in front of the
+/// engine nginx fronts.
+fn start_floor(exe: &Path, port: u16, upstream: u16) -> Killed {
+    Killed(
+        Command::new(exe)
             .args([
                 crate::floor_proxy::ARGUMENT,
-                &format!("127.0.0.1:{floor_port}"),
-                &format!("127.0.0.1:{upstream_port}"),
+                &format!("127.0.0.1:{port}"),
+                &format!("127.0.0.1:{upstream}"),
             ])
             .spawn()
             .expect("the floor proxy"),
-    );
-    let floor_url = format!("http://127.0.0.1:{floor_port}/v1/chat/completions");
-    let ours_url = format!("{}/v1/chat/completions", cluster.frontend);
-    let nginx_url = format!("http://127.0.0.1:{nginx_port}/v1/chat/completions");
-    let ours_script = lua(dir.path(), "ours.lua", Some(&cluster.key));
-    let nginx_script = lua(dir.path(), "nginx.lua", None);
-    wait_answering(&ours_url, &cluster.key);
-    wait_answering(&nginx_url, "");
-    wait_answering(&floor_url, "");
+    )
+}
 
+/// The three paths measured side by side.
+struct Paths {
+    ours: Target,
+    nginx: Target,
+    floor: Target,
+}
+
+/// One path: where `wrk` sends, with which script, and the processes on
+/// the path whose CPU is counted (the proxy first).
+struct Target {
+    url: String,
+    script: PathBuf,
+    pids: Vec<u32>,
+}
+
+impl Target {
+    fn wrk(&self, connections: usize, seconds: u64) -> Done {
+        wrk(&self.script, &self.url, connections, seconds)
+    }
+
+    fn measured(&self, connections: usize) -> Measured {
+        measured(&self.pids, || self.wrk(connections, SECONDS))
+    }
+}
+
+fn print_header() {
     header(
         "Routing beside nginx: 16-token chat completions, tunnel set, no token delay, wrk",
         &[
@@ -103,70 +177,54 @@ pub fn run() {
             "floor/nginx",
         ],
     );
-    let mut all_met = true;
-    for connections in LEVELS {
-        // Warm both paths (connections, caches, the routing table).
-        wrk(&ours_script, &ours_url, connections, 1);
-        wrk(&nginx_script, &nginx_url, connections, 1);
-        wrk(&nginx_script, &floor_url, connections, 1);
-        let ours = measured(&[up, worker, engine], || {
-            wrk(&ours_script, &ours_url, connections, SECONDS)
-        });
-        let theirs = measured(&[nginx_worker, direct_engine], || {
-            wrk(&nginx_script, &nginx_url, connections, SECONDS)
-        });
-        let bare = measured(&[floor.0.id()], || {
-            wrk(&nginx_script, &floor_url, connections, SECONDS)
-        });
-        let rate_ratio = ours.rate / theirs.rate;
-        let frontend = ours.cpu_us[0];
-        let nginx_cpu = theirs.cpu_us[0];
-        let (f_ratio, w_ratio) = (frontend / nginx_cpu, ours.cpu_us[1] / nginx_cpu);
-        all_met &= rate_ratio >= RATE_AIM && f_ratio <= CPU_AIM && w_ratio <= CPU_AIM;
-        println!(
-            "| {connections} | {:.0} | {:.0} | {rate_ratio:.2} | {frontend:.0} | {:.0} | {:.0} | {nginx_cpu:.0} | {:.0} | {f_ratio:.2} | {w_ratio:.2} | {:.0} | {:.0} | {:.2} |",
-            ours.rate,
-            theirs.rate,
-            ours.cpu_us[1],
-            ours.cpu_us[2],
-            theirs.cpu_us[1],
-            bare.rate,
-            bare.cpu_us[0],
-            bare.cpu_us[0] / nginx_cpu,
-        );
-        let what = |of: &str| format!("routing, {connections} connection(s): {of}");
+}
+
+/// Measures the three paths at `connections`, prints the row and records
+/// it beside its anchors: whether our path met the aims.
+fn level(paths: &Paths, connections: usize) -> bool {
+    // Warm each path (connections, caches, the routing table).
+    paths.ours.wrk(connections, 1);
+    paths.nginx.wrk(connections, 1);
+    paths.floor.wrk(connections, 1);
+    let ours = paths.ours.measured(connections);
+    let theirs = paths.nginx.measured(connections);
+    let bare = paths.floor.measured(connections);
+    let rate_ratio = ours.rate / theirs.rate;
+    let frontend = ours.cpu_us[0];
+    let nginx_cpu = theirs.cpu_us[0];
+    let (f_ratio, w_ratio) = (frontend / nginx_cpu, ours.cpu_us[1] / nginx_cpu);
+    println!(
+        "| {connections} | {:.0} | {:.0} | {rate_ratio:.2} | {frontend:.0} | {:.0} | {:.0} | {nginx_cpu:.0} | {:.0} | {f_ratio:.2} | {w_ratio:.2} | {:.0} | {:.0} | {:.2} |",
+        ours.rate,
+        theirs.rate,
+        ours.cpu_us[1],
+        ours.cpu_us[2],
+        theirs.cpu_us[1],
+        bare.rate,
+        bare.cpu_us[0],
+        bare.cpu_us[0] / nginx_cpu,
+    );
+    let what = |of: &str| format!("routing, {connections} connection(s): {of}");
+    anchors::record(anchors::Row {
+        what: what("throughput"),
+        ours: format!("{:.0} req/s", ours.rate),
+        anchor: format!("nginx {:.0} req/s", theirs.rate),
+        ratio: rate_ratio,
+        aim: anchors::Aim::AtLeast(RATE_AIM),
+    });
+    for (process, cpu, ratio) in [
+        ("frontend", frontend, f_ratio),
+        ("worker", ours.cpu_us[1], w_ratio),
+    ] {
         anchors::record(anchors::Row {
-            what: what("throughput"),
-            ours: format!("{:.0} req/s", ours.rate),
-            anchor: format!("nginx {:.0} req/s", theirs.rate),
-            ratio: rate_ratio,
-            aim: anchors::Aim::AtLeast(RATE_AIM),
+            what: what(&format!("{process} CPU per request")),
+            ours: format!("{cpu:.0} us"),
+            anchor: format!("nginx {nginx_cpu:.0} us"),
+            ratio,
+            aim: anchors::Aim::AtMost(CPU_AIM),
         });
-        for (process, cpu, ratio) in [
-            ("frontend", frontend, f_ratio),
-            ("worker", ours.cpu_us[1], w_ratio),
-        ] {
-            anchors::record(anchors::Row {
-                what: what(&format!("{process} CPU per request")),
-                ours: format!("{cpu:.0} us"),
-                anchor: format!("nginx {nginx_cpu:.0} us"),
-                ratio,
-                aim: anchors::Aim::AtMost(CPU_AIM),
-            });
-        }
     }
-    println!();
-    println!(
-        "aims {}: frontend and worker each <= {CPU_AIM}x nginx's CPU per request, req/s >= {RATE_AIM}x nginx's",
-        if all_met { "met" } else { "not all met" }
-    );
-    println!(
-        "floor: a one-hop proxy of axum and reqwest alone (the frontend's server, the worker's client), beside the same engine as nginx"
-    );
-    println!();
-    drop(floor);
-    drop(nginx);
-    drop(cluster);
+    rate_ratio >= RATE_AIM && f_ratio <= CPU_AIM && w_ratio <= CPU_AIM
 }
 
 /// One timed run: requests per second and each process's CPU microseconds per request.
@@ -231,7 +289,7 @@ fn wrk(script: &Path, url: &str, connections: usize, seconds: u64) -> Done {
 }
 
 /// A `wrk` script that POSTs the chat completion.
-fn lua(dir: &Path, name: &str, key: Option<&str>) -> std::path::PathBuf {
+fn lua(dir: &Path, name: &str, key: Option<&str>) -> PathBuf {
     let path = dir.join(name);
     let body = r#"{"model":"demo-tiny","max_tokens":16,"stream":false,"messages":[{"role":"user","content":"Tell me about switchyards."}]}"#;
     let mut script = format!(

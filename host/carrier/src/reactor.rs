@@ -370,19 +370,12 @@ impl Reactor {
                 handler,
                 done,
             } => {
-                let result =
-                    self.operation(|p| p.subscribe(id, &subject, queue_group.as_deref(), now));
-                if result.is_ok() {
-                    self.subscriptions.insert(
-                        id,
-                        Subscription {
-                            subject,
-                            queue_group,
-                            handler,
-                        },
-                    );
-                }
-                let _ = done.send(result);
+                let subscription = Subscription {
+                    subject,
+                    queue_group,
+                    handler,
+                };
+                self.subscribe(id, subscription, done, now);
             }
             Event::Unsubscribe(id) => {
                 if self.subscriptions.remove(&id).is_some() {
@@ -396,20 +389,60 @@ impl Reactor {
                 timeout_ms,
                 done,
             } => {
-                self.next_request += 1;
-                let id = self.next_request;
-                let headers = wit_headers(headers);
-                let payload = self.payload(payload);
-                self.requests.insert(id, done);
-                let result = self
-                    .operation(|p| p.request(id, &subject, &headers, &payload, timeout_ms, now));
-                if let Err(e) = result
-                    && let Some(done) = self.requests.remove(&id)
-                {
-                    let _ = done.send(Err(e));
-                }
+                self.request(&subject, headers, payload, timeout_ms, done, now);
             }
             Event::Shutdown => self.stop(),
+        }
+    }
+
+    /// A subscription is kept (and so subscribed again after a rebuild)
+    /// only once the plugin has accepted it.
+    #[inline]
+    fn subscribe(
+        &mut self,
+        id: u64,
+        subscription: Subscription,
+        done: oneshot::Sender<Result<(), SendError>>,
+        now: u64,
+    ) {
+        let result = self.operation(|p| {
+            p.subscribe(
+                id,
+                &subscription.subject,
+                subscription.queue_group.as_deref(),
+                now,
+            )
+        });
+        if result.is_ok() {
+            self.subscriptions.insert(id, subscription);
+        }
+        let _ = done.send(result);
+    }
+
+    /// The answer channel is registered before the call, as the actions the
+    /// call answers with may already reply; a refused request takes it back
+    /// and answers it.
+    #[inline]
+    fn request(
+        &mut self,
+        subject: &str,
+        headers: Vec<(String, String)>,
+        payload: Bytes,
+        timeout_ms: u64,
+        done: oneshot::Sender<Result<Message, SendError>>,
+        now: u64,
+    ) {
+        self.next_request += 1;
+        let id = self.next_request;
+        let headers = wit_headers(headers);
+        let payload = self.payload(payload);
+        self.requests.insert(id, done);
+        let result =
+            self.operation(|p| p.request(id, subject, &headers, &payload, timeout_ms, now));
+        if let Err(e) = result
+            && let Some(done) = self.requests.remove(&id)
+        {
+            let _ = done.send(Err(e));
         }
     }
 

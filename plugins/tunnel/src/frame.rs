@@ -9,6 +9,10 @@ use std::fmt;
 
 use thiserror::Error;
 
+mod decode;
+
+use decode::{decode_hello, decode_reply, split_header};
+
 /// The protocol version this crate speaks, sent in HELLO.
 pub const PROTOCOL_VERSION: u8 = 1;
 
@@ -399,52 +403,9 @@ impl<'a> Frame<'a> {
     /// Parses a message the host split by [`BODY_RULE`]: its header, and
     /// the length of the body it kept (0 for a message without one).
     pub fn decode_split(header: &'a [u8], body_len: usize) -> Result<Frame<'a>, FrameError> {
-        if !BODY_RULE.is_split(header, body_len) {
-            return Err(FrameError::BadSplit {
-                header_len: header.len(),
-                body_len,
-            });
-        }
-        if header.len() < HEADER_LEN {
-            return Err(FrameError::Truncated(header.len()));
-        }
-        let len = header.len().saturating_add(body_len);
-        if len > MAX_FRAME_LEN {
-            return Err(FrameError::TooLong(len));
-        }
-        let id = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
-        let kind = Kind::from_code(header[4]).ok_or(FrameError::UnknownKind(header[4]))?;
-        let payload = &header[HEADER_LEN..];
-        let session_frame = matches!(kind, Kind::Hello | Kind::Ping | Kind::Pong);
-        if session_frame != (id == 0) {
-            return Err(FrameError::BadStreamId { kind, stream: id });
-        }
-        let stream = StreamId(id);
+        let (stream, kind, payload) = split_header(header, body_len)?;
         Ok(match kind {
-            Kind::Hello => {
-                let Some(&version) = payload.first() else {
-                    return Err(bad(kind, "missing version"));
-                };
-                // The version is checked before the rest, so a newer peer
-                // is told apart from a garbled one.
-                if version != PROTOCOL_VERSION {
-                    return Err(FrameError::UnsupportedVersion(version));
-                }
-                let [_, side, lane] = payload else {
-                    return Err(bad(kind, "expected version, side and lane"));
-                };
-                let side = match side {
-                    1 => Side::Frontend,
-                    2 => Side::Worker,
-                    _ => return Err(bad(kind, "unknown side")),
-                };
-                let lane = match lane {
-                    1 => Lane::Inference,
-                    2 => Lane::Bulk,
-                    _ => return Err(bad(kind, "unknown lane")),
-                };
-                Frame::Hello { side, lane }
-            }
+            Kind::Hello => decode_hello(payload)?,
             Kind::Open => {
                 if payload.is_empty() || payload.len() > MAX_SERVICE_LEN {
                     return Err(bad(kind, "service name must be 1 to 255 bytes"));
@@ -453,29 +414,10 @@ impl<'a> Frame<'a> {
                     std::str::from_utf8(payload).map_err(|_| bad(kind, "service is not UTF-8"))?;
                 Frame::Open { stream, service }
             }
-            Kind::Reply => {
-                let Some((&status, message)) = payload.split_first() else {
-                    return Err(bad(kind, "missing status"));
-                };
-                if status != 2 && !message.is_empty() {
-                    return Err(bad(kind, "only a service refusal carries a message"));
-                }
-                let result = match status {
-                    0 => Ok(()),
-                    1 => Err(Refusal::UnknownService),
-                    2 => {
-                        if message.len() > MAX_REFUSAL_MESSAGE {
-                            return Err(bad(kind, "refusal message too long"));
-                        }
-                        let text = std::str::from_utf8(message)
-                            .map_err(|_| bad(kind, "refusal message is not UTF-8"))?;
-                        Err(Refusal::ServiceRefused(text.to_owned()))
-                    }
-                    3 => Err(Refusal::Overloaded),
-                    _ => return Err(bad(kind, "unknown status")),
-                };
-                Frame::Reply { stream, result }
-            }
+            Kind::Reply => Frame::Reply {
+                stream,
+                result: decode_reply(payload)?,
+            },
             // The split guarantees the header holds nothing after the kind.
             Kind::Data => Frame::Data {
                 stream,

@@ -111,7 +111,8 @@
 //! # Layout
 //!
 //! - `frame.rs`: the wire format ([`Frame`] encode and decode, the
-//!   [`BODY_RULE`] split), ids, sides, lanes, refusals and reset reasons.
+//!   [`BODY_RULE`] split), ids, sides, lanes, refusals and reset reasons;
+//!   `frame/decode.rs` the header's checks and the HELLO and REPLY payloads.
 //! - `session.rs`: the [`Session`] state machine, its events, errors and
 //!   limits; `session/stream.rs` one stream's windows and half-close state.
 //! - `component.rs` (wasm32 only): the `switchyard:carrier/tunnel@0.2.0`

@@ -36,17 +36,10 @@ impl Connection {
             // Bytes from a transport that is closing or gone mean nothing.
             return intake(batch, all, None);
         }
-        // The CRLF after a claimed payload, possibly split across reads.
-        let mut skip = 0;
-        while self.after_claim > 0 && skip < data.len() {
-            if data[skip] != b"\r\n"[2 - self.after_claim] {
-                let error = Error::Protocol("a claimed payload is not followed by CRLF".into());
-                self.fail(error, &mut batch);
-                return intake(batch, all, None);
-            }
-            skip += 1;
-            self.after_claim -= 1;
-        }
+        let mut skip = match self.skip_claim_crlf(data) {
+            Ok(skip) => skip,
+            Err(error) => return self.fail_read(error, batch, all),
+        };
         let data = &data[skip..];
         // A protocol line arriving in pieces: its newline can only be in the
         // new bytes, so only they are searched. Parsing what is held again on
@@ -63,30 +56,12 @@ impl Connection {
             return intake(batch, all, None);
         }
         let mut held = std::mem::take(&mut self.read_buf);
-        let mut data = data;
-        let data_from = held.len();
-        if let Some(n) = self.complete_held(&mut held, data) {
-            // A frame begun in an earlier read, which this read finishes:
-            // it is read alone, with only the bytes it needs, so that the
-            // rest of the read is parsed in place (and answered as spans)
-            // rather than copied behind it.
-            let origin = Origin {
-                input: held.as_ptr() as usize,
-                data_from,
-                skipped: skip,
-            };
-            let (used, result, claim) = self.read_frames(&held, origin, now_ms, &mut batch);
-            debug_assert!(claim.is_none(), "frame_len leaves claimed frames out");
-            if let Err(error) = result {
-                self.fail(error, &mut batch);
-                return intake(batch, all, None);
-            }
-            // The frame is read; anything left (never, by `frame_len`) is
-            // read again before the rest, as held bytes are.
-            held.drain(..used);
-            data = &data[n..];
-            skip += n;
-        }
+        let finished = match self.read_finished_held(&mut held, data, skip, now_ms, &mut batch) {
+            Ok(n) => n,
+            Err(error) => return self.fail_read(error, batch, all),
+        };
+        let data = &data[finished..];
+        skip += finished;
         let held_before = held.len();
         let from_held = !held.is_empty();
         if from_held {
@@ -133,6 +108,61 @@ impl Connection {
             }
         }
         intake(batch, all, None)
+    }
+
+    /// Steps over the CRLF still owed after a claimed payload, which may be
+    /// split across reads: how many bytes of `data` it took.
+    #[inline]
+    fn skip_claim_crlf(&mut self, data: &[u8]) -> Result<usize, Error> {
+        let mut skip = 0;
+        while self.after_claim > 0 && skip < data.len() {
+            if data[skip] != b"\r\n"[2 - self.after_claim] {
+                return Err(Error::Protocol(
+                    "a claimed payload is not followed by CRLF".into(),
+                ));
+            }
+            skip += 1;
+            self.after_claim -= 1;
+        }
+        Ok(skip)
+    }
+
+    /// Reads the frame `held` begins when this read finishes it: how many
+    /// bytes of `data` it took (0 when it does not finish it). The frame is
+    /// read alone, with only the bytes it needs, so that the rest of the
+    /// read is parsed in place (and answered as spans) rather than copied
+    /// behind it.
+    #[inline]
+    fn read_finished_held(
+        &mut self,
+        held: &mut Vec<u8>,
+        data: &[u8],
+        skipped: usize,
+        now_ms: u64,
+        batch: &mut Batch,
+    ) -> Result<usize, Error> {
+        let data_from = held.len();
+        let Some(n) = self.complete_held(held, data) else {
+            return Ok(0);
+        };
+        let origin = Origin {
+            input: held.as_ptr() as usize,
+            data_from,
+            skipped,
+        };
+        let (used, result, claim) = self.read_frames(held, origin, now_ms, batch);
+        debug_assert!(claim.is_none(), "frame_len leaves claimed frames out");
+        result?;
+        // The frame is read; anything left (never, by `frame_len`) is
+        // read again before the rest, as held bytes are.
+        held.drain(..used);
+        Ok(n)
+    }
+
+    /// A read that ends the connection: the error reported, nothing kept.
+    fn fail_read(&mut self, error: Error, mut batch: Batch, consumed: usize) -> Intake {
+        self.fail(error, &mut batch);
+        intake(batch, consumed, None)
     }
 
     /// Finishes the frame `held` begins with the first bytes of `data`
