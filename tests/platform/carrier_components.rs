@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use switchyard_carrier_set::seed;
 use switchyard_protocol::carrier::ComponentRef;
 use switchyard_runtime::PluginKind;
 use switchyard_server::SeedComponent;
-use switchyard_server::carriers::seed;
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::db::fresh_database;
 use switchyard_tests::plugins::{self, component, sha256};

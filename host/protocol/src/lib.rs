@@ -29,6 +29,7 @@
 //! - [`plugin`]: plugin kinds, and the modes an admission chain binds a policy with.
 //! - [`signing`]: signed plugins: the detached signature, trusted keys, `require_signed`.
 //! - [`state`]: node, replica and carrier-row states, stored as text.
+//! - [`valid`]: the rules for what clients name things with (names, path parameters, labels).
 
 #![deny(missing_docs)]
 
@@ -123,6 +124,7 @@ pub mod plugin;
 pub mod signing;
 pub mod state;
 pub mod stream;
+pub mod valid;
 
 /// Text that names no value of a text enum.
 #[derive(Debug, Clone, PartialEq, Eq)]

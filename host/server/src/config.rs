@@ -33,7 +33,7 @@ pub struct ServeConfig {
     /// Carrier components seeded into the plugin registry at start beside
     /// the folder's (the ones built into the binary); with neither, the
     /// replica runs what the registry already holds, if anything.
-    pub seed_components: Vec<crate::carriers::seed::SeedComponent>,
+    pub seed_components: Vec<switchyard_carrier_set::seed::SeedComponent>,
     /// Where other replicas reach this one (default `http://<listen>`).
     pub advertise: Option<String>,
     /// How long a node may be silent before it is offline and its replicas
@@ -211,5 +211,17 @@ mod tests {
             !printed.contains("s3cret") && !printed.contains("sy_token"),
             "{printed}"
         );
+    }
+}
+
+impl ServeConfig {
+    /// What the replica's carriers start from.
+    pub fn carriers(&self) -> switchyard_carrier_set::start::CarrierConfig {
+        switchyard_carrier_set::start::CarrierConfig {
+            cache_dir: self.data_dir.join("cache"),
+            nats_url: self.nats_url.clone(),
+            carrier_plugins: self.carrier_plugins.clone(),
+            seed_components: self.seed_components.clone(),
+        }
     }
 }

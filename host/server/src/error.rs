@@ -242,8 +242,8 @@ impl From<crate::fetch::FetchError> for ApiError {
     }
 }
 
-impl From<crate::valid::ValidError> for ApiError {
-    fn from(e: crate::valid::ValidError) -> Self {
+impl From<switchyard_protocol::valid::ValidError> for ApiError {
+    fn from(e: switchyard_protocol::valid::ValidError) -> Self {
         Self::invalid_request(e.to_string())
     }
 }
@@ -354,7 +354,7 @@ macro_rules! respond_as_api_error {
     )*};
 }
 
-respond_as_api_error!(crate::valid::ValidError, crate::auth::AuthError);
+respond_as_api_error!(crate::auth::AuthError);
 
 /// Handlers' result type.
 pub type ApiResult<T> = Result<T, ApiError>;

@@ -22,7 +22,7 @@ use crate::auth::{ActingAs, Authorized, Caller, Scope};
 use crate::edge::ThisConnection;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::valid;
+use switchyard_protocol::valid;
 
 impl FromRequestParts<Arc<AppState>> for Caller {
     type Rejection = ApiError;
@@ -196,7 +196,7 @@ pub async fn check_path(
         Ok(params) => {
             for (field, value) in &params {
                 if let Err(e) = valid::path_segment(field, value) {
-                    return e.into_response();
+                    return ApiError::from(e).into_response();
                 }
             }
         }

@@ -20,11 +20,11 @@ use switchyard_runtime::Runtime;
 use switchyard_runtime::grant::{Charge, FederatedCall, Grant, Usage};
 use switchyard_store::Store;
 
-use crate::carriers::Carriers;
 use crate::config::ServeConfig;
 use crate::library::Library;
 use crate::state::AppState;
 use switchyard_binding::grant_evaluator::GrantEvaluator;
+use switchyard_carrier_set::Carriers;
 
 /// The grant evaluator, as federation's judge.
 struct Judge(Arc<GrantEvaluator>);
@@ -261,7 +261,8 @@ pub async fn start(
         carriers,
         library,
     } = parts;
-    let relay = crate::carriers::relay::link_relay(store.clone(), instance_id.to_string()).await?;
+    let relay =
+        switchyard_carrier_set::relay::link_relay(store.clone(), instance_id.to_string()).await?;
     let local = Arc::new(Local {
         state: OnceLock::new(),
     });

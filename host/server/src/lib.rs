@@ -15,7 +15,6 @@
 //! - [`labels`]: node labels and deployments' node selectors.
 //! - [`error`]: `ApiError`, and the one mapping from each domain's error to an HTTP status
 //!   and a stable code (the domain modules know nothing of HTTP).
-//! - [`valid`]: one validator for names, labels and path parameters.
 //! - [`extract`]: the caller (with its scope), JSON body, query and path extractors whose
 //!   rejections are `ApiError`s.
 //! - [`scheduler`]: deployments to replicas: placement, staging, engines.
@@ -53,8 +52,7 @@ pub mod routing;
 pub mod scheduler;
 pub mod server;
 pub mod state;
-pub mod valid;
 
-pub use carriers::seed::SeedComponent;
 pub use config::ServeConfig;
 pub use server::{run, run_on};
+pub use switchyard_carrier_set::seed::SeedComponent;

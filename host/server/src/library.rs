@@ -287,7 +287,7 @@ impl Library {
             );
             let answer = http
                 .get(&url)
-                .header(crate::carriers::relay::RELAY_HEADER, secret)
+                .header(switchyard_carrier_set::relay::RELAY_HEADER, secret)
                 .send()
                 .await
                 .and_then(|r| r.error_for_status());

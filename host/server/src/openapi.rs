@@ -258,7 +258,9 @@ impl utoipa::Modify for BearerAuth {
         components.add_security_scheme(
             "relay_secret",
             SecurityScheme::ApiKey(utoipa::openapi::security::ApiKey::Header(
-                utoipa::openapi::security::ApiKeyValue::new(crate::carriers::relay::RELAY_HEADER),
+                utoipa::openapi::security::ApiKeyValue::new(
+                    switchyard_carrier_set::relay::RELAY_HEADER,
+                ),
             )),
         );
     }

@@ -162,7 +162,9 @@ async fn open_state(
         .get_or_insert_with(|| config.data_dir.join("cache"));
     let runtime = Runtime::new(runtime_config)?;
     let instance_id = &replica.instance_id;
-    let carriers = crate::carriers::start::start(config, store, database_url, instance_id).await?;
+    let carriers =
+        switchyard_carrier_set::start::start(&config.carriers(), store, database_url, instance_id)
+            .await?;
     let loader = Arc::new(switchyard_binding::bound::Loader::new(
         store.clone(),
         runtime.clone(),
@@ -264,11 +266,11 @@ fn start_tasks(
     if let Some(carriers) = &state.carriers {
         tasks.spawn(
             "carrier follower",
-            crate::carriers::follow::run(carriers.clone(), tasks.stop_signal()),
+            switchyard_carrier_set::follow::run(carriers.clone(), tasks.stop_signal()),
         );
         tasks.spawn(
             "carrier leader",
-            crate::carriers::lead::run(carriers.clone(), tasks.stop_signal()),
+            switchyard_carrier_set::lead::run(carriers.clone(), tasks.stop_signal()),
         );
     }
     tasks.adopt(

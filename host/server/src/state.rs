@@ -5,10 +5,10 @@ use std::sync::Arc;
 use switchyard_runtime::Runtime;
 use switchyard_store::Store;
 
-use crate::carriers::Carriers;
 use crate::library::Library;
 use crate::routing::Routing;
 use switchyard_binding::admission::Admission;
+use switchyard_carrier_set::Carriers;
 
 /// Shared by every handler of a replica.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! a change is ([`Phase`]), each with the data that phase carries. The
 //! cluster row (`switchyard_store::cluster::ClusterCarrier`) is an active
 //! set, an epoch and a phase; the leader's decision reads them
-//! (`switchyard_server::carriers::decide`).
+//! (`switchyard_carrier_set::decide`).
 
 use super::{CarrierRowState, ComponentRef, Pins, SetRef, pins, refs};
 

@@ -20,10 +20,10 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use super::output::json_body;
 use crate::auth::Caller;
-use crate::carriers::Carriers;
 use crate::inference::{Answer, Endpoint, InferenceError, ReadError, answer};
 use crate::routing::NoRoute;
 use crate::state::AppState;
+use switchyard_carrier_set::Carriers;
 
 /// How long a run holds its line without renewing.
 pub const RUN_LEASE: Duration = Duration::from_secs(10);

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use switchyard_carrier::SetName;
+use switchyard_carrier_set::LIVE;
 use switchyard_protocol::carrier::{
     Blocker, CarrierStatus, InFlight, Phase, Pins, PluginHealth, SessionRef, WorkerReport, blockers,
 };
@@ -13,9 +14,6 @@ use switchyard_store::cluster::ClusterCarrier;
 
 use crate::state::AppState;
 
-/// A replica whose report is older than this is not live: a change neither
-/// waits for it nor counts it (a replica reports about every second).
-pub const LIVE: Duration = Duration::from_secs(5);
 /// How long a dry run waits for every live replica to refresh its report
 /// (a replica busy building a set answers once it is done).
 const REPORT_WAIT: Duration = Duration::from_secs(10);
@@ -46,7 +44,9 @@ pub async fn status(state: &AppState) -> Result<CarrierStatus, StoreError> {
         })
         .collect();
     let units = match &state.carriers {
-        Some(carriers) => super::units::pending(carriers).await.unwrap_or(0),
+        Some(carriers) => switchyard_carrier_set::units::pending(carriers)
+            .await
+            .unwrap_or(0),
         None => 0,
     };
     let left = |phase: CarrierRowState| {
@@ -91,7 +91,7 @@ pub async fn status(state: &AppState) -> Result<CarrierStatus, StoreError> {
                 .sum(),
             units,
         },
-        settings: super::nats_url::masked(settings),
+        settings: switchyard_carrier_set::nats_url::masked(settings),
         last_change,
         running: carriers.map(|c| c.view().row.active.carrier.clone()),
         connected: carriers.is_some_and(|c| c.fanout.active().is_ready()),

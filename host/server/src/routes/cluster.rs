@@ -24,11 +24,11 @@ use switchyard_store::cluster::ClusterCarrier;
 use crate::auth::{Admin, Authorized, authenticate_node};
 use crate::carriers::report;
 use crate::carriers::session;
-use crate::carriers::start::newest_pins;
 use crate::carriers::upgrade::{NotAnUpgrade, WebsocketUpgrade};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiQuery};
 use crate::state::AppState;
+use switchyard_carrier_set::start::newest_pins;
 
 /// Which session the worker opens.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

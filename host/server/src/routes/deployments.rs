@@ -90,10 +90,10 @@ pub(crate) async fn valid_deployment(
     state: &AppState,
     body: NewDeployment,
 ) -> ApiResult<(Deployment, ModelRevision)> {
-    crate::valid::name("model", &body.model)?;
-    crate::valid::name("revision", &body.revision)?;
+    switchyard_protocol::valid::name("model", &body.model)?;
+    switchyard_protocol::valid::name("revision", &body.revision)?;
     if let Some(served) = &body.served_model_name {
-        crate::valid::served_name("served_model_name", served)?;
+        switchyard_protocol::valid::served_name("served_model_name", served)?;
     }
     check_sizes(&body)?;
     if body.engine.parse::<EngineKind>().is_err() {

@@ -15,11 +15,11 @@ use switchyard_carrier::{ControlError, Refusal, Stream};
 use switchyard_protocol::control::verbs;
 
 use crate::auth::Caller;
-use crate::carriers::Carriers;
-use crate::carriers::probe::{PROBE_KIND, PROBE_SUBJECT};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiQuery};
 use crate::state::AppState;
+use switchyard_carrier_set::Carriers;
+use switchyard_carrier_set::probe::{PROBE_KIND, PROBE_SUBJECT};
 use switchyard_protocol::lists::Probes;
 
 /// The most a diagnostic stream returns.
@@ -241,10 +241,10 @@ pub async fn probe(
     caller.require("nodes:manage")?;
     // Parsed after the scope check; the id is bounded (it is kept in lists).
     let ApiJson(request) = ApiJson::<ProbeRequest>::parse(&headers, &body)?;
-    if !crate::carriers::probe::valid_probe_id(&request.id) {
+    if !switchyard_carrier_set::probe::valid_probe_id(&request.id) {
         return Err(ApiError::invalid_request(format!(
             "id must be 1 to {} letters, digits, '-', '_', '.' or ':'",
-            crate::carriers::probe::MAX_PROBE_ID
+            switchyard_carrier_set::probe::MAX_PROBE_ID
         )));
     }
     let cluster = cluster(&state)?;

@@ -24,7 +24,7 @@ pub async fn create(
     State(state): State<Arc<AppState>>,
     ApiJson(new): ApiJson<NewKey>,
 ) -> ApiResult<(StatusCode, Json<CreatedKey>)> {
-    crate::valid::label("name", &new.name)?;
+    switchyard_protocol::valid::label("name", &new.name)?;
     if let Some(bad) = new.scopes.iter().find(|s| !SCOPES.contains(&s.as_str())) {
         return Err(ApiError::invalid_request(format!(
             "unknown scope '{bad}'; known: {}",

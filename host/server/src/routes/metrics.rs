@@ -153,11 +153,15 @@ async fn cluster(state: &AppState, out: &mut String) {
 /// The carrier switch: the row as this replica last read it, each live
 /// replica's readiness, the drain's time left, changes by outcome and how
 /// long their phases took.
-async fn switch_metrics(state: &AppState, cluster: &crate::carriers::Carriers, out: &mut String) {
+async fn switch_metrics(
+    state: &AppState,
+    cluster: &switchyard_carrier_set::Carriers,
+    out: &mut String,
+) {
     row_metrics(&cluster.view().row, out);
     if let Ok(replicas) = state
         .store
-        .live_replicas(crate::carriers::report::LIVE, None)
+        .live_replicas(switchyard_carrier_set::LIVE, None)
         .await
     {
         gauge(

@@ -17,11 +17,11 @@ use crate::extract::{ApiJson, ApiPath};
 use crate::library::{LibraryError, Stored, valid_digest};
 use crate::state::AppState;
 
-use crate::valid::MAX_NAME;
+use switchyard_protocol::valid::MAX_NAME;
 
-/// A model id or revision: the shared rule of [`crate::valid::is_name`].
+/// A model id or revision: the shared rule of [`switchyard_protocol::valid::is_name`].
 pub(crate) fn valid_name(s: &str) -> bool {
-    crate::valid::is_name(s)
+    switchyard_protocol::valid::is_name(s)
 }
 
 /// A file path inside a model: relative, no `..`, no empty parts.

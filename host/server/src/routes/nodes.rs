@@ -18,12 +18,12 @@ use switchyard_store::keys::token_digest;
 use switchyard_store::nodes::{HeartbeatReport, Registration, RegistrationRefused, TokenLimits};
 
 use crate::auth::{Caller, authenticate_node, bearer};
-use crate::carriers::news;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::labels::{self, Labels};
 use crate::library::valid_digest;
 use crate::state::AppState;
+use switchyard_carrier_set::news;
 use switchyard_store::nodes::Schedule;
 
 /// The longest a registration token may live: a token for a fleet's
@@ -458,7 +458,7 @@ fn valid_attachment(carriers: &Attachment) -> ApiResult<()> {
     }
     if let Some(bad) = names
         .into_iter()
-        .find(|n| n.is_empty() || n.len() > 64 || !crate::valid::is_name(n))
+        .find(|n| n.is_empty() || n.len() > 64 || !switchyard_protocol::valid::is_name(n))
     {
         return Err(ApiError::invalid_request(format!(
             "carriers: `{}` is not a carrier set's name",

@@ -148,7 +148,9 @@ async fn proxy(caller: Caller, state: Arc<AppState>, endpoint: Endpoint, body: B
         Ok(request) => {
             // A served name is at most MAX_NAME; a longer one is the
             // client's and is not logged whole.
-            let shown = request.model.floor_char_boundary(crate::valid::MAX_NAME);
+            let shown = request
+                .model
+                .floor_char_boundary(switchyard_protocol::valid::MAX_NAME);
             span.record("model", &request.model[..shown]);
             span.record("stream", request.stream);
             let answered = inference::infer(&caller, &state, &request).await;

@@ -34,17 +34,17 @@ pub struct UploadParams {
 /// Longest plugin name or version: a chain names them in every listing.
 const MAX_NAME_LEN: usize = 64;
 
-/// A plugin name: a [`crate::valid::is_name`] of lowercase letters, digits,
+/// A plugin name: a [`switchyard_protocol::valid::is_name`] of lowercase letters, digits,
 /// `-`, `_` and `.`, at most [`MAX_NAME_LEN`].
 fn valid_name(s: &str) -> bool {
-    crate::valid::is_name(s)
+    switchyard_protocol::valid::is_name(s)
         && s.len() <= MAX_NAME_LEN
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c))
 }
 
 /// A version (`1.2.0`, `2024-05-01`, `1.0.0-rc.1+build.5`): at most
-/// [`MAX_NAME_LEN`] of what [`crate::valid::is_name`] allows, and `+` for
+/// [`MAX_NAME_LEN`] of what [`switchyard_protocol::valid::is_name`] allows, and `+` for
 /// semver's build metadata.
 fn valid_version(s: &str) -> bool {
     !s.is_empty()

@@ -26,11 +26,11 @@ use switchyard_protocol::signing::RequireSigned;
 use switchyard_protocol::state::CarrierRowState;
 
 use crate::auth::{Admin, Authorized};
-use crate::carriers::nats_url::NatsTarget;
-use crate::carriers::nats_url::masked;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::state::AppState;
+use switchyard_carrier_set::nats_url::NatsTarget;
+use switchyard_carrier_set::nats_url::masked;
 
 /// The settings, URLs masked.
 #[utoipa::path(get, path = "/api/cluster/settings", tag = "cluster",
@@ -169,7 +169,7 @@ impl SettingsPatch {
                 _ => {
                     // Echo the key only when it is a plain name: it is the
                     // client's own text, shown back in a message.
-                    let shown = if crate::valid::path_segment("key", key).is_ok() {
+                    let shown = if switchyard_protocol::valid::path_segment("key", key).is_ok() {
                         format!("'{key}'")
                     } else {
                         "a key".into()
@@ -293,8 +293,8 @@ fn changed_urls(before: &ClusterSettings, after: &ClusterSettings) -> Vec<&'stat
 
 #[cfg(test)]
 mod tests {
-    use crate::carriers::nats_url::mask_url;
     use serde_json::json;
+    use switchyard_carrier_set::nats_url::mask_url;
 
     use super::*;
 

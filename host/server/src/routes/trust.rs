@@ -42,7 +42,7 @@ impl ValidKey {
         })?;
         let id = switchyard_signing::key_id(&key);
         let name = new.name.unwrap_or_else(|| id.clone());
-        if !crate::valid::is_name(&name) || name.len() > MAX_KEY_NAME {
+        if !switchyard_protocol::valid::is_name(&name) || name.len() > MAX_KEY_NAME {
             return Err(ApiError::invalid_request(format!(
                 "name must be 1 to {MAX_KEY_NAME} letters, digits, '-', '_', '.' or ':', not starting with '.'"
             )));

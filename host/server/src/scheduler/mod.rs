@@ -36,10 +36,10 @@ use std::time::Duration;
 
 use switchyard_store::Store;
 
-use crate::carriers::Carriers;
 use crate::library::Library;
 use crate::routing::Routing;
 use switchyard_binding::admission::Admission;
+use switchyard_carrier_set::Carriers;
 
 /// What this frontend's reconciler works with: the handles it needs, not
 /// the whole state of the replica (cheap to clone into a bring-up task).

@@ -18,10 +18,10 @@ const KEPT: usize = 1000;
 /// about 256 KB of them, whatever is published on the probe subject.
 pub const MAX_PROBE_ID: usize = 128;
 
-/// Whether `id` may be a probe's id: a [`crate::valid::is_name`] of at most
+/// Whether `id` may be a probe's id: a [`switchyard_protocol::valid::is_name`] of at most
 /// [`MAX_PROBE_ID`] bytes.
 pub fn valid_probe_id(id: &str) -> bool {
-    id.len() <= MAX_PROBE_ID && crate::valid::is_name(id)
+    id.len() <= MAX_PROBE_ID && switchyard_protocol::valid::is_name(id)
 }
 
 /// What this replica heard and handled.

@@ -16,10 +16,22 @@ use switchyard_store::{PoolTimeouts, Store};
 use super::build::Builder;
 use super::seed::{self, SeedComponent};
 use super::{Built, Carriers, View, probe, relay};
-use crate::config::ServeConfig;
 
 /// How long one try of a work-queue submit waits for its answer.
 const SUBMIT_ANSWER: Duration = Duration::from_secs(5);
+
+/// What a replica's carriers start from (the `serve` flags that concern them).
+#[derive(Debug, Clone, Default)]
+pub struct CarrierConfig {
+    /// The compile cache of the carrier components.
+    pub cache_dir: std::path::PathBuf,
+    /// The NATS server the flag names (`--nats-url`); a stored one wins.
+    pub nats_url: Option<String>,
+    /// A directory of carrier components to seed the registry with.
+    pub carrier_plugins: Option<std::path::PathBuf>,
+    /// Carrier components to seed the registry with.
+    pub seed_components: Vec<SeedComponent>,
+}
 
 /// Seeds the plugin registry with this replica's carrier components, reads
 /// (or seeds) the cluster row and starts its active set from the registry.
@@ -27,7 +39,7 @@ const SUBMIT_ANSWER: Duration = Duration::from_secs(5);
 /// replica then holds no worker sessions: the connect endpoint answers 503).
 /// A change under way is picked up by the follower ([`super::follow`]).
 pub async fn start(
-    config: &ServeConfig,
+    config: &CarrierConfig,
     store: &Store,
     database_url: &str,
     instance_id: &str,
@@ -36,9 +48,7 @@ pub async fn start(
         return Ok(None);
     };
     // Carriers run beside the policies with limits of their own.
-    let runtime = Runtime::new(RuntimeConfig::for_carriers(Some(
-        config.data_dir.join("cache"),
-    )))?;
+    let runtime = Runtime::new(RuntimeConfig::for_carriers(Some(config.cache_dir.clone())))?;
     let sessions = Arc::new(TunnelRegistry::default());
     sessions.set_relay(relay::relay(store.clone(), instance_id.to_string()).await?);
     let carrier_database_url = carrier_database_url(store, database_url).await?;
@@ -101,7 +111,7 @@ pub async fn start(
 /// pins and the cluster settings. `None` when the registry holds none of
 /// the set's components.
 async fn active_row(
-    config: &ServeConfig,
+    config: &CarrierConfig,
     store: &Store,
 ) -> anyhow::Result<Option<(ClusterCarrier, ClusterSettings)>> {
     let mut seeds = config.seed_components.clone();

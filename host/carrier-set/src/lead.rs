@@ -15,8 +15,7 @@ use switchyard_store::cluster::ClusterCarrier;
 use tokio::sync::watch;
 
 use super::decide::{Move, next_move};
-use super::report::LIVE;
-use super::{Carriers, units};
+use super::{Carriers, LIVE, units};
 
 /// How often the leader looks at the row when nothing is under way.
 const IDLE: Duration = Duration::from_secs(1);

@@ -1,8 +1,12 @@
-//! This replica's carriers: the cluster's carrier set as it runs here (the
-//! four seam holders), the worker sessions it holds, the relay to other
-//! replicas, and the probe that shows fan-out and the work queue working.
-//! (Named `carriers`, not `cluster`: a cluster is what federation links.)
+//! A frontend replica's carriers: the cluster's carrier set as it runs here
+//! (the four seam holders), the worker sessions it holds, the live switch
+//! (the follower every replica runs, the leader's pure decision and its
+//! move), the relay to other replicas, and the probe that shows fan-out and
+//! the work queue working. The carrier runtime itself (seams, reactor,
+//! tunnel) is `switchyard-carrier`'s; the HTTP side (status, sessions'
+//! upgrade) is the server's.
 //!
+//! # Layout
 //! - [`seed`]: the carrier components a replica pushes into the plugin
 //!   registry, and their resolution from it.
 //! - [`start`]: reads (or seeds) the `cluster_carrier` row and starts its set.
@@ -14,18 +18,12 @@
 //! - [`decide`]: the leader's next move, a pure function of the row and
 //!   the replicas' and workers' reports; [`lead`]: the replica holding the
 //!   leader lock reads them and carries the move out.
-//! - [`report`]: the carrier status and a change's preflight.
 //! - [`units`]: work units left on a released pgbus queue move to the new set.
 //! - [`news`]: the carrier news a heartbeat answer carries.
 //! - [`nats_url`]: a NATS URL as the settings keep it, checked and masked.
 //! - [`relay`]: streams to a worker whose session another replica holds.
 //! - [`probe`]: a broadcast heard by every replica and a unit handled by one.
-//! - [`session`]: a worker's websocket on this replica, held while it lasts;
-//!   [`upgrade`]: its upgrade into the carrier crate's own framing.
-//! - [`axum_codec`]: axum's websocket messages, for the relay's and the
-//!   federation links' endpoints.
 
-pub mod axum_codec;
 pub mod build;
 pub mod decide;
 pub mod follow;
@@ -34,12 +32,9 @@ pub mod nats_url;
 pub mod news;
 pub mod probe;
 pub mod relay;
-pub mod report;
 pub mod seed;
-pub mod session;
 pub mod start;
 pub mod units;
-pub mod upgrade;
 
 use std::sync::Arc;
 
@@ -53,6 +48,10 @@ use switchyard_runtime::Runtime;
 use switchyard_store::cluster::ClusterCarrier;
 
 use build::{Builder, BuiltSet};
+
+/// How recent an `instances` heartbeat must be for a replica to count as
+/// live (the switch waits for live replicas; the status lists them).
+pub const LIVE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A replica's carrier sets and seams.
 pub struct Carriers {
