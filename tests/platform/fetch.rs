@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use switchyard_server::fetch::AllowList;
+use switchyard_library::fetch::AllowList;
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::db::fresh_database;
 use switchyard_tests::http::FileServer;

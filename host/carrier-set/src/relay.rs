@@ -31,8 +31,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use switchyard_carrier::tunnel::{WEBSOCKET_BUFFER, websocket};
 use switchyard_carrier::{framed, handshake};
 
-/// The header carrying the relay secret.
-pub const RELAY_HEADER: &str = "x-switchyard-relay";
+use switchyard_protocol::carrier::RELAY_HEADER;
 
 /// How long a node's session holder is used without asking the database
 /// again: the bound the direct streams keep node addresses for. A holder

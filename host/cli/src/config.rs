@@ -70,7 +70,7 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
         config.sse_keepalive = Duration::from_millis(ms.max(1));
     }
     config.metrics_auth = args.metrics_auth;
-    config.fetch_allow = switchyard_server::fetch::AllowList::parse(&args.fetch_allow_hosts)
+    config.fetch_allow = switchyard_library::fetch::AllowList::parse(&args.fetch_allow_hosts)
         .context("--fetch-allow-host")?;
     if let Some(n) = args.max_connections {
         config.edge.max_connections = n.max(1);

@@ -10,6 +10,10 @@ use crate::state::CarrierRowState;
 mod switch;
 pub use switch::{Phase, SetKey};
 
+/// The header carrying the relay secret between the replicas of one
+/// cluster (a relayed stream, a library blob fetched from a peer replica).
+pub const RELAY_HEADER: &str = "x-switchyard-relay";
+
 /// The cluster's carrier set, as the frontend tells its workers. During a
 /// change it also names the target (prepare and commit) and the set that
 /// drains (commit): a worker attaches to the target beside the active set

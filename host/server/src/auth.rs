@@ -133,7 +133,7 @@ pub async fn require_replica(
 ) -> Result<(), AuthError> {
     let secret = store.relay_secret().await?;
     let given = headers
-        .get(switchyard_carrier_set::relay::RELAY_HEADER)
+        .get(switchyard_protocol::carrier::RELAY_HEADER)
         .map(|v| v.as_bytes())
         .unwrap_or_default();
     if bool::from(given.ct_eq(secret.as_bytes())) {

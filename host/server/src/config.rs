@@ -44,7 +44,7 @@ pub struct ServeConfig {
     pub sse_keepalive: Duration,
     /// Hosts a model fetch may reach though they are (or resolve to)
     /// loopback or private addresses (`--fetch-allow-host`).
-    pub fetch_allow: crate::fetch::AllowList,
+    pub fetch_allow: switchyard_library::fetch::AllowList,
     /// The connection limit and the header and body timeouts of the HTTP API.
     pub edge: crate::edge::EdgeLimits,
     /// The largest blob the library takes (an upload or a fetch).
@@ -89,11 +89,11 @@ impl Default for ServeConfig {
             carrier_plugins: None,
             seed_components: Vec::new(),
             advertise: None,
-            node_grace: crate::scheduler::reconcile::DEFAULT_GRACE,
+            node_grace: switchyard_scheduler::reconcile::DEFAULT_GRACE,
             sse_keepalive: Duration::from_secs(15),
             fetch_allow: Default::default(),
             edge: Default::default(),
-            max_blob_bytes: crate::library::MAX_BLOB_BYTES,
+            max_blob_bytes: switchyard_library::MAX_BLOB_BYTES,
             batch_storage_quota: crate::batches::DEFAULT_QUOTA,
             library_dir: None,
             metrics_auth: false,

@@ -189,9 +189,9 @@ impl From<LoadError> for ApiError {
 
 /// A blob upload's failure (a fetch's has its own mapping: there the bytes
 /// come from the source, not the client).
-impl From<crate::library::LibraryError> for ApiError {
-    fn from(e: crate::library::LibraryError) -> Self {
-        use crate::library::LibraryError;
+impl From<switchyard_library::LibraryError> for ApiError {
+    fn from(e: switchyard_library::LibraryError) -> Self {
+        use switchyard_library::LibraryError;
         let message = e.to_string();
         let (status, code) = match e {
             LibraryError::DigestMismatch { .. } => {
@@ -206,8 +206,8 @@ impl From<crate::library::LibraryError> for ApiError {
 }
 
 /// A blob no replica could provide now: the client may try again.
-impl From<crate::library::PeerFetchError> for ApiError {
-    fn from(e: crate::library::PeerFetchError) -> Self {
+impl From<switchyard_library::PeerFetchError> for ApiError {
+    fn from(e: switchyard_library::PeerFetchError) -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "blob_unavailable",
@@ -216,10 +216,10 @@ impl From<crate::library::PeerFetchError> for ApiError {
     }
 }
 
-impl From<crate::fetch::FetchError> for ApiError {
-    fn from(e: crate::fetch::FetchError) -> Self {
-        use crate::fetch::FetchError;
-        use crate::library::LibraryError;
+impl From<switchyard_library::fetch::FetchError> for ApiError {
+    fn from(e: switchyard_library::fetch::FetchError) -> Self {
+        use switchyard_library::LibraryError;
+        use switchyard_library::fetch::FetchError;
         let message = e.to_string();
         let (status, code) = match e {
             FetchError::InvalidUrl(_) => (StatusCode::BAD_REQUEST, "invalid_url"),

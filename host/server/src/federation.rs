@@ -21,10 +21,10 @@ use switchyard_runtime::grant::{Charge, FederatedCall, Grant, Usage};
 use switchyard_store::Store;
 
 use crate::config::ServeConfig;
-use crate::library::Library;
 use crate::state::AppState;
 use switchyard_binding::grant_evaluator::GrantEvaluator;
 use switchyard_carrier_set::Carriers;
+use switchyard_library::Library;
 
 /// The grant evaluator, as federation's judge.
 struct Judge(Arc<GrantEvaluator>);
@@ -99,7 +99,7 @@ impl BlobStore for Blobs {
             self.instance_id.clone(),
         );
         Box::pin(async move {
-            crate::library::ensure_blob(&library, &store, &instance_id, &sha256, size)
+            switchyard_library::ensure_blob(&library, &store, &instance_id, &sha256, size)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(library.blob_path(&sha256))

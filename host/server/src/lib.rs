@@ -10,15 +10,11 @@
 //!   work units and the consumer that runs them through the `/v1` path.
 //! - [`carriers`]: this replica's carrier set (started from the plugin registry, which the
 //!   replica seeds with its carrier components), its seams, worker sessions and the relay.
-//! - [`library`]: the model library's bytes, content-addressed and verified.
-//! - [`fetch`]: model files downloaded by URL into the library.
 //! - [`labels`]: node labels and deployments' node selectors.
 //! - [`error`]: `ApiError`, and the one mapping from each domain's error to an HTTP status
 //!   and a stable code (the domain modules know nothing of HTTP).
 //! - [`extract`]: the caller (with its scope), JSON body, query and path extractors whose
 //!   rejections are `ApiError`s.
-//! - [`scheduler`]: deployments to replicas: placement, staging, engines.
-//! - [`routing`]: which replica serves a `/v1` request.
 //! - [`inference`]: the inference core: a parsed request in, admitted, routed to a replica
 //!   or a peer, an `Answer` (or an `InferenceError`) out; the `/v1` routes, the batch
 //!   consumer and federation's owner side all call it.
@@ -40,16 +36,12 @@ pub mod edge;
 pub mod error;
 pub mod extract;
 pub mod federation;
-pub mod fetch;
 pub mod inference;
 pub mod jobs;
 /// Node labels and selectors, as the API takes them.
 pub use switchyard_protocol::labels;
-pub mod library;
 pub mod openapi;
 pub mod routes;
-pub mod routing;
-pub mod scheduler;
 pub mod server;
 pub mod state;
 

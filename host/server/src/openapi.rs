@@ -259,7 +259,7 @@ impl utoipa::Modify for BearerAuth {
             "relay_secret",
             SecurityScheme::ApiKey(utoipa::openapi::security::ApiKey::Header(
                 utoipa::openapi::security::ApiKeyValue::new(
-                    switchyard_carrier_set::relay::RELAY_HEADER,
+                    switchyard_protocol::carrier::RELAY_HEADER,
                 ),
             )),
         );

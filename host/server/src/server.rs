@@ -11,12 +11,12 @@ use switchyard_store::embedded::EmbeddedPostgres;
 use tokio::sync::watch;
 
 use crate::config::ServeConfig;
-use crate::library::Library;
 use crate::routes::app;
-use crate::routing::Routing;
-use crate::scheduler::Scheduler;
 use crate::state::AppState;
 use switchyard_binding::admission::{Admission, follow};
+use switchyard_library::Library;
+use switchyard_scheduler::Scheduler;
+use switchyard_scheduler::routing::Routing;
 
 mod tasks;
 use tasks::Tasks;
@@ -255,11 +255,15 @@ fn start_tasks(
     };
     tasks.spawn(
         "scheduler",
-        crate::scheduler::reconcile::run(scheduler, tasks.stop_signal()),
+        switchyard_scheduler::reconcile::run(scheduler, tasks.stop_signal()),
     );
     tasks.spawn(
         "library sweeper",
-        crate::library::collect_garbage(store.clone(), state.library.clone(), tasks.stop_signal()),
+        switchyard_library::collect_garbage(
+            store.clone(),
+            state.library.clone(),
+            tasks.stop_signal(),
+        ),
     );
     // Every replica follows the cluster's carrier row; the one holding the
     // leader lock moves a change along.

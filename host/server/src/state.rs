@@ -5,10 +5,10 @@ use std::sync::Arc;
 use switchyard_runtime::Runtime;
 use switchyard_store::Store;
 
-use crate::library::Library;
-use crate::routing::Routing;
 use switchyard_binding::admission::Admission;
 use switchyard_carrier_set::Carriers;
+use switchyard_library::Library;
+use switchyard_scheduler::routing::Routing;
 
 /// Shared by every handler of a replica.
 #[derive(Debug)]
@@ -36,7 +36,7 @@ pub struct AppState {
     /// The model library's bytes.
     pub library: Library,
     /// Hosts a model fetch may reach though they are not public.
-    pub fetch_allow: crate::fetch::AllowList,
+    pub fetch_allow: switchyard_library::fetch::AllowList,
     /// The bytes of batch files one key may keep.
     pub batch_storage_quota: u64,
     /// This replica's federation; `None` only in the router's own tests.

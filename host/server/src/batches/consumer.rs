@@ -21,9 +21,9 @@ use tokio::sync::{Notify, Semaphore, watch};
 use super::output::json_body;
 use crate::auth::Caller;
 use crate::inference::{Answer, Endpoint, InferenceError, ReadError, answer};
-use crate::routing::NoRoute;
 use crate::state::AppState;
 use switchyard_carrier_set::Carriers;
+use switchyard_scheduler::routing::NoRoute;
 
 /// How long a run holds its line without renewing.
 pub const RUN_LEASE: Duration = Duration::from_secs(10);

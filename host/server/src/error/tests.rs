@@ -23,10 +23,10 @@ fn the_log_keeps_every_cause_once() {
 #[test]
 fn each_domain_error_has_its_status_and_code() {
     use crate::auth::AuthError;
-    use crate::library::{LibraryError, PeerFetchError};
     use switchyard_binding::admission::AdmissionError;
     use switchyard_binding::bound::BindError;
     use switchyard_binding::grant_evaluator::EvaluatorError;
+    use switchyard_library::{LibraryError, PeerFetchError};
     use switchyard_protocol::valid::ValidError;
     use switchyard_runtime::PluginKind;
     use switchyard_runtime::admission::AdmissionPoint;

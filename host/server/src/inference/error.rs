@@ -14,7 +14,7 @@ use switchyard_runtime::admission::POLICY_ERROR_CODE;
 use super::Answer;
 use crate::auth::AuthError;
 use crate::error::ApiError;
-use crate::routing::NoRoute;
+use switchyard_scheduler::routing::NoRoute;
 
 /// The message a client gets when a policy failed (trapped, ran out of
 /// time or memory) under fail-closed.

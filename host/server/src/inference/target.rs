@@ -19,8 +19,8 @@ use switchyard_federation::inflight::Revocation;
 
 use super::answer::valid_header;
 use super::{Answer, AnswerBody, InferenceError};
-use crate::routing::{Lease, Routing};
 use crate::state::AppState;
+use switchyard_scheduler::routing::{Lease, Routing};
 
 /// The header naming the replica that answered.
 const REPLICA_HEADER: &str = "x-switchyard-replica";

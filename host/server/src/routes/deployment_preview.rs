@@ -11,8 +11,8 @@ use super::deployments::valid_deployment;
 use crate::auth::{Authorized, ModelsManage};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
-use crate::scheduler::PassError;
 use crate::state::AppState;
+use switchyard_scheduler::PassError;
 
 /// Previews a deployment's placement: the body is checked as create checks
 /// it, then the scheduler's own placement (node filter, scoring, the
@@ -36,7 +36,7 @@ pub async fn preview(
     let (deployment, revision) = valid_deployment(&state, body).await?;
     let nodes = state.store.nodes().await?;
     let replicas = state.store.replicas().await?;
-    let preview = crate::scheduler::preview::preview(
+    let preview = switchyard_scheduler::preview::preview(
         &state.admission,
         &deployment,
         &revision,

@@ -14,7 +14,7 @@ use axum::http::HeaderMap;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use reqwest::Url;
+use switchyard_library::fetch::Url;
 use switchyard_protocol::admin::{ErrorDetail, FetchLine, FetchModel};
 use switchyard_store::models::{ModelFile, ModelRevision};
 
@@ -22,9 +22,9 @@ use super::models::{insert_revision, revision_exists, valid_name, valid_path};
 use crate::auth::{Authorized, ModelsManage};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
-use crate::fetch::{self, Limits, Source};
-use crate::library::valid_digest;
 use crate::state::AppState;
+use switchyard_library::fetch::{self, Limits, Source};
+use switchyard_library::valid_digest;
 
 /// The media type of a streamed answer.
 pub const NDJSON: &str = "application/x-ndjson";

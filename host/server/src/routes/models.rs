@@ -14,8 +14,8 @@ use switchyard_store::models::{ModelRevision, RevisionInsert};
 use crate::auth::{Authorized, ModelsManage};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath};
-use crate::library::{LibraryError, Stored, valid_digest};
 use crate::state::AppState;
+use switchyard_library::{LibraryError, Stored, valid_digest};
 
 use switchyard_protocol::valid::MAX_NAME;
 
@@ -120,7 +120,7 @@ pub async fn blob(
         && let Some(declared) = state.store.manifest_blob_size(&sha256).await?
     {
         let size = declared.max(0) as u64;
-        crate::library::ensure_blob(
+        switchyard_library::ensure_blob(
             &state.library,
             &state.store,
             &state.instance_id,

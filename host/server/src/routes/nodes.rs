@@ -21,9 +21,9 @@ use crate::auth::{Caller, authenticate_node, bearer};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::labels::{self, Labels};
-use crate::library::valid_digest;
 use crate::state::AppState;
 use switchyard_carrier_set::news;
+use switchyard_library::valid_digest;
 use switchyard_store::nodes::Schedule;
 
 /// The longest a registration token may live: a token for a fleet's

@@ -1,7 +1,7 @@
 //! `GET /api/cluster/library/blobs/{sha256}`: another replica of this
 //! cluster (holding its relay secret) fetches a blob this replica's library
 //! holds, to stage a model that was imported here (see
-//! [`crate::library::Library::fetch_from_peers`]). Answers only from the
+//! [`switchyard_library::Library::fetch_from_peers`]). Answers only from the
 //! local library: a replica never asks a third one on another's behalf.
 
 use std::sync::Arc;
@@ -13,8 +13,8 @@ use axum::response::Response;
 
 use crate::auth::require_replica;
 use crate::error::{ApiError, ApiResult};
-use crate::library::valid_digest;
 use crate::state::AppState;
+use switchyard_library::valid_digest;
 
 /// A blob's bytes, for another replica.
 #[utoipa::path(get, path = "/api/cluster/library/blobs/{sha256}", tag = "cluster",

@@ -17,9 +17,9 @@ use switchyard_store::{PoolTimeouts, Store};
 use tower::ServiceExt;
 
 use crate::auth::Caller;
-use crate::library::Library;
 use crate::state::AppState;
 use switchyard_binding::admission::Admission;
+use switchyard_library::Library;
 
 /// An admin key and an `inference`-only key, both in the key cache.
 const ADMIN: &str = "sy_admin_token_for_router_tests";

@@ -21,7 +21,7 @@ mod tests {
     use super::*;
     use crate::auth::AuthError;
     use crate::inference::POLICY_FAILED_MESSAGE;
-    use crate::routing::NoRoute;
+    use switchyard_scheduler::routing::NoRoute;
 
     /// Status, `Retry-After`, and the body.
     async fn answer(error: InferenceError) -> (StatusCode, Option<String>, Value) {

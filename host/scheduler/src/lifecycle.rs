@@ -123,7 +123,7 @@ async fn start(
         .ok_or_else(|| failed("the model revision is gone".into()))?;
     // The model may have been imported through another replica: its blobs
     // come from there first (a failure is retried with the failed backoff).
-    crate::library::ensure_revision(
+    switchyard_library::ensure_revision(
         &scheduler.library,
         &scheduler.store,
         &scheduler.instance_id,

@@ -21,12 +21,16 @@
 //! until then. Each heartbeat answer names the engines the cluster knows on
 //! the node; the worker stops the others after a few answers, and until it
 //! does the scheduler counts the GPUs of every engine a node reports running.
+//!
+//! [`routing`] is what the passes feed: which replica serves a `/v1`
+//! request.
 
 pub mod admit;
 pub mod fit;
 mod lifecycle;
 pub mod preview;
 pub mod reconcile;
+pub mod routing;
 pub mod staging;
 pub mod view;
 
@@ -36,10 +40,10 @@ use std::time::Duration;
 
 use switchyard_store::Store;
 
-use crate::library::Library;
 use crate::routing::Routing;
 use switchyard_binding::admission::Admission;
 use switchyard_carrier_set::Carriers;
+use switchyard_library::Library;
 
 /// What this frontend's reconciler works with: the handles it needs, not
 /// the whole state of the replica (cheap to clone into a bring-up task).
@@ -61,7 +65,7 @@ pub struct Scheduler {
     /// How long a node may be silent before its replicas move.
     pub node_grace: Duration,
     /// Replicas being brought up by a task of this frontend (empty at start).
-    pub(crate) in_progress: Arc<Mutex<HashSet<String>>>,
+    pub in_progress: Arc<Mutex<HashSet<String>>>,
 }
 
 /// Why a reconcile pass stopped early: it is logged, and the next pass

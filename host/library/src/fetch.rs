@@ -17,11 +17,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::StreamExt;
-use reqwest::Url;
+/// A URL as fetches take it.
+pub use reqwest::Url;
 
 pub use guard::{AllowList, NotAllowed};
 
-use crate::library::{Library, LibraryError, Stored};
+use crate::{Library, LibraryError, Stored};
 
 /// The largest file fetched: above the biggest single GGUF files published
 /// (about 50 GB for one shard on the common hubs) with room to spare, and

@@ -9,6 +9,11 @@
 //! ([`Library::fetch_from_peers`], `GET /api/cluster/library/blobs/{sha256}`
 //! with the cluster's relay secret), verified like an upload; so every
 //! replica can stage every registered model, whichever replica imported it.
+//!
+//! [`fetch`] brings model files in by URL (`POST /api/models/fetch`), past
+//! the address guard, into the same verified store.
+
+pub mod fetch;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -107,7 +112,7 @@ pub struct Library {
 /// The largest blob taken, by default: above the biggest single GGUF files
 /// published (about 50 GB for one shard on the common hubs) with room to
 /// spare, and well short of filling a frontend's disk by mistake (the same
-/// bound as a fetch by URL, [`crate::fetch::MAX_FETCH_BYTES`]).
+/// bound as a fetch by URL, [`fetch::MAX_FETCH_BYTES`]).
 pub const MAX_BLOB_BYTES: u64 = 256 << 30;
 /// Age after which a file in `incoming/` is debris of a crash: a live
 /// upload writes at least every body idle timeout (30 s) and a live fetch
@@ -287,7 +292,7 @@ impl Library {
             );
             let answer = http
                 .get(&url)
-                .header(switchyard_carrier_set::relay::RELAY_HEADER, secret)
+                .header(switchyard_protocol::carrier::RELAY_HEADER, secret)
                 .send()
                 .await
                 .and_then(|r| r.error_for_status());

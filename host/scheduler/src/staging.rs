@@ -15,7 +15,7 @@ use switchyard_store::models::ModelRevision;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::BringUpError;
-use crate::library::Library;
+use switchyard_library::Library;
 
 const CONTROL_DEADLINE: Duration = Duration::from_secs(30);
 const READ: usize = 1024 * 1024;

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::labels::{self, Labels};
+use switchyard_protocol::labels::{self, Labels};
 
 /// One GPU as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
