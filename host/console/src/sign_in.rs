@@ -142,7 +142,7 @@ async fn authenticate(console: &ConsoleState, token: &str) -> Result<Caller, Api
     let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| unknown())?;
     let mut bearer = HeaderMap::new();
     bearer.insert(header::AUTHORIZATION, value);
-    Ok(Caller::authenticate(&console.app, &bearer).await?)
+    Ok(switchyard_server::auth::authenticate(&console.app, &bearer).await?)
 }
 
 /// 429 `too_many_sign_in_attempts`, with when to come back.

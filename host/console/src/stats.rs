@@ -52,7 +52,7 @@ pub fn sample(app: Arc<AppState>, rates: Rates) {
             tick.tick().await;
             // The replica is gone (its state dropped): so is the sampler.
             let Some(app) = weak.upgrade() else { return };
-            let (requests, errors) = app.inference.totals();
+            let (requests, errors) = app.inference.metrics.totals();
             let now = tokio::time::Instant::now();
             if let Some((r, e, at)) = last {
                 let seconds = now.duration_since(at).as_secs_f64().max(0.001);

@@ -52,3 +52,30 @@ mod tests {
         assert_eq!(again, created);
     }
 }
+
+/// An authenticated caller, as every part that checks a scope sees it: the
+/// API key's id (safe to log) and its scopes. A federated peer calls as
+/// `peer:<label>` with the `inference` scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The key's id (safe to log).
+    pub key_id: String,
+    /// Its scopes.
+    pub scopes: Vec<String>,
+}
+
+impl Caller {
+    /// [`MissingScope`] unless the caller holds `scope` (or `admin`).
+    pub fn require(&self, scope: &str) -> Result<(), MissingScope> {
+        if self.scopes.iter().any(|s| s == scope || s == "admin") {
+            Ok(())
+        } else {
+            Err(MissingScope(scope.into()))
+        }
+    }
+}
+
+/// A caller without the scope a call needs (403 `forbidden`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("this key lacks the '{0}' scope")]
+pub struct MissingScope(pub String);

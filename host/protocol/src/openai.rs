@@ -7,6 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What a client reads of an internal error (500 `internal`): the detail
+/// is the operator's, in the server log.
+pub const INTERNAL_MESSAGE: &str = "internal error; see the server log";
+
 /// OpenAI's `type` for an error answered with `status`.
 pub fn error_type(status: u16) -> &'static str {
     match status {

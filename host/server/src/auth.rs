@@ -6,6 +6,10 @@ use subtle::ConstantTimeEq;
 use switchyard_store::StoreError;
 use switchyard_store::keys::token_digest;
 
+/// The caller a request authenticated as (its type is protocol's: the
+/// inference core and the console check scopes with it too).
+pub use switchyard_protocol::keys::{Caller, MissingScope};
+
 use crate::state::AppState;
 
 /// Why a caller was not let in. Every credential failure of one kind says
@@ -20,8 +24,8 @@ pub enum AuthError {
     #[error("unknown or revoked API key")]
     UnknownKey,
     /// The key lacks the scope (and `admin`).
-    #[error("this key lacks the '{0}' scope")]
-    MissingScope(String),
+    #[error(transparent)]
+    MissingScope(#[from] MissingScope),
     /// No node id, or not that node's credential.
     #[error("a node id and its credential are required")]
     NodeUnauthorized,
@@ -96,25 +100,11 @@ impl<S> std::ops::Deref for Authorized<S> {
     }
 }
 
-/// An authenticated caller.
+/// The caller an API key authenticated, as a handler's extractor (the
+/// extractor is in [`crate::extract`]): 401 without a key or with an
+/// unknown one.
 #[derive(Debug, Clone)]
-pub struct Caller {
-    /// The key's id (safe to log).
-    pub key_id: String,
-    /// Its scopes.
-    pub scopes: Vec<String>,
-}
-
-impl Caller {
-    /// [`AuthError::MissingScope`] unless the caller holds `scope` (or `admin`).
-    pub fn require(&self, scope: &str) -> Result<(), AuthError> {
-        if self.scopes.iter().any(|s| s == scope || s == "admin") {
-            Ok(())
-        } else {
-            Err(AuthError::MissingScope(scope.into()))
-        }
-    }
-}
+pub struct Authenticated(pub Caller);
 
 /// A caller the web console already authenticated (its session), set as a
 /// request extension on the console's in-process calls to the API. Only
@@ -185,30 +175,28 @@ pub async fn authenticate_node(
     }
 }
 
-impl Caller {
-    /// The caller whose API key the headers carry: [`AuthError::MissingKey`]
-    /// without one, [`AuthError::UnknownKey`] with an unknown or revoked one.
-    pub async fn authenticate(
-        state: &AppState,
-        headers: &axum::http::HeaderMap,
-    ) -> Result<Self, AuthError> {
-        let token = bearer(headers).ok_or(AuthError::MissingKey)?;
-        let digest = token_digest(token);
-        if let Some(caller) = state.keys.get(&digest) {
-            return Ok(caller);
+/// The caller whose API key the headers carry: [`AuthError::MissingKey`]
+/// without one, [`AuthError::UnknownKey`] with an unknown or revoked one.
+pub async fn authenticate(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+) -> Result<Caller, AuthError> {
+    let token = bearer(headers).ok_or(AuthError::MissingKey)?;
+    let digest = token_digest(token);
+    if let Some(caller) = state.keys.get(&digest) {
+        return Ok(caller);
+    }
+    let principal = state.store.principal(&digest).await?;
+    match principal {
+        Some(p) if bool::from(p.token_sha256.as_slice().ct_eq(&digest)) => {
+            let caller = Caller {
+                key_id: p.key_id,
+                scopes: p.scopes,
+            };
+            state.keys.put(digest, caller.clone());
+            Ok(caller)
         }
-        let principal = state.store.principal(&digest).await?;
-        match principal {
-            Some(p) if bool::from(p.token_sha256.as_slice().ct_eq(&digest)) => {
-                let caller = Caller {
-                    key_id: p.key_id,
-                    scopes: p.scopes,
-                };
-                state.keys.put(digest, caller.clone());
-                Ok(caller)
-            }
-            _ => Err(AuthError::UnknownKey),
-        }
+        _ => Err(AuthError::UnknownKey),
     }
 }
 

@@ -94,7 +94,7 @@ impl Default for ServeConfig {
             fetch_allow: Default::default(),
             edge: Default::default(),
             max_blob_bytes: switchyard_library::MAX_BLOB_BYTES,
-            batch_storage_quota: crate::batches::DEFAULT_QUOTA,
+            batch_storage_quota: switchyard_batches::DEFAULT_QUOTA,
             library_dir: None,
             metrics_auth: false,
             federation_key: None,
@@ -177,6 +177,18 @@ pub fn mask_password(url: &str) -> String {
         .join(" ")
 }
 
+impl ServeConfig {
+    /// What the replica's carriers start from.
+    pub fn carriers(&self) -> switchyard_carrier_set::start::CarrierConfig {
+        switchyard_carrier_set::start::CarrierConfig {
+            cache_dir: self.data_dir.join("cache"),
+            nats_url: self.nats_url.clone(),
+            carrier_plugins: self.carrier_plugins.clone(),
+            seed_components: self.seed_components.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,17 +223,5 @@ mod tests {
             !printed.contains("s3cret") && !printed.contains("sy_token"),
             "{printed}"
         );
-    }
-}
-
-impl ServeConfig {
-    /// What the replica's carriers start from.
-    pub fn carriers(&self) -> switchyard_carrier_set::start::CarrierConfig {
-        switchyard_carrier_set::start::CarrierConfig {
-            cache_dir: self.data_dir.join("cache"),
-            nats_url: self.nats_url.clone(),
-            carrier_plugins: self.carrier_plugins.clone(),
-            seed_components: self.seed_components.clone(),
-        }
     }
 }

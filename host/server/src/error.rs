@@ -58,7 +58,7 @@ impl ApiError {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",
-            "internal error; see the server log",
+            switchyard_protocol::openai::INTERNAL_MESSAGE,
         )
     }
 }
@@ -245,6 +245,30 @@ impl From<switchyard_library::fetch::FetchError> for ApiError {
 impl From<switchyard_protocol::valid::ValidError> for ApiError {
     fn from(e: switchyard_protocol::valid::ValidError) -> Self {
         Self::invalid_request(e.to_string())
+    }
+}
+
+impl From<switchyard_batches::BatchesError> for ApiError {
+    fn from(e: switchyard_batches::BatchesError) -> Self {
+        use switchyard_batches::BatchesError;
+        let message = e.to_string();
+        let (status, code) = match e {
+            BatchesError::Invalid { code, .. } => (StatusCode::BAD_REQUEST, code),
+            BatchesError::FileNotFound(_) => (StatusCode::NOT_FOUND, "file_not_found"),
+            BatchesError::BatchNotFound(_) => (StatusCode::NOT_FOUND, "batch_not_found"),
+            BatchesError::NotCancellable(_) => (StatusCode::CONFLICT, "batch_not_cancellable"),
+            BatchesError::FileTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "file_too_large"),
+            BatchesError::QuotaExceeded { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "quota_exceeded"),
+            BatchesError::Store(e) => return e.into(),
+            BatchesError::Internal(detail) => return Self::internal(detail),
+        };
+        Self::new(status, code, message)
+    }
+}
+
+impl From<crate::auth::MissingScope> for ApiError {
+    fn from(e: crate::auth::MissingScope) -> Self {
+        crate::auth::AuthError::from(e).into()
     }
 }
 

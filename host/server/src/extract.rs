@@ -18,13 +18,13 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
-use crate::auth::{ActingAs, Authorized, Caller, Scope};
+use crate::auth::{ActingAs, Authenticated, Authorized, Scope};
 use crate::edge::ThisConnection;
 use crate::error::ApiError;
 use crate::state::AppState;
 use switchyard_protocol::valid;
 
-impl FromRequestParts<Arc<AppState>> for Caller {
+impl FromRequestParts<Arc<AppState>> for Authenticated {
     type Rejection = ApiError;
 
     async fn from_request_parts(
@@ -32,11 +32,11 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         state: &Arc<AppState>,
     ) -> Result<Self, ApiError> {
         if let Some(ActingAs(caller)) = parts.extensions.get::<ActingAs>() {
-            return Ok(caller.clone());
+            return Ok(Authenticated(caller.clone()));
         }
-        let caller = Caller::authenticate(state, &parts.headers).await?;
+        let caller = crate::auth::authenticate(state, &parts.headers).await?;
         ThisConnection::of(parts).prove();
-        Ok(caller)
+        Ok(Authenticated(caller))
     }
 }
 
@@ -47,7 +47,7 @@ impl<S: Scope + Send + Sync> FromRequestParts<Arc<AppState>> for Authorized<S> {
         parts: &mut Parts,
         state: &Arc<AppState>,
     ) -> Result<Self, ApiError> {
-        let caller = Caller::from_request_parts(parts, state).await?;
+        let Authenticated(caller) = Authenticated::from_request_parts(parts, state).await?;
         caller.require(S::NAME)?;
         Ok(Self(caller, std::marker::PhantomData))
     }

@@ -139,7 +139,8 @@ impl LocalService for Local {
         let state = self.state();
         Box::pin(async move {
             let state = state?;
-            let (answer, admitted) = crate::inference::serve_federated(&state, call).await;
+            let (answer, admitted) =
+                switchyard_inference::serve_federated(&state.inference, call).await;
             Ok(LocalAnswer {
                 status: answer.status,
                 headers: answer.headers,
@@ -171,7 +172,7 @@ impl LocalService for Local {
                 prompt_tokens: 0,
                 max_tokens: None,
             };
-            match crate::inference::federation_chain(&state, record).await {
+            match switchyard_inference::federation_chain(&state.inference, record).await {
                 Ok(_) => Ok(()),
                 Err(e) => Err(Denied {
                     status: 403,

@@ -1,5 +1,5 @@
 //! Batch jobs across clusters. Every job has exactly one owner cluster,
-//! which stores it and runs all of it ([`crate::batches`]); a job is never
+//! which stores it and runs all of it ([`switchyard_batches`]); a job is never
 //! split. A job is created on a peer when its `metadata.owner` names that
 //! peer, or, with no owner named, when its lines name a peer's service
 //! (`<peer label>/<service>`): the selector picks the cluster serving the

@@ -6,8 +6,6 @@
 //! - [`edge`]: the accept loop, the connection pools (anonymous connections yield to proven ones) and the header and body clocks.
 //! - [`state`]: the shared state handed to every handler.
 //! - [`auth`]: API keys and scopes.
-//! - [`batches`]: OpenAI batches: files, batches, the driver that dispatches their lines as
-//!   work units and the consumer that runs them through the `/v1` path.
 //! - [`carriers`]: this replica's carrier set (started from the plugin registry, which the
 //!   replica seeds with its carrier components), its seams, worker sessions and the relay.
 //! - [`labels`]: node labels and deployments' node selectors.
@@ -15,9 +13,6 @@
 //!   and a stable code (the domain modules know nothing of HTTP).
 //! - [`extract`]: the caller (with its scope), JSON body, query and path extractors whose
 //!   rejections are `ApiError`s.
-//! - [`inference`]: the inference core: a parsed request in, admitted, routed to a replica
-//!   or a peer, an `Answer` (or an `InferenceError`) out; the `/v1` routes, the batch
-//!   consumer and federation's owner side all call it.
 //! - [`routes`]: the HTTP API, one file per area (`routes/openai` is the inference core's
 //!   HTTP edge); [`routes::app`] builds the router.
 //! - [`openapi`]: the OpenAPI document of the admin API.
@@ -29,14 +24,12 @@
 //! [`ServeConfig::pages`]: it calls this API in-process as the session's key.
 
 pub mod auth;
-pub mod batches;
 pub mod carriers;
 pub mod config;
 pub mod edge;
 pub mod error;
 pub mod extract;
 pub mod federation;
-pub mod inference;
 pub mod jobs;
 /// Node labels and selectors, as the API takes them.
 pub use switchyard_protocol::labels;

@@ -194,6 +194,21 @@ async fn open_state(
         },
     )
     .await?;
+    let inference = Arc::new(switchyard_inference::Inference {
+        admission: admission.clone(),
+        routing: Arc::new(Routing::default()),
+        carriers: carriers.clone(),
+        federation: Some(federation.clone()),
+        sse_keepalive: config.sse_keepalive,
+        metrics: Default::default(),
+    });
+    let batches = Arc::new(switchyard_batches::Batches {
+        store: store.clone(),
+        inference: inference.clone(),
+        carriers: carriers.clone(),
+        instance_id: instance_id.clone(),
+        storage_quota: config.batch_storage_quota,
+    });
     let state = Arc::new(AppState {
         federation: Some(federation.clone()),
         admission,
@@ -202,15 +217,13 @@ async fn open_state(
         runtime,
         instance_id: instance_id.clone(),
         auto_approve: config.auto_approve,
-        routing: Arc::new(Routing::default()),
-        inference: Default::default(),
-        sse_keepalive: config.sse_keepalive,
+        inference,
         metrics_auth: config.metrics_auth,
         keys: Default::default(),
         library,
         carriers,
         fetch_allow: config.fetch_allow.clone(),
-        batch_storage_quota: config.batch_storage_quota,
+        batches,
     });
     federation_local.attach(&state);
     Ok((state, federation))
@@ -249,7 +262,7 @@ fn start_tasks(
         carriers: state.carriers.clone(),
         library: state.library.clone(),
         instance_id: replica.instance_id.clone(),
-        routing: state.routing.clone(),
+        routing: state.inference.routing.clone(),
         node_grace: config.node_grace,
         in_progress: Default::default(),
     };
@@ -279,7 +292,7 @@ fn start_tasks(
     }
     tasks.adopt(
         "batches",
-        crate::batches::start(state.clone(), tasks.stop_signal()),
+        switchyard_batches::start(state.batches.clone(), tasks.stop_signal()),
     );
     tasks.spawn(
         "decision log",

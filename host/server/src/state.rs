@@ -8,7 +8,6 @@ use switchyard_store::Store;
 use switchyard_binding::admission::Admission;
 use switchyard_carrier_set::Carriers;
 use switchyard_library::Library;
-use switchyard_scheduler::routing::Routing;
 
 /// Shared by every handler of a replica.
 #[derive(Debug)]
@@ -25,20 +24,16 @@ pub struct AppState {
     pub instance_id: String,
     /// Approve registering workers at once (`--auto-approve`).
     pub auto_approve: bool,
-    /// Which replica serves each model (the scheduler refreshes it).
-    pub routing: Arc<Routing>,
-    /// What `/v1` answered, for `/metrics`.
-    pub inference: crate::inference::metrics::InferenceMetrics,
+    /// The inference core (its routing table, its metrics).
+    pub inference: Arc<switchyard_inference::Inference>,
     /// API keys looked up lately.
     pub keys: crate::auth::KeyCache,
-    /// The silence after which a streamed answer gets an SSE comment.
-    pub sse_keepalive: std::time::Duration,
     /// The model library's bytes.
     pub library: Library,
     /// Hosts a model fetch may reach though they are not public.
     pub fetch_allow: switchyard_library::fetch::AllowList,
-    /// The bytes of batch files one key may keep.
-    pub batch_storage_quota: u64,
+    /// OpenAI batches: files, batches, their driver and consumer.
+    pub batches: Arc<switchyard_batches::Batches>,
     /// This replica's federation; `None` only in the router's own tests.
     pub federation: Option<Arc<switchyard_federation::Federation>>,
     /// The carrier set and its seams; `None` without carrier components.

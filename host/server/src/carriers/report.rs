@@ -84,6 +84,7 @@ pub async fn status(state: &AppState) -> Result<CarrierStatus, StoreError> {
         workers: workers.into_iter().map(|w| w.report).collect(),
         in_flight: InFlight {
             streams: state
+                .inference
                 .routing
                 .in_flight()
                 .iter()

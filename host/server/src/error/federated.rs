@@ -35,6 +35,18 @@ impl From<FederationError> for FedError {
     }
 }
 
+impl From<switchyard_batches::BatchesError> for FedError {
+    fn from(e: switchyard_batches::BatchesError) -> Self {
+        Self::Api(e.into())
+    }
+}
+
+impl From<crate::auth::MissingScope> for FedError {
+    fn from(e: crate::auth::MissingScope) -> Self {
+        crate::auth::AuthError::from(e).into()
+    }
+}
+
 impl From<crate::auth::AuthError> for FedError {
     fn from(e: crate::auth::AuthError) -> Self {
         Self::Api(e.into())

@@ -64,7 +64,7 @@ fn each_domain_error_has_its_status_and_code() {
             "unauthorized",
         ),
         (
-            AuthError::MissingScope("admin".into()).into(),
+            AuthError::MissingScope(crate::auth::MissingScope("admin".into())).into(),
             StatusCode::FORBIDDEN,
             "forbidden",
         ),

@@ -16,10 +16,10 @@ use switchyard_store::batches::Visible;
 use switchyard_store::federation::Projection;
 
 use crate::auth::Caller;
-use crate::batches::{self, Content, access};
 use crate::error::ApiError;
 use crate::error::{FedError, FedResult, federation};
 use crate::state::AppState;
+use switchyard_batches::{self as batches, BatchesError, Content, access};
 
 /// The largest JSON answer read from an owner.
 const MAX_ANSWER: usize = 4 * 1024 * 1024;
@@ -40,17 +40,19 @@ pub async fn create_batch(
     caller: &Caller,
 ) -> FedResult<Batch> {
     let Some(federation) = &state.federation else {
-        return Ok(batches::create_batch(state, request, caller, None).await?);
+        return Ok(batches::create_batch(&state.batches, request, caller, None).await?);
     };
     batches::check(&request)?;
     let visible = access::visible(caller);
     // Only an upload the caller may see (another key's is not found).
-    let input = batches::upload_bytes(state, visible, &request.input_file_id).await?;
+    let input = batches::upload_bytes(&state.batches, visible, &request.input_file_id).await?;
     let candidates = choose_owners(state, federation, &request, &input).await?;
     let last = candidates.len() - 1;
     for (n, owner) in candidates.into_iter().enumerate() {
         let (peer, grant) = match owner {
-            Owner::Here => return Ok(batches::create_batch(state, request, caller, None).await?),
+            Owner::Here => {
+                return Ok(batches::create_batch(&state.batches, request, caller, None).await?);
+            }
             Owner::Peer { peer, grant } => (peer, grant),
         };
         let made = create_on(
@@ -90,10 +92,14 @@ async fn create_on(
     input: &[u8],
     caller: &Caller,
 ) -> FedResult<Batch> {
-    let filename = batches::file(state, access::visible(caller), &request.input_file_id)
-        .await
-        .map(|f| f.filename)
-        .unwrap_or_else(|_| "input.jsonl".into());
+    let filename = batches::file(
+        &state.batches,
+        access::visible(caller),
+        &request.input_file_id,
+    )
+    .await
+    .map(|f| f.filename)
+    .unwrap_or_else(|_| "input.jsonl".into());
     let input = as_services(input, &peer.label)?;
     let action = JobAction::Create {
         grant,
@@ -132,7 +138,9 @@ async fn choose_owners(
                 format!("no cluster labelled '{owner:.64}' is paired with this one"),
             )
         })?],
-        None if state.routing.models().contains_key(&model) => return Ok(vec![Owner::Here]),
+        None if state.inference.routing.models().contains_key(&model) => {
+            return Ok(vec![Owner::Here]);
+        }
         None => {
             let mut serving = Vec::new();
             for remote in federation.remote_services().await? {
@@ -215,13 +223,13 @@ enum Found<T> {
 async fn locate<T>(
     state: &AppState,
     visible: Visible<'_>,
-    local: Result<T, ApiError>,
+    local: Result<T, BatchesError>,
     id: &str,
     file: bool,
 ) -> FedResult<Found<T>> {
     let (federation, missing) = match (&state.federation, local) {
         (_, Ok(found)) => return Ok(Found::Here(found)),
-        (Some(federation), Err(e)) if e.status == StatusCode::NOT_FOUND => (federation, e),
+        (Some(federation), Err(e)) if e.is_not_found() => (federation, e),
         (_, Err(e)) => return Err(e.into()),
     };
     let projection = match file {
@@ -256,7 +264,7 @@ async fn synced(
 /// projection, marked stale, when the owner cannot be asked).
 pub async fn batch(state: &AppState, caller: &Caller, id: &str) -> FedResult<Batch> {
     let visible = access::visible(caller);
-    let local = batches::batch(state, visible, id).await;
+    let local = batches::batch(&state.batches, visible, id).await;
     let projection = match locate(state, visible, local, id, false).await? {
         Found::Here(batch) => return Ok(batch),
         Found::Owner(projection) => projection,
@@ -279,7 +287,7 @@ pub async fn batch(state: &AppState, caller: &Caller, id: &str) -> FedResult<Bat
 /// the owner cannot be asked (nothing is queued).
 pub async fn cancel(state: &AppState, caller: &Caller, id: &str) -> FedResult<Batch> {
     let visible = access::visible(caller);
-    let local = batches::cancel(state, visible, id).await;
+    let local = batches::cancel(&state.batches, visible, id).await;
     let projection = match locate(state, visible, local, id, false).await? {
         Found::Here(batch) => return Ok(batch),
         Found::Owner(projection) => projection,
@@ -296,7 +304,7 @@ pub async fn cancel(state: &AppState, caller: &Caller, id: &str) -> FedResult<Ba
 /// owner has it.
 pub async fn file(state: &AppState, caller: &Caller, id: &str) -> FedResult<FileObject> {
     let visible = access::visible(caller);
-    let local = batches::file(state, visible, id).await;
+    let local = batches::file(&state.batches, visible, id).await;
     let projection = match locate(state, visible, local, id, true).await? {
         Found::Here(file) => return Ok(file),
         Found::Owner(projection) => projection,
@@ -314,7 +322,7 @@ pub async fn file(state: &AppState, caller: &Caller, id: &str) -> FedResult<File
 /// output read from the owner as it streams.
 pub async fn file_content(state: &AppState, caller: &Caller, id: &str) -> FedResult<Content> {
     let visible = access::visible(caller);
-    let local = batches::file_content(state, visible, id).await;
+    let local = batches::file_content(&state.batches, visible, id).await;
     let projection = match locate(state, visible, local, id, true).await? {
         Found::Here(content) => return Ok(content),
         Found::Owner(projection) => projection,
@@ -344,7 +352,7 @@ pub async fn list(
 ) -> FedResult<BatchList> {
     let visible = access::visible(caller);
     let Some(federation) = &state.federation else {
-        return Ok(batches::list(state, visible, after, limit).await?);
+        return Ok(batches::list(&state.batches, visible, after, limit).await?);
     };
     // A page after a projected job starts below its creation time.
     let after_projection = match after {
@@ -363,7 +371,7 @@ pub async fn list(
             last_id: None,
             has_more: false,
         },
-        None => batches::list(state, visible, after, limit).await?,
+        None => batches::list(&state.batches, visible, after, limit).await?,
     };
     let limit = limit.unwrap_or(batches::DEFAULT_LIMIT);
     let before = match (&after_projection, after) {
@@ -406,7 +414,7 @@ fn link_up(peers: &[Peer], peer_id: &str) -> bool {
 
 /// A job not here nor projected: 503 while some peer cannot be asked (it
 /// may be the owner's), else the local answer.
-async fn unknown(federation: &Federation, local: ApiError) -> FedError {
+async fn unknown(federation: &Federation, local: BatchesError) -> FedError {
     let peers = federation.peers().await.unwrap_or_default();
     let down: Vec<&str> = peers
         .iter()

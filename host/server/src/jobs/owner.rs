@@ -14,9 +14,9 @@ use switchyard_protocol::jobs::{JobAction, MAX_REFRESH};
 use switchyard_store::batches::Visible;
 
 use crate::auth::Caller;
-use crate::batches::{self, access};
 use crate::error::ApiError;
 use crate::state::AppState;
+use switchyard_batches::{self as batches, access};
 
 /// Answers a peer's job call; every outcome, a refusal too, is an answer.
 pub async fn serve_peer(state: &AppState, job: LocalJob) -> Result<LocalAnswer, Denied> {
@@ -46,24 +46,25 @@ async fn act(state: &AppState, job: LocalJob) -> Result<Response, ApiError> {
                 scopes: vec!["inference".into()],
             };
             let file =
-                batches::create_file(state, access::owner(&caller), &filename, &input).await?;
+                batches::create_file(&state.batches, access::owner(&caller), &filename, &input)
+                    .await?;
             request.input_file_id = file.id;
             let origin = Some((job.peer_id.clone(), grant.clone()));
-            let batch = batches::create_batch(state, request, &caller, origin).await?;
+            let batch = batches::create_batch(&state.batches, request, &caller, origin).await?;
             tracing::info!(batch = %batch.id, peer = %job.peer, grant, "a peer's job created");
             Ok(json(to_json(&batch)?))
         }
         JobAction::Get { id } => {
             owned(state, &id, &job.peer_id).await?;
             Ok(json(to_json(
-                &batches::batch(state, Visible::All, &id).await?,
+                &batches::batch(&state.batches, Visible::All, &id).await?,
             )?))
         }
         JobAction::Refresh { ids } => {
             let mut data = Vec::new();
             for id in ids.iter().take(MAX_REFRESH) {
                 if owned(state, id, &job.peer_id).await.is_ok() {
-                    data.push(batches::batch(state, Visible::All, id).await?);
+                    data.push(batches::batch(&state.batches, Visible::All, id).await?);
                 }
             }
             let list = BatchList {
@@ -78,7 +79,7 @@ async fn act(state: &AppState, job: LocalJob) -> Result<Response, ApiError> {
         JobAction::Cancel { id } => {
             owned(state, &id, &job.peer_id).await?;
             Ok(json(to_json(
-                &batches::cancel(state, Visible::All, &id).await?,
+                &batches::cancel(&state.batches, Visible::All, &id).await?,
             )?))
         }
         JobAction::File { file } => {
@@ -86,14 +87,14 @@ async fn act(state: &AppState, job: LocalJob) -> Result<Response, ApiError> {
                 return Err(file_not_found(&file));
             }
             Ok(json(to_json(
-                &batches::file(state, Visible::All, &file).await?,
+                &batches::file(&state.batches, Visible::All, &file).await?,
             )?))
         }
         JobAction::Content { file } => {
             if state.store.batch_file_peer(&file).await?.as_deref() != Some(&job.peer_id) {
                 return Err(file_not_found(&file));
             }
-            let content = batches::file_content(state, Visible::All, &file).await?;
+            let content = batches::file_content(&state.batches, Visible::All, &file).await?;
             Ok((
                 [(axum::http::header::CONTENT_TYPE, "application/jsonl")],
                 Body::from_stream(content),
@@ -179,9 +180,9 @@ pub async fn end_grant_jobs(state: &AppState, grant: &str) {
         }
     };
     for id in jobs {
-        match batches::cancel(state, Visible::All, &id).await {
+        match batches::cancel(&state.batches, Visible::All, &id).await {
             Ok(_) => tracing::info!(grant, batch = %id, "a revoked grant's job cancelled"),
-            Err(e) => tracing::debug!(grant, batch = %id, code = e.code, "not cancelled"),
+            Err(e) => tracing::debug!(grant, batch = %id, error = %e, "not cancelled"),
         }
     }
 }

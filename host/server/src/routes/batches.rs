@@ -1,5 +1,5 @@
 //! The OpenAI Batch API: `/v1/files` and `/v1/batches`, for keys with the
-//! `inference` scope (or `admin`). A thin shell over [`crate::batches`].
+//! `inference` scope (or `admin`). A thin shell over [`switchyard_batches`].
 //! Each key sees only the files and batches it created (an `admin` key
 //! sees all): another key's answer 404, as an id that does not exist.
 
@@ -18,12 +18,12 @@ use switchyard_protocol::batch::{
 };
 
 use crate::auth::{Authorized, Caller, Inference};
-use crate::batches::{self, MAX_FILE_BYTES, Upload, access};
 use crate::error::FedResult;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::jobs;
 use crate::state::AppState;
+use switchyard_batches::{self as batches, MAX_FILE_BYTES, Upload, access};
 
 /// The largest multipart body: the file and the form around it.
 pub const MAX_UPLOAD_BODY: usize = MAX_FILE_BYTES + (64 << 10);
@@ -32,7 +32,7 @@ const MAX_FIELD: usize = 1024;
 
 fn multipart_error(e: MultipartError) -> ApiError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return batches::too_large();
+        return batches::too_large().into();
     }
     ApiError::invalid_request(format!(
         "the upload is not a multipart form: {}",
@@ -97,7 +97,7 @@ async fn read_form(state: &AppState, caller: &Caller, mut form: Multipart) -> Ap
                 let name = field.file_name().unwrap_or("upload.jsonl").to_string();
                 let upload = read
                     .upload
-                    .insert(Upload::begin(state, access::owner(caller), &name).await?);
+                    .insert(Upload::begin(&state.batches, access::owner(caller), &name).await?);
                 while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
                     upload.push(&chunk).await?;
                 }
@@ -178,7 +178,7 @@ pub async fn delete_file(
     State(state): State<Arc<AppState>>,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<FileDeleted>> {
-    let deleted = batches::delete_file(&state, access::visible(&caller), &id).await?;
+    let deleted = batches::delete_file(&state.batches, access::visible(&caller), &id).await?;
     tracing::info!(file = %id, key = %caller.key_id, "batch file deleted");
     Ok(Json(deleted))
 }

@@ -14,7 +14,7 @@ use switchyard_carrier::stream_seam::Lane;
 use switchyard_carrier::{ControlError, Refusal, Stream};
 use switchyard_protocol::control::verbs;
 
-use crate::auth::Caller;
+use crate::auth::Authenticated;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiQuery};
 use crate::state::AppState;
@@ -79,7 +79,7 @@ pub struct ControlParams {
         (status = 504, description = "`control_timeout`: no answer before the deadline"),
     ))]
 pub async fn control(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     Path((node, verb)): Path<(String, String)>,
     ApiQuery(params): ApiQuery<ControlParams>,
@@ -149,7 +149,7 @@ pub struct StreamParams {
         (status = 503, description = "`node_unreachable`: the open never reached the node"),
     ))]
 pub async fn stream(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     Path((node, service)): Path<(String, String)>,
     ApiQuery(params): ApiQuery<StreamParams>,
@@ -233,7 +233,7 @@ pub struct ProbeRequest {
         (status = 502, description = "`carrier_failed`: the carrier refused"),
     ))]
 pub async fn probe(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     headers: axum::http::HeaderMap,
     body: Bytes,
@@ -268,7 +268,10 @@ pub async fn probe(
 #[utoipa::path(get, path = "/api/cluster/probe", tag = "cluster",
     security(("bearer" = [])),
     responses((status = 200, body = Probes, description = "The probes this replica heard and handled")))]
-pub async fn probes(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Probes>> {
+pub async fn probes(
+    Authenticated(caller): Authenticated,
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<Probes>> {
     caller.require("nodes:manage")?;
     let cluster = cluster(&state)?;
     Ok(Json(Probes {

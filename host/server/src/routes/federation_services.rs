@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use switchyard_protocol::federation::{ManageCall, ManagedService, OperationRecord};
 
-use crate::auth::{Authorized, Caller, FederationManage};
+use crate::auth::{Authenticated, Authorized, FederationManage};
 use crate::error::{FedResult, federation};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
@@ -26,7 +26,7 @@ use switchyard_protocol::lists::{ManagedServices, RemoteServices};
         (status = 403, description = "`forbidden`: the key lacks `federation:invoke`, `inference` or `federation:manage`"),
     ))]
 pub async fn remote_services(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
 ) -> FedResult<Json<RemoteServices>> {
     caller

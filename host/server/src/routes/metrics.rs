@@ -9,10 +9,10 @@ use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 use switchyard_runtime::admission::AdmissionPoint;
 
-use crate::auth::{Caller, MetricsRead, Scope};
+use crate::auth::{MetricsRead, Scope};
 use crate::error::ApiError;
-use crate::inference::metrics::escape;
 use crate::state::AppState;
+use switchyard_inference::metrics::escape;
 
 /// Plugin calls, denials, errors, traps, timeouts and latency; the generation each point serves;
 /// `/v1` requests and head latency; the carrier, nodes and replicas by state.
@@ -31,7 +31,7 @@ pub async fn metrics(
     headers: HeaderMap,
 ) -> Result<impl IntoResponse, ApiError> {
     if state.metrics_auth {
-        Caller::authenticate(&state, &headers)
+        crate::auth::authenticate(&state, &headers)
             .await?
             .require(MetricsRead::NAME)?;
         connection.prove();
@@ -57,7 +57,7 @@ pub async fn metrics(
         let _ = writeln!(out, "{name}{{point=\"{point}\"}} {failed}");
     }
     state.admission.recorder().render(&mut out);
-    state.inference.render(&mut out);
+    state.inference.metrics.render(&mut out);
     plugin_instances(&state, &mut out);
     cluster(&state, &mut out).await;
     if let Some(federation) = &state.federation {
@@ -145,7 +145,7 @@ async fn cluster(state: &AppState, out: &mut String) {
         out,
         "# HELP {name} Requests this replica of the frontend has in flight, by engine replica.\n# TYPE {name} gauge"
     );
-    for (replica, n) in state.routing.in_flight() {
+    for (replica, n) in state.inference.routing.in_flight() {
         let _ = writeln!(out, "{name}{{replica=\"{}\"}} {n}", escape(&replica));
     }
 }

@@ -17,7 +17,7 @@ use switchyard_protocol::state::NodeState;
 use switchyard_store::keys::token_digest;
 use switchyard_store::nodes::{HeartbeatReport, Registration, RegistrationRefused, TokenLimits};
 
-use crate::auth::{Caller, authenticate_node, bearer};
+use crate::auth::{Authenticated, authenticate_node, bearer};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::labels::{self, Labels};
@@ -42,7 +42,7 @@ const MAX_TOKEN_USES: i32 = 1_000_000;
         (status = 400, description = "`invalid_request`: a ttl or a use count out of range"),
     ))]
 pub async fn create_registration_token(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
@@ -87,7 +87,7 @@ pub async fn create_registration_token(
     security(("bearer" = [])),
     responses((status = 200, body = RegistrationTokens, description = "Every token, with its limits and uses")))]
 pub async fn registration_tokens(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
 ) -> ApiResult<Json<RegistrationTokens>> {
     caller.require("nodes:manage")?;
@@ -106,7 +106,7 @@ pub async fn registration_tokens(
         (status = 404, description = "`not_found`"),
     ))]
 pub async fn revoke_registration_token(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<RegistrationToken>> {
@@ -327,7 +327,10 @@ pub async fn heartbeat(
 
 /// Every node.
 #[utoipa::path(get, path = "/api/nodes", tag = "nodes", responses((status = 200, body = Nodes, description = "Every node")))]
-pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResult<Json<Nodes>> {
+pub async fn list(
+    Authenticated(caller): Authenticated,
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<Nodes>> {
     caller.require("nodes:manage")?;
     Ok(Json(Nodes {
         nodes: state.store.nodes().await?,
@@ -338,7 +341,7 @@ pub async fn list(caller: Caller, State(state): State<Arc<AppState>>) -> ApiResu
 #[utoipa::path(get, path = "/api/nodes/{id}", tag = "nodes", params(("id" = String, Path, description = "Node id")),
     responses((status = 200, body = Node, description = "The node"), (status = 404, description = "`not_found`")))]
 pub async fn show(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Node>> {
@@ -355,7 +358,7 @@ pub async fn show(
 #[utoipa::path(post, path = "/api/nodes/{id}/approve", tag = "nodes", params(("id" = String, Path, description = "Node id")),
     responses((status = 200, body = Node, description = "The node"), (status = 404, description = "`not_found`")))]
 pub async fn approve(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Node>> {
@@ -376,7 +379,7 @@ pub async fn approve(
     security(("bearer" = [])),
     responses((status = 200, body = Node, description = "The node"), (status = 404, description = "`not_found`")))]
 pub async fn release(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Node>> {
@@ -394,7 +397,7 @@ pub async fn release(
 #[utoipa::path(post, path = "/api/nodes/{id}/drain", tag = "nodes", params(("id" = String, Path)),
     responses((status = 200, body = Node, description = "the node"), (status = 404, description = "`not_found`")))]
 pub async fn drain(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Node>> {
@@ -405,7 +408,7 @@ pub async fn drain(
 #[utoipa::path(post, path = "/api/nodes/{id}/undrain", tag = "nodes", params(("id" = String, Path)),
     responses((status = 200, body = Node, description = "the node"), (status = 404, description = "`not_found`")))]
 pub async fn undrain(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Node>> {
@@ -416,7 +419,7 @@ pub async fn undrain(
 #[utoipa::path(post, path = "/api/nodes/{id}/maintenance", tag = "nodes", params(("id" = String, Path)),
     responses((status = 200, body = Node, description = "the node"), (status = 404, description = "`not_found`")))]
 pub async fn maintenance(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Node>> {
@@ -424,7 +427,7 @@ pub async fn maintenance(
 }
 
 async fn schedule(
-    caller: Caller,
+    caller: crate::auth::Caller,
     state: Arc<AppState>,
     id: String,
     action: Schedule,

@@ -3,7 +3,7 @@
 //! (or `federation:invoke`, for the remote services of this cluster's
 //! grants, named `<peer label>/<service>`).
 //!
-//! The HTTP edge of the inference core ([`crate::inference`]): a handler
+//! The HTTP edge of the inference core ([`switchyard_inference`]): a handler
 //! parses the body into a [`ValidRequest`], asks the core, and answers its
 //! [`Answer`] (the engine's, SSE included, streaming as it comes) or its
 //! [`InferenceError`] as a response. Dropping the client's connection drops
@@ -21,15 +21,15 @@ use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Serialize;
 use tracing::field::Empty;
 
-use crate::auth::Caller;
+use crate::auth::{Authenticated, Caller};
 use crate::error::ApiError;
-use crate::inference::metrics::model_label;
-use crate::inference::{self, Answer, AnswerBody, Endpoint, ValidRequest};
 use crate::state::AppState;
+use switchyard_inference::metrics::model_label;
+use switchyard_inference::{self as inference, Answer, AnswerBody, Endpoint, ValidRequest};
 
 /// `GET /v1/models`, as OpenAI lists models.
 #[derive(Debug, Serialize)]
@@ -53,7 +53,7 @@ pub struct ModelCard {
     responses((status = 200, description = "`{object: \"list\", data: [{id, object, created, owned_by}]}`")))]
 #[tracing::instrument(name = "v1_models", skip_all, fields(key = %caller.key_id))]
 pub async fn models(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
 ) -> Result<Json<ModelList>, ApiError> {
     caller
@@ -61,7 +61,7 @@ pub async fn models(
         .or_else(|_| caller.require("federation:invoke"))?;
     // A `federation:invoke` key sees the remote services only.
     let mut names: Vec<String> = match caller.require("inference") {
-        Ok(()) => state.routing.models().keys().cloned().collect(),
+        Ok(()) => state.inference.routing.models().keys().cloned().collect(),
         Err(_) => Vec::new(),
     };
     names.sort();
@@ -104,7 +104,11 @@ pub async fn models(
         (status = 502, description = "`worker_refused`: the worker refused the stream; `stream_reset`: the stream broke before the answer's head"),
         (status = 503, description = "`model_loading`: no replica ready yet, or `replica_unreachable`: no route to its worker; Retry-After"),
     ))]
-pub async fn chat(caller: Caller, State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+pub async fn chat(
+    Authenticated(caller): Authenticated,
+    State(state): State<Arc<AppState>>,
+    body: Bytes,
+) -> Response {
     proxy(caller, state, Endpoint::Chat, body).await
 }
 
@@ -113,7 +117,7 @@ pub async fn chat(caller: Caller, State(state): State<Arc<AppState>>, body: Byte
     request_body(content = Object, description = "an OpenAI completion request"),
     responses((status = 200, description = "the engine's answer")))]
 pub async fn completions(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     body: Bytes,
 ) -> Response {
@@ -125,7 +129,7 @@ pub async fn completions(
     request_body(content = Object, description = "an OpenAI embeddings request"),
     responses((status = 200, description = "the engine's answer")))]
 pub async fn embeddings(
-    caller: Caller,
+    Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
     body: Bytes,
 ) -> Response {
@@ -153,47 +157,48 @@ async fn proxy(caller: Caller, state: Arc<AppState>, endpoint: Endpoint, body: B
                 .floor_char_boundary(switchyard_protocol::valid::MAX_NAME);
             span.record("model", &request.model[..shown]);
             span.record("stream", request.stream);
-            let answered = inference::infer(&caller, &state, &request).await;
+            let answered = inference::infer(&caller, &state.inference, &request).await;
             (Some(request.model), answered)
         }
         Err(e) => (None, Err(e)),
     };
     let response = match answered {
         Ok(answer) => {
-            state.inference.head_after(started.elapsed());
+            state.inference.metrics.head_after(started.elapsed());
             span.record("outcome", "answered");
-            answer.into_response()
+            respond(answer)
         }
         Err(e) => {
             span.record("outcome", e.code());
-            e.into_response()
+            respond(e.answer())
         }
     };
     let status = response.status().as_u16();
     span.record("status", status);
     tracing::debug!("v1 request answered");
-    let label = model_label(model.as_deref(), |m| state.routing.models().contains_key(m));
-    state.inference.answered(label, status);
+    let label = model_label(model.as_deref(), |m| {
+        state.inference.routing.models().contains_key(m)
+    });
+    state.inference.metrics.answered(label, status);
     response
 }
 
-impl IntoResponse for Answer {
-    fn into_response(self) -> Response {
-        let mut response = Response::new(match self.body {
-            AnswerBody::Whole(bytes) => Body::from(bytes),
-            AnswerBody::Streaming(stream) => Body::from_stream(stream),
-        });
-        *response.status_mut() =
-            StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_GATEWAY);
-        let headers = response.headers_mut();
-        for (name, value) in &self.headers {
-            if let (Ok(name), Ok(value)) = (
-                HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::from_str(value),
-            ) {
-                headers.append(name, value);
-            }
+/// The core's answer as the HTTP response it is: its status, headers and
+/// body (streamed as it comes).
+pub fn respond(answer: Answer) -> Response {
+    let mut response = Response::new(match answer.body {
+        AnswerBody::Whole(bytes) => Body::from(bytes),
+        AnswerBody::Streaming(stream) => Body::from_stream(stream),
+    });
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let headers = response.headers_mut();
+    for (name, value) in &answer.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            headers.append(name, value);
         }
-        response
     }
+    response
 }

@@ -15,7 +15,7 @@ use switchyard_store::plugins::{Inserted, PluginRecord};
 
 use switchyard_runtime::PluginKind;
 
-use crate::auth::{Admin, Authorized, Caller, NODE_HEADER, Scope};
+use crate::auth::{Admin, Authorized, NODE_HEADER, Scope};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
@@ -211,7 +211,7 @@ pub async fn component(
     let node = if headers.contains_key(NODE_HEADER) {
         Some(super::cluster::approved_node(&state, &headers).await?)
     } else {
-        Caller::authenticate(&state, &headers)
+        crate::auth::authenticate(&state, &headers)
             .await?
             .require(Admin::NAME)?;
         None

@@ -44,22 +44,37 @@ fn app() -> App {
         runtime.clone(),
         "inst_test".into(),
     ));
+    let admission = Arc::new(Admission::new(loader.clone()));
+    // The router's tests run empty chains on purpose: ready at once.
+    admission.mark_synced();
+    let inference = Arc::new(switchyard_inference::Inference {
+        admission: admission.clone(),
+        routing: Default::default(),
+        carriers: None,
+        federation: None,
+        sse_keepalive: std::time::Duration::from_secs(15),
+        metrics: Default::default(),
+    });
     let state = Arc::new(AppState {
-        admission: Arc::new(Admission::new(loader.clone())),
+        admission,
         grant_evaluator: Arc::new(switchyard_binding::grant_evaluator::GrantEvaluator::new(
             loader,
         )),
-        store,
+        store: store.clone(),
         runtime,
         instance_id: "inst_test".into(),
         auto_approve: false,
-        routing: Default::default(),
-        inference: Default::default(),
+        inference: inference.clone(),
         keys: Default::default(),
-        sse_keepalive: std::time::Duration::from_secs(15),
         library: Library::open(library_dir.path()).expect("a library"),
         fetch_allow: Default::default(),
-        batch_storage_quota: crate::batches::DEFAULT_QUOTA,
+        batches: Arc::new(switchyard_batches::Batches {
+            store: store.clone(),
+            inference: inference.clone(),
+            carriers: None,
+            instance_id: "inst_test".into(),
+            storage_quota: switchyard_batches::DEFAULT_QUOTA,
+        }),
         carriers: None,
         federation: None,
         metrics_auth: false,

@@ -1,15 +1,9 @@
 //! A `/v1` request's failure as a response: the one answer the inference
-//! core gives each [`InferenceError`] ([`InferenceError::answer`]).
+//! core gives each [`InferenceError`] ([`InferenceError::answer`]), as the
+//! edge sends it.
 
-use axum::response::{IntoResponse, Response};
-
-use crate::inference::InferenceError;
-
-impl IntoResponse for InferenceError {
-    fn into_response(self) -> Response {
-        self.answer().into_response()
-    }
-}
+#[cfg(test)]
+use switchyard_inference::InferenceError;
 
 #[cfg(test)]
 mod tests {
@@ -19,13 +13,13 @@ mod tests {
     use switchyard_runtime::admission::POLICY_ERROR_CODE;
 
     use super::*;
-    use crate::auth::AuthError;
-    use crate::inference::POLICY_FAILED_MESSAGE;
+    use crate::auth::MissingScope;
+    use switchyard_inference::POLICY_FAILED_MESSAGE;
     use switchyard_scheduler::routing::NoRoute;
 
     /// Status, `Retry-After`, and the body.
     async fn answer(error: InferenceError) -> (StatusCode, Option<String>, Value) {
-        let response = error.into_response();
+        let response = super::super::respond(error.answer());
         let status = response.status();
         let retry = response
             .headers()
@@ -104,7 +98,7 @@ mod tests {
                 json!({"error": {"code": "internal", "message": "internal error; see the server log"}}),
             ),
             (
-                InferenceError::Auth(AuthError::MissingScope("inference".into())),
+                InferenceError::Forbidden(MissingScope("inference".into())),
                 StatusCode::FORBIDDEN,
                 None,
                 json!({"error": {"code": "forbidden",

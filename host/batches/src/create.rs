@@ -4,7 +4,6 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use futures::StreamExt;
 use switchyard_protocol::batch::{
     BATCH_ENDPOINTS, BATCH_PURPOSE, Batch, BatchList, COMPLETION_WINDOW, CreateBatch,
@@ -15,9 +14,9 @@ use switchyard_store::batches::{NewBatch, Visible};
 use super::access;
 use super::files::{self, random_hex};
 use super::valid::{self, Lines, MAX_MODELS, ValidLine};
-use crate::auth::Caller;
-use crate::error::ApiError;
-use crate::state::AppState;
+use crate::Batches;
+use crate::BatchesError;
+use switchyard_protocol::keys::Caller;
 
 /// The completion window, `24h`.
 const WINDOW: Duration = Duration::from_secs(24 * 3600);
@@ -26,18 +25,14 @@ pub const DEFAULT_LIMIT: i64 = 20;
 /// The largest `limit`, as OpenAI allows.
 pub const MAX_LIMIT: i64 = 100;
 
-fn refuse(code: &'static str, message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, code, message)
+fn refuse(code: &'static str, message: impl Into<String>) -> BatchesError {
+    BatchesError::invalid(code, message)
 }
 
 /// 404 `batch_not_found` for a missing row.
-fn stored(id: &str) -> impl Fn(StoreError) -> ApiError + '_ {
+fn stored(id: &str) -> impl Fn(StoreError) -> BatchesError + '_ {
     move |e| match e {
-        StoreError::NotFound(_) => ApiError::new(
-            StatusCode::NOT_FOUND,
-            "batch_not_found",
-            format!("no batch {id:.64}"),
-        ),
+        StoreError::NotFound(_) => BatchesError::BatchNotFound(id.to_string()),
         e => e.into(),
     }
 }
@@ -45,11 +40,11 @@ fn stored(id: &str) -> impl Fn(StoreError) -> ApiError + '_ {
 /// The lines of the upload `id` that `visible` may see, read a chunk at a
 /// time and checked as at upload.
 async fn input_lines(
-    state: &AppState,
+    batches: &Batches,
     visible: Visible<'_>,
     id: &str,
-) -> Result<Vec<ValidLine>, ApiError> {
-    let stored_file = files::stored_file(state, visible, id).await?;
+) -> Result<Vec<ValidLine>, BatchesError> {
+    let stored_file = files::stored_file(batches, visible, id).await?;
     if stored_file.kind != "upload" || stored_file.file.purpose != BATCH_PURPOSE {
         return Err(refuse(
             "invalid_file",
@@ -58,9 +53,9 @@ async fn input_lines(
     }
     let mut lines = Lines::keeping();
     let mut read = 0;
-    let mut chunks = files::chunks(state.store.clone(), id.to_string());
+    let mut chunks = files::chunks(batches.store.clone(), id.to_string());
     while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(ApiError::internal)?;
+        let chunk = chunk.map_err(BatchesError::internal)?;
         read += chunk.len() as i64;
         lines.push(&chunk)?;
     }
@@ -73,7 +68,7 @@ async fn input_lines(
 
 /// The request's own fields (endpoint, window, metadata), judged before
 /// its input file is read, so that a bad field is named whatever the file.
-pub fn check(request: &CreateBatch) -> Result<(), ApiError> {
+pub fn check(request: &CreateBatch) -> Result<(), BatchesError> {
     if !BATCH_ENDPOINTS.contains(&request.endpoint.as_str()) {
         return Err(refuse(
             "invalid_endpoint",
@@ -94,13 +89,13 @@ pub fn check(request: &CreateBatch) -> Result<(), ApiError> {
 /// key is live). Every line must call `endpoint`. `peer`: a peer's job,
 /// the peer's id and its grant.
 pub async fn create_batch(
-    state: &AppState,
+    batches: &Batches,
     request: CreateBatch,
     caller: &Caller,
     peer: Option<(String, String)>,
-) -> Result<Batch, ApiError> {
+) -> Result<Batch, BatchesError> {
     check(&request)?;
-    let lines = input_lines(state, access::visible(caller), &request.input_file_id).await?;
+    let lines = input_lines(batches, access::visible(caller), &request.input_file_id).await?;
     if let Some((n, line)) = lines
         .iter()
         .enumerate()
@@ -136,32 +131,39 @@ pub async fn create_batch(
         lines: lines.into_iter().map(|l| (l.custom_id, l.body)).collect(),
         peer,
     };
-    let batch = state.store.insert_batch(&new).await?;
+    let batch = batches.store.insert_batch(&new).await?;
     tracing::info!(batch = %batch.id, key = %caller.key_id, lines = new.lines.len(), "batch created");
     Ok(batch)
 }
 
 /// A batch, if `visible` may see it.
-pub async fn batch(state: &AppState, visible: Visible<'_>, id: &str) -> Result<Batch, ApiError> {
-    state.store.batch(id, visible).await.map_err(stored(id))
+pub async fn batch(
+    batches: &Batches,
+    visible: Visible<'_>,
+    id: &str,
+) -> Result<Batch, BatchesError> {
+    batches.store.batch(id, visible).await.map_err(stored(id))
 }
 
 /// The batches `visible` may see, the newest first: at most `limit` (1 to
 /// [`MAX_LIMIT`], [`DEFAULT_LIMIT`] when absent) after the batch `after`.
 pub async fn list(
-    state: &AppState,
+    batches: &Batches,
     visible: Visible<'_>,
     after: Option<&str>,
     limit: Option<i64>,
-) -> Result<BatchList, ApiError> {
+) -> Result<BatchList, BatchesError> {
     let limit = limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::invalid_request(format!(
+        return Err(BatchesError::invalid_request(format!(
             "limit must be 1 to {MAX_LIMIT}"
         )));
     }
     // One more than asked tells whether more follow.
-    let mut data = state.store.list_batches(visible, after, limit + 1).await?;
+    let mut data = batches
+        .store
+        .list_batches(visible, after, limit + 1)
+        .await?;
     let has_more = data.len() as i64 > limit;
     data.truncate(limit as usize);
     Ok(BatchList {
@@ -176,8 +178,12 @@ pub async fn list(
 /// Cancels a batch `visible` may see: `cancelling` at once (lines not yet
 /// running never run), `cancelled` once the lines running finished. 409
 /// `batch_not_cancellable` for a batch that ended otherwise.
-pub async fn cancel(state: &AppState, visible: Visible<'_>, id: &str) -> Result<Batch, ApiError> {
-    match state
+pub async fn cancel(
+    batches: &Batches,
+    visible: Visible<'_>,
+    id: &str,
+) -> Result<Batch, BatchesError> {
+    match batches
         .store
         .cancel_batch(id, visible, None)
         .await
@@ -187,10 +193,6 @@ pub async fn cancel(state: &AppState, visible: Visible<'_>, id: &str) -> Result<
             tracing::info!(batch = %id, "batch cancelling");
             Ok(batch)
         }
-        None => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "batch_not_cancellable",
-            format!("batch {id:.64} has already ended"),
-        )),
+        None => Err(BatchesError::NotCancellable(id.to_string())),
     }
 }

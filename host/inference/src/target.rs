@@ -17,9 +17,9 @@ use switchyard_protocol::stream::{AnswerHead, INFERENCE, InferenceHead};
 
 use switchyard_federation::inflight::Revocation;
 
+use super::Inference;
 use super::answer::valid_header;
 use super::{Answer, AnswerBody, InferenceError};
-use crate::state::AppState;
 use switchyard_scheduler::routing::{Lease, Routing};
 
 /// The header naming the replica that answered.
@@ -61,14 +61,14 @@ impl Target {
     /// engine sent as soon as they arrive, the body streaming behind them.
     pub async fn send(
         self,
-        state: &AppState,
+        core: &Inference,
         path: &str,
         body: Bytes,
         tokens: u64,
     ) -> Result<Answer, InferenceError> {
         let (mut reader, lease, revocation) = match self {
             Target::Replica(lease) => {
-                let cluster = state.carriers.as_ref().ok_or(InferenceError::NoCarrier)?;
+                let cluster = core.carriers.as_ref().ok_or(InferenceError::NoCarrier)?;
                 let message = request(&lease.replica, path, &body)?;
                 let reader = cluster
                     .streams
@@ -78,7 +78,7 @@ impl Target {
                 (reader, Some(lease), None)
             }
             Target::Peer(remote) => {
-                let federation = state.federation.as_ref().ok_or_else(|| {
+                let federation = core.federation.as_ref().ok_or_else(|| {
                     InferenceError::Federation(switchyard_federation::FederationError::unavailable(
                         "this replica runs no federation",
                     ))
@@ -111,7 +111,7 @@ impl Target {
         let keepalive = head
             .header("content-type")
             .is_some_and(|v| v.starts_with("text/event-stream"))
-            .then_some(state.sse_keepalive);
+            .then_some(core.sse_keepalive);
         let mut headers = Vec::with_capacity(head.headers.len() + 1);
         if let Some(lease) = &lease {
             headers.push((REPLICA_HEADER.to_string(), lease.replica.clone()));

@@ -12,8 +12,7 @@ use switchyard_carrier::Refusal;
 use switchyard_runtime::admission::POLICY_ERROR_CODE;
 
 use super::Answer;
-use crate::auth::AuthError;
-use crate::error::ApiError;
+use switchyard_protocol::keys::MissingScope;
 use switchyard_scheduler::routing::NoRoute;
 
 /// The message a client gets when a policy failed (trapped, ran out of
@@ -28,9 +27,9 @@ const BUSY_RETRY_AFTER: u32 = 1;
 /// Why an inference request got no answer from an engine.
 #[derive(Debug, thiserror::Error)]
 pub enum InferenceError {
-    /// The caller may not use `/v1`.
+    /// The caller's key lacks the scope (403 `forbidden`).
     #[error(transparent)]
-    Auth(#[from] AuthError),
+    Forbidden(#[from] MissingScope),
     /// The body cannot be admitted (400 `invalid_request`).
     #[error("{0}")]
     Invalid(String),
@@ -102,10 +101,9 @@ impl InferenceError {
     /// The stable code the client gets (also a span's `outcome`).
     pub fn code(&self) -> &str {
         match self {
-            // `require` fails only for a missing scope; the extractor
-            // answered the others before the handler ran.
-            Self::Auth(AuthError::MissingScope(_)) => "forbidden",
-            Self::Auth(_) => "unauthorized",
+            // The extractor answered a missing or unknown key before the
+            // core ran.
+            Self::Forbidden(_) => "forbidden",
             Self::Invalid(_) | Self::InvalidField { .. } => "invalid_request",
             Self::Denied { code, .. } => code,
             Self::NoRoute { why, .. } => match why {
@@ -132,7 +130,8 @@ impl InferenceError {
     /// The status, and the seconds of a `Retry-After` when trying again helps.
     fn status(&self) -> (u16, Option<u32>) {
         match self {
-            Self::Auth(_) | Self::Internal(_) => unreachable!("answered as an ApiError"),
+            Self::Forbidden(_) => (403, None),
+            Self::Internal(_) => (500, None),
             Self::Invalid(_) | Self::InvalidField { .. } => (400, None),
             Self::Denied { .. } => (403, None),
             Self::NoRoute { why, .. } => match why {
@@ -173,22 +172,13 @@ impl InferenceError {
     /// The answer a client gets instead of the engine's.
     pub fn answer(self) -> Answer {
         let (status, code, message, param, retry_after) = match self {
-            Self::Auth(e) => {
-                let api = ApiError::from(e);
-                (
-                    api.status.as_u16(),
-                    api.code.to_string(),
-                    api.message,
-                    None,
-                    None,
-                )
-            }
             Self::Internal(detail) => {
-                let api = ApiError::internal(detail);
+                // The detail is the operator's: logged, never answered.
+                tracing::error!(error = %detail, "internal error");
                 (
-                    api.status.as_u16(),
-                    api.code.to_string(),
-                    api.message,
+                    500,
+                    "internal".to_string(),
+                    switchyard_protocol::openai::INTERNAL_MESSAGE.to_string(),
                     None,
                     None,
                 )

@@ -13,12 +13,12 @@
 //! as a `serde_json::Value` would, so a body the frontend used to refuse is
 //! still refused, without allocating for the fields it skips.
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use switchyard_runtime::admission::{AdmissionRequest, InferencePatch, InferenceRequest};
 
+use super::Caller;
 use super::InferenceError;
 use super::fields::{self, Given};
-use crate::auth::Caller;
 
 /// The `/v1` route a request came in on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

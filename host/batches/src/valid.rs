@@ -5,12 +5,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use axum::http::StatusCode;
 use serde::Deserialize;
 use switchyard_protocol::batch::BATCH_ENDPOINTS;
 use switchyard_protocol::limits::MAX_REQUEST_BODY;
 
-use crate::error::ApiError;
+use crate::BatchesError;
 
 /// The largest file taken: a batch's lines are stored in the database, and
 /// held in memory while a batch is created from them.
@@ -56,8 +55,8 @@ struct RawLine {
     body: Option<serde_json::Value>,
 }
 
-fn refuse(code: &'static str, message: String) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, code, message)
+fn refuse(code: &'static str, message: String) -> BatchesError {
+    BatchesError::invalid(code, message)
 }
 
 /// A batch input file checked as it streams in, a piece at a time: JSONL,
@@ -90,7 +89,7 @@ impl Lines {
 
     /// Checks the complete lines `data` ends, keeping the start of the last
     /// one until its end arrives.
-    pub fn push(&mut self, mut data: &[u8]) -> Result<(), ApiError> {
+    pub fn push(&mut self, mut data: &[u8]) -> Result<(), BatchesError> {
         while let Some(end) = data.iter().position(|b| *b == b'\n') {
             let line = if self.partial.is_empty() {
                 self.line(&data[..end])
@@ -111,7 +110,7 @@ impl Lines {
 
     /// Checks the last line (the file may not end with a newline); the
     /// lines, when kept.
-    pub fn finish(mut self) -> Result<Vec<ValidLine>, ApiError> {
+    pub fn finish(mut self) -> Result<Vec<ValidLine>, BatchesError> {
         let last = std::mem::take(&mut self.partial);
         self.line(&last)?;
         if self.counted == 0 {
@@ -120,14 +119,14 @@ impl Lines {
         Ok(self.kept.unwrap_or_default())
     }
 
-    fn too_large(&self, n: usize) -> ApiError {
+    fn too_large(&self, n: usize) -> BatchesError {
         refuse(
             "line_too_large",
             format!("line {n} is longer than a request may be ({MAX_LINE} bytes)"),
         )
     }
 
-    fn line(&mut self, raw: &[u8]) -> Result<(), ApiError> {
+    fn line(&mut self, raw: &[u8]) -> Result<(), BatchesError> {
         self.read += 1;
         let n = self.read;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
@@ -163,13 +162,13 @@ impl Lines {
 
 /// Parses a whole batch input file into its lines ([`Lines`]).
 #[cfg(test)]
-pub fn parse(content: &[u8]) -> Result<Vec<ValidLine>, ApiError> {
+pub fn parse(content: &[u8]) -> Result<Vec<ValidLine>, BatchesError> {
     let mut lines = Lines::keeping();
     lines.push(content)?;
     lines.finish()
 }
 
-fn parse_line(n: usize, raw: &[u8]) -> Result<ValidLine, ApiError> {
+fn parse_line(n: usize, raw: &[u8]) -> Result<ValidLine, BatchesError> {
     let line: RawLine = serde_json::from_slice(raw).map_err(|e| {
         refuse(
             "invalid_jsonl",
@@ -250,7 +249,7 @@ fn parse_line(n: usize, raw: &[u8]) -> Result<ValidLine, ApiError> {
 }
 
 /// Checks a batch's metadata against OpenAI's bounds.
-pub fn metadata(metadata: &Option<BTreeMap<String, String>>) -> Result<(), ApiError> {
+pub fn metadata(metadata: &Option<BTreeMap<String, String>>) -> Result<(), BatchesError> {
     let Some(metadata) = metadata else {
         return Ok(());
     };
@@ -276,9 +275,16 @@ pub fn metadata(metadata: &Option<BTreeMap<String, String>>) -> Result<(), ApiEr
 mod tests {
     use super::*;
 
+    /// A refusal's code and message (every refusal here is a 400).
+    fn invalid(e: BatchesError) -> (&'static str, String) {
+        match e {
+            BatchesError::Invalid { code, message } => (code, message),
+            other => panic!("not a refusal: {other:?}"),
+        }
+    }
+
     fn code(content: &str) -> (&'static str, String) {
-        let e = parse(content.as_bytes()).unwrap_err();
-        (e.code, e.message)
+        invalid(parse(content.as_bytes()).unwrap_err())
     }
 
     const GOOD: &str = r#"{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "demo", "messages": []}}"#;
@@ -351,9 +357,9 @@ mod tests {
         lines.push(format!("{GOOD}\n").as_bytes()).unwrap();
         let long = vec![b'x'; MAX_LINE / 2 + 1];
         lines.push(&long).unwrap();
-        let e = lines.push(&long).unwrap_err();
-        assert_eq!((e.code, e.status.as_u16()), ("line_too_large", 400));
-        assert!(e.message.starts_with("line 2 "), "{}", e.message);
+        let (code_of, message) = invalid(lines.push(&long).unwrap_err());
+        assert_eq!(code_of, "line_too_large");
+        assert!(message.starts_with("line 2 "), "{message}");
         // A whole file with such a line, its end included.
         let file = format!("{GOOD}\n{}\n", "y".repeat(MAX_LINE + 1));
         assert_eq!(code(&file).0, "line_too_large");
@@ -370,7 +376,13 @@ mod tests {
         };
         assert!(metadata(&None).is_ok());
         assert!(metadata(&map(16, 512)).is_ok());
-        assert_eq!(metadata(&map(17, 1)).unwrap_err().code, "invalid_metadata");
-        assert_eq!(metadata(&map(1, 513)).unwrap_err().code, "invalid_metadata");
+        assert_eq!(
+            invalid(metadata(&map(17, 1)).unwrap_err()).0,
+            "invalid_metadata"
+        );
+        assert_eq!(
+            invalid(metadata(&map(1, 513)).unwrap_err()).0,
+            "invalid_metadata"
+        );
     }
 }

@@ -19,6 +19,7 @@
 //! back or ignore.
 //!
 //! # Layout
+//! - `error`: [`BatchesError`], each refusal with its stable code.
 //! - `access`: whose files and batches a caller sees.
 //! - `valid`: an input file checked line by line, and the limits.
 //! - `files`: `/v1/files`: upload (streamed to the database in chunks,
@@ -33,13 +34,19 @@ pub mod access;
 mod consumer;
 mod create;
 mod driver;
+mod error;
 mod files;
 mod output;
 mod valid;
 
 use std::sync::Arc;
 
+use switchyard_carrier_set::Carriers;
+use switchyard_inference::Inference;
+use switchyard_store::Store;
 use tokio::sync::{Notify, watch};
+
+pub use error::BatchesError;
 
 pub use create::{DEFAULT_LIMIT, batch, cancel, check, create_batch, list};
 pub use files::{
@@ -48,22 +55,37 @@ pub use files::{
 };
 pub use valid::MAX_FILE_BYTES;
 
-use crate::state::AppState;
+/// What batches work with: the handles they need, not the whole state of
+/// the replica.
+#[derive(Debug)]
+pub struct Batches {
+    /// The database: files, batches and lines are rows.
+    pub store: Store,
+    /// The `/v1` path every line runs through, and its routing table
+    /// (which models a batch may dispatch to now).
+    pub inference: Arc<Inference>,
+    /// The work queue lines travel on; `None` without a carrier set.
+    pub carriers: Option<Arc<Carriers>>,
+    /// This replica's id: a driver's lease names it.
+    pub instance_id: String,
+    /// The bytes of batch files one key may keep.
+    pub storage_quota: u64,
+}
 
 /// Starts this replica's driver and, with a carrier set, its consumer;
 /// they end on `stop` (the driver lets go of its batches then).
-pub fn start(state: Arc<AppState>, stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+pub fn start(batches: Arc<Batches>, stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
     let wake = Arc::new(Notify::new());
-    let consuming = state.carriers.clone().map(|carriers| {
+    let consuming = batches.carriers.clone().map(|carriers| {
         tokio::spawn(consumer::run(
-            state.clone(),
+            batches.clone(),
             carriers,
             wake.clone(),
             stop.clone(),
         ))
     });
     tokio::spawn(async move {
-        driver::run(state, wake, stop).await;
+        driver::run(batches, wake, stop).await;
         if let Some(consuming) = consuming {
             let _ = consuming.await;
         }

@@ -3,7 +3,6 @@
 //! chunks, or a batch's output written from its lines), and its deletion.
 //! Every file belongs to a key ([`super::access`]); an upload expires.
 
-use axum::http::StatusCode;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -14,8 +13,8 @@ use switchyard_store::{Store, StoreError};
 
 use super::output::{self, Part};
 use super::valid::{Lines, MAX_FILE_BYTES, MAX_FILENAME};
-use crate::error::ApiError;
-use crate::state::AppState;
+use crate::Batches;
+use crate::BatchesError;
 
 /// A file's bytes as they are served.
 pub type Content = BoxStream<'static, Result<Bytes, std::io::Error>>;
@@ -33,16 +32,12 @@ pub const DEFAULT_QUOTA: u64 = 8 * MAX_FILE_BYTES as u64;
 
 /// 404 `file_not_found`: for a file that does not exist and for another
 /// key's alike.
-pub fn not_found(id: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "file_not_found",
-        format!("no file {id:.64}"),
-    )
+pub fn not_found(id: &str) -> BatchesError {
+    BatchesError::FileNotFound(id.to_string())
 }
 
 /// A store error, with a missing row as [`not_found`].
-fn stored(id: &str) -> impl Fn(StoreError) -> ApiError + '_ {
+fn stored(id: &str) -> impl Fn(StoreError) -> BatchesError + '_ {
     move |e| match e {
         StoreError::NotFound(_) => not_found(id),
         e => e.into(),
@@ -50,31 +45,19 @@ fn stored(id: &str) -> impl Fn(StoreError) -> ApiError + '_ {
 }
 
 /// 413 `file_too_large`.
-pub fn too_large() -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "file_too_large",
-        format!("a batch file is at most {MAX_FILE_BYTES} bytes"),
-    )
+pub fn too_large() -> BatchesError {
+    BatchesError::FileTooLarge
 }
 
 /// 413 `quota_exceeded`.
-fn quota_exceeded(used: i64, quota: u64) -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "quota_exceeded",
-        format!(
-            "this key's files hold {used} bytes and may hold at most {quota}: \
-             delete some (DELETE /v1/files/{{id}}) or let them expire"
-        ),
-    )
+fn quota_exceeded(used: i64, quota: u64) -> BatchesError {
+    BatchesError::QuotaExceeded { used, quota }
 }
 
 /// 400 `invalid_purpose` unless `purpose` is `batch`.
-pub fn check_purpose(purpose: &str) -> Result<(), ApiError> {
+pub fn check_purpose(purpose: &str) -> Result<(), BatchesError> {
     if purpose != BATCH_PURPOSE {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+        return Err(BatchesError::invalid(
             "invalid_purpose",
             format!("purpose must be `{BATCH_PURPOSE}`"),
         ));
@@ -100,19 +83,23 @@ pub struct Upload {
 
 impl Upload {
     /// Starts an upload of `filename` owned by `owner`.
-    pub async fn begin(state: &AppState, owner: &str, filename: &str) -> Result<Self, ApiError> {
+    pub async fn begin(
+        batches: &Batches,
+        owner: &str,
+        filename: &str,
+    ) -> Result<Self, BatchesError> {
         if filename.is_empty() || filename.len() > MAX_FILENAME || filename.contains('\0') {
-            return Err(ApiError::invalid_request(format!(
+            return Err(BatchesError::invalid_request(format!(
                 "the file's name must be 1 to {MAX_FILENAME} bytes without NUL"
             )));
         }
         let id = format!("file-{}", random_hex());
-        state.store.begin_batch_file(&id, owner, filename).await?;
+        batches.store.begin_batch_file(&id, owner, filename).await?;
         Ok(Upload {
-            store: state.store.clone(),
+            store: batches.store.clone(),
             id,
             owner: owner.to_string(),
-            quota: state.batch_storage_quota,
+            quota: batches.storage_quota,
             seq: 0,
             buffer: Vec::new(),
             bytes: 0,
@@ -122,7 +109,7 @@ impl Upload {
     }
 
     /// Takes the next bytes of the file.
-    pub async fn push(&mut self, data: &[u8]) -> Result<(), ApiError> {
+    pub async fn push(&mut self, data: &[u8]) -> Result<(), BatchesError> {
         self.bytes += data.len();
         if self.bytes > MAX_FILE_BYTES {
             return Err(too_large());
@@ -135,7 +122,7 @@ impl Upload {
         Ok(())
     }
 
-    async fn flush(&mut self) -> Result<(), ApiError> {
+    async fn flush(&mut self) -> Result<(), BatchesError> {
         if self.buffer.is_empty() {
             return Ok(());
         }
@@ -159,7 +146,7 @@ impl Upload {
         mut self,
         purpose: &str,
         expires_after: i64,
-    ) -> Result<FileObject, ApiError> {
+    ) -> Result<FileObject, BatchesError> {
         check_purpose(purpose)?;
         std::mem::take(&mut self.lines).finish()?;
         self.flush().await?;
@@ -189,12 +176,12 @@ impl Drop for Upload {
 /// Stores a batch input given whole (a peer's job), owned by `owner`,
 /// expiring after the longest time an upload may keep.
 pub async fn create_file(
-    state: &AppState,
+    batches: &Batches,
     owner: &str,
     filename: &str,
     content: &[u8],
-) -> Result<FileObject, ApiError> {
-    let mut upload = Upload::begin(state, owner, filename).await?;
+) -> Result<FileObject, BatchesError> {
+    let mut upload = Upload::begin(batches, owner, filename).await?;
     for piece in content.chunks(CHUNK) {
         upload.push(piece).await?;
     }
@@ -203,11 +190,11 @@ pub async fn create_file(
 
 /// A file's record, if `visible` may see it.
 pub async fn stored_file(
-    state: &AppState,
+    batches: &Batches,
     visible: Visible<'_>,
     id: &str,
-) -> Result<StoredFile, ApiError> {
-    state
+) -> Result<StoredFile, BatchesError> {
+    batches
         .store
         .batch_file(id, visible)
         .await
@@ -216,11 +203,11 @@ pub async fn stored_file(
 
 /// A file's record.
 pub async fn file(
-    state: &AppState,
+    batches: &Batches,
     visible: Visible<'_>,
     id: &str,
-) -> Result<FileObject, ApiError> {
-    Ok(stored_file(state, visible, id).await?.file)
+) -> Result<FileObject, BatchesError> {
+    Ok(stored_file(batches, visible, id).await?.file)
 }
 
 /// An upload's chunks in order, read one at a time as they are sent.
@@ -241,46 +228,46 @@ pub fn chunks(store: Store, id: String) -> Content {
 /// A file's content: an upload as it was stored, a batch's output or
 /// error file from its lines.
 pub async fn file_content(
-    state: &AppState,
+    batches: &Batches,
     visible: Visible<'_>,
     id: &str,
-) -> Result<Content, ApiError> {
-    let stored_file = stored_file(state, visible, id).await?;
+) -> Result<Content, BatchesError> {
+    let stored_file = stored_file(batches, visible, id).await?;
     let part = match stored_file.kind.as_str() {
         "output" => Part::Output,
         "error" => Part::Errors,
-        _ => return Ok(chunks(state.store.clone(), id.to_string())),
+        _ => return Ok(chunks(batches.store.clone(), id.to_string())),
     };
     let batch = stored_file.batch_id.ok_or_else(|| not_found(id))?;
-    Ok(output::stream(state.store.clone(), batch, part))
+    Ok(output::stream(batches.store.clone(), batch, part))
 }
 
 /// An upload's bytes whole, if `visible` may see it (a job forwarded to
 /// its owner cluster carries its input; at most [`MAX_FILE_BYTES`]).
 pub async fn upload_bytes(
-    state: &AppState,
+    batches: &Batches,
     visible: Visible<'_>,
     id: &str,
-) -> Result<Vec<u8>, ApiError> {
-    let stored_file = stored_file(state, visible, id).await?;
+) -> Result<Vec<u8>, BatchesError> {
+    let stored_file = stored_file(batches, visible, id).await?;
     if stored_file.kind != "upload" {
         return Err(not_found(id));
     }
     let mut bytes = Vec::new();
-    let mut chunks = chunks(state.store.clone(), id.to_string());
+    let mut chunks = chunks(batches.store.clone(), id.to_string());
     while let Some(chunk) = chunks.next().await {
-        bytes.extend_from_slice(&chunk.map_err(ApiError::internal)?);
+        bytes.extend_from_slice(&chunk.map_err(BatchesError::internal)?);
     }
     Ok(bytes)
 }
 
 /// Deletes a file `visible` may see.
 pub async fn delete_file(
-    state: &AppState,
+    batches: &Batches,
     visible: Visible<'_>,
     id: &str,
-) -> Result<FileDeleted, ApiError> {
-    if !state.store.delete_batch_file(id, visible).await? {
+) -> Result<FileDeleted, BatchesError> {
+    if !batches.store.delete_batch_file(id, visible).await? {
         return Err(not_found(id));
     }
     Ok(FileDeleted {

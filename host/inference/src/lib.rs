@@ -28,30 +28,56 @@ pub mod metrics;
 mod target;
 mod valid;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use bytes::Bytes;
+use switchyard_binding::admission::Admission;
+use switchyard_carrier_set::Carriers;
+use switchyard_federation::Federation;
 use switchyard_runtime::admission::{AdmissionPoint, Decision, InferencePatch, Patch};
+use switchyard_scheduler::routing::Routing;
 
 pub use answer::{Answer, AnswerBody, ReadError};
 pub use error::{InferenceError, POLICY_FAILED_MESSAGE};
 pub use target::Target;
 pub use valid::{Endpoint, ValidRequest};
 
-use crate::auth::Caller;
-use crate::state::AppState;
 use metrics::model_label;
+pub use switchyard_protocol::keys::{Caller, MissingScope};
+
+/// What the core works with: the handles it needs, not the whole core of
+/// the replica (the server builds one at start-up and keeps it).
+#[derive(Debug)]
+pub struct Inference {
+    /// The chains; a request asks the `inference` one (a peer's call the
+    /// `federation` one first).
+    pub admission: Arc<Admission>,
+    /// Which replica serves each model (the scheduler refreshes it).
+    pub routing: Arc<Routing>,
+    /// The streams seam to the workers; `None` without a carrier set.
+    pub carriers: Option<Arc<Carriers>>,
+    /// Peers' services (`<label>/<service>` models); `None` only in the
+    /// router's own tests.
+    pub federation: Option<Arc<Federation>>,
+    /// The silence after which a streamed answer gets an SSE comment.
+    pub sse_keepalive: Duration,
+    /// What was answered, by model and status, for `/metrics`.
+    pub metrics: metrics::InferenceMetrics,
+}
 
 /// Answers one request body as `/v1` would for `caller` (a batch's line:
 /// the same scope check, parse, admission chain and routing), without the
 /// HTTP request around it; the caller reads the answer's body.
 pub async fn answer(
     caller: &Caller,
-    state: &AppState,
+    core: &Inference,
     endpoint: Endpoint,
     body: Bytes,
 ) -> Result<Answer, InferenceError> {
     may_infer(caller)?;
     let request = ValidRequest::parse(endpoint, body)?;
-    infer(caller, state, &request).await
+    infer(caller, core, &request).await
 }
 
 /// Whether `caller` may ask for inference at all: a `federation:invoke`
@@ -67,43 +93,43 @@ pub fn may_infer(caller: &Caller) -> Result<(), InferenceError> {
 /// Admits, routes and carries one parsed request.
 pub async fn infer(
     caller: &Caller,
-    state: &AppState,
+    core: &Inference,
     request: &ValidRequest,
 ) -> Result<Answer, InferenceError> {
-    if let Some(remote) = remote_target(state, &request.model).await? {
+    if let Some(remote) = remote_target(core, &request.model).await? {
         // The caller's key stays here: the owner sees the link's identity
         // and the grant, and judges the call with its own chains.
         // This cluster's own `inference` chain first, as for a local
         // model (the model as the client wrote it): the owner's chains
         // judge only what this cluster let through.
-        let patch = admit(caller, state, request).await?;
+        let patch = admit(caller, core, request).await?;
         let target = Target::Peer(remote);
         tracing::Span::current().record("replica", target.replica());
         let limit = patch.as_ref().and_then(|p| p.max_tokens);
         let tokens = limit.or(request.max_tokens).map_or(0, u64::from);
         let body = request.body(patch.as_ref())?;
         return target
-            .send(state, request.endpoint.path(), body, tokens)
+            .send(core, request.endpoint.path(), body, tokens)
             .await;
     }
     caller.require("inference")?;
-    let patch = admit(caller, state, request).await?;
-    let target = Target::route(&state.routing, &request.model)?;
+    let patch = admit(caller, core, request).await?;
+    let target = Target::route(&core.routing, &request.model)?;
     tracing::Span::current().record("replica", target.replica());
     let body = request.body(patch.as_ref())?;
-    target.send(state, request.endpoint.path(), body, 0).await
+    target.send(core, request.endpoint.path(), body, 0).await
 }
 
 /// The peer a `<peer label>/<service>` model names, if it names one (a
 /// local model with a `/` in its name is served here first).
 async fn remote_target(
-    state: &AppState,
+    core: &Inference,
     model: &str,
 ) -> Result<Option<switchyard_federation::RemoteTarget>, InferenceError> {
-    let Some(federation) = &state.federation else {
+    let Some(federation) = &core.federation else {
         return Ok(None);
     };
-    if !model.contains('/') || state.routing.models().contains_key(model) {
+    if !model.contains('/') || core.routing.models().contains_key(model) {
         return Ok(None);
     }
     federation
@@ -120,7 +146,7 @@ async fn remote_target(
 /// refusal too, is an answer; with it, whether the chains admitted the
 /// call (a refused call is not charged to the grant).
 pub async fn serve_federated(
-    state: &AppState,
+    core: &Inference,
     call: switchyard_federation::LocalCall,
 ) -> (Answer, bool) {
     let endpoint = match call.path.as_str() {
@@ -141,7 +167,7 @@ pub async fn serve_federated(
         let mut request = ValidRequest::parse(endpoint, call.body)?;
         request.model = call.model.clone();
         let federation_patch = admit_federated(
-            state,
+            core,
             &call.peer,
             &call.grant,
             &call.service,
@@ -149,15 +175,15 @@ pub async fn serve_federated(
             &request,
         )
         .await?;
-        let patch = admit(&caller, state, &request).await?;
+        let patch = admit(&caller, core, &request).await?;
         admitted = true;
         let limit = [federation_patch, patch.and_then(|p| p.max_tokens)]
             .into_iter()
             .flatten()
             .min();
-        let target = Target::route(&state.routing, &call.model)?;
+        let target = Target::route(&core.routing, &call.model)?;
         let body = request.body_for(&call.model, limit)?;
-        target.send(state, endpoint.path(), body, 0).await
+        target.send(core, endpoint.path(), body, 0).await
     };
     let answered: Result<Answer, InferenceError> = answered.await;
     let outcome = answered
@@ -171,10 +197,8 @@ pub async fn serve_federated(
         outcome, status = answer.status,
         "federated call answered"
     );
-    state.inference.answered(
-        model_label(Some(&call.model), |m| {
-            state.routing.models().contains_key(m)
-        }),
+    core.metrics.answered(
+        model_label(Some(&call.model), |m| core.routing.models().contains_key(m)),
         answer.status,
     );
     (answer, admitted)
@@ -183,7 +207,7 @@ pub async fn serve_federated(
 /// Asks the `federation` chain about a peer's inference call: a lower
 /// `max_tokens` to apply, if any, or the denial.
 async fn admit_federated(
-    state: &AppState,
+    core: &Inference,
     peer: &str,
     grant: &str,
     service: &str,
@@ -191,7 +215,7 @@ async fn admit_federated(
     request: &ValidRequest,
 ) -> Result<Option<u32>, InferenceError> {
     federation_chain(
-        state,
+        core,
         switchyard_runtime::admission::FederationRequest {
             peer: peer.to_string(),
             grant_id: grant.to_string(),
@@ -207,10 +231,10 @@ async fn admit_federated(
 /// Asks the `federation` chain about any federated call (inference, or a
 /// managed service's change): a lower `max_tokens`, if any, or the denial.
 pub async fn federation_chain(
-    state: &AppState,
+    core: &Inference,
     record: switchyard_runtime::admission::FederationRequest,
 ) -> Result<Option<u32>, InferenceError> {
-    if state
+    if core
         .admission
         .chain(AdmissionPoint::Federation)
         .entries
@@ -220,7 +244,7 @@ pub async fn federation_chain(
     }
     let peer = format!("peer:{}", record.peer);
     let record = switchyard_runtime::admission::AdmissionRequest::Federation(record);
-    match judged(state, record, &peer).await? {
+    match judged(core, record, &peer).await? {
         Some(Patch::Federation(patch)) => Ok(patch.max_tokens),
         _ => Ok(None),
     }
@@ -229,10 +253,10 @@ pub async fn federation_chain(
 /// Asks the `inference` chain: the patch to apply, if any, or the denial.
 async fn admit(
     caller: &Caller,
-    state: &AppState,
+    core: &Inference,
     request: &ValidRequest,
 ) -> Result<Option<InferencePatch>, InferenceError> {
-    if state
+    if core
         .admission
         .chain(AdmissionPoint::Inference)
         .entries
@@ -241,7 +265,7 @@ async fn admit(
         // Nothing to ask: no record to build.
         return Ok(None);
     }
-    match judged(state, request.admission(caller), &caller.key_id).await? {
+    match judged(core, request.admission(caller), &caller.key_id).await? {
         Some(Patch::Inference(patch)) => Ok(Some(patch)),
         _ => Ok(None),
     }
@@ -250,11 +274,11 @@ async fn admit(
 /// Judges a record with its point's chain: the patch, if any, or the
 /// denial (`who` names the caller in the log of a failed policy).
 async fn judged(
-    state: &AppState,
+    core: &Inference,
     record: switchyard_runtime::admission::AdmissionRequest,
     who: &str,
 ) -> Result<Option<Patch>, InferenceError> {
-    let verdict = state
+    let verdict = core
         .admission
         .judge(record)
         .await

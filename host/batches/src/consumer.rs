@@ -19,10 +19,10 @@ use switchyard_store::batches::lines::{ClaimedLine, Outcome};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use super::output::json_body;
-use crate::auth::Caller;
-use crate::inference::{Answer, Endpoint, InferenceError, ReadError, answer};
-use crate::state::AppState;
+use crate::Batches;
 use switchyard_carrier_set::Carriers;
+use switchyard_inference::{Answer, Endpoint, InferenceError, ReadError, answer};
+use switchyard_protocol::keys::Caller;
 use switchyard_scheduler::routing::NoRoute;
 
 /// How long a run holds its line without renewing.
@@ -48,7 +48,7 @@ const RECORD_TRIES: u32 = 5;
 
 /// Consumes batch units until `stop`; each line finished wakes the driver.
 pub async fn run(
-    state: Arc<AppState>,
+    batches: Arc<Batches>,
     carriers: Arc<Carriers>,
     wake: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
@@ -73,9 +73,9 @@ pub async fn run(
                 None => return,
             },
         };
-        let (state, wake) = (state.clone(), wake.clone());
+        let (batches, wake) = (batches.clone(), wake.clone());
         tokio::spawn(async move {
-            handle(&state, unit).await;
+            handle(&batches, unit).await;
             wake.notify_one();
             drop(permit);
         });
@@ -83,12 +83,12 @@ pub async fn run(
 }
 
 /// Runs a unit's line if its row says so, records the outcome, acknowledges.
-async fn handle(state: &AppState, unit: Unit) {
+async fn handle(batches: &Batches, unit: Unit) {
     let Ok(work) = serde_json::from_slice::<LineUnit>(&unit.payload) else {
         tracing::warn!(unit = %unit.id, "a batch unit that names no line was dropped");
         return ack(unit).await;
     };
-    let claimed = state
+    let claimed = batches
         .store
         .claim_line(&work.batch, work.line, work.dispatch, RUN_LEASE)
         .await;
@@ -102,9 +102,9 @@ async fn handle(state: &AppState, unit: Unit) {
             return;
         }
     };
-    let outcome = run_renewing(state, &work, claimed).await;
+    let outcome = run_renewing(batches, &work, claimed).await;
     for attempt in 1..=RECORD_TRIES {
-        match state
+        match batches
             .store
             .record_line(&work.batch, work.line, work.dispatch, &outcome)
             .await
@@ -129,8 +129,8 @@ async fn ack(unit: Unit) {
 }
 
 /// Runs the line, renewing its lease meanwhile.
-async fn run_renewing(state: &AppState, work: &LineUnit, claimed: ClaimedLine) -> Outcome {
-    let run = run_line(state, claimed);
+async fn run_renewing(batches: &Batches, work: &LineUnit, claimed: ClaimedLine) -> Outcome {
+    let run = run_line(batches, claimed);
     tokio::pin!(run);
     let mut renew = tokio::time::interval(RENEW_EVERY);
     renew.tick().await;
@@ -138,7 +138,7 @@ async fn run_renewing(state: &AppState, work: &LineUnit, claimed: ClaimedLine) -
         tokio::select! {
             outcome = &mut run => return outcome,
             _ = renew.tick() => {
-                let renewed = state
+                let renewed = batches
                     .store
                     .renew_line(&work.batch, work.line, work.dispatch, RUN_LEASE)
                     .await;
@@ -151,7 +151,7 @@ async fn run_renewing(state: &AppState, work: &LineUnit, claimed: ClaimedLine) -
 }
 
 /// One run of a line: an answer, or a retry and why.
-async fn run_line(state: &AppState, claimed: ClaimedLine) -> Outcome {
+async fn run_line(batches: &Batches, claimed: ClaimedLine) -> Outcome {
     let Some(endpoint) = Endpoint::from_path(&claimed.endpoint) else {
         return answered(
             InferenceError::Invalid(format!("no endpoint {}", claimed.endpoint)).answer(),
@@ -165,7 +165,7 @@ async fn run_line(state: &AppState, claimed: ClaimedLine) -> Outcome {
     let body = Bytes::from(claimed.body);
     let started = tokio::time::Instant::now();
     let answer = loop {
-        match answer(&caller, state, endpoint, body.clone()).await {
+        match answer(&caller, &batches.inference, endpoint, body.clone()).await {
             Err(InferenceError::NoRoute {
                 why: NoRoute::Busy,
                 model,
@@ -173,10 +173,10 @@ async fn run_line(state: &AppState, claimed: ClaimedLine) -> Outcome {
                 // Wait for a slot to free (the body is parsed again only
                 // once the routing table has one).
                 while started.elapsed() < BUSY_PATIENCE {
-                    let freed = state.routing.freed().notified();
+                    let freed = batches.inference.routing.freed().notified();
                     tokio::pin!(freed);
                     freed.as_mut().enable();
-                    if state.routing.route(&model).is_ok() {
+                    if batches.inference.routing.route(&model).is_ok() {
                         break;
                     }
                     let _ = tokio::time::timeout(BUSY_POLL, freed).await;

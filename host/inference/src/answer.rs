@@ -97,6 +97,6 @@ impl Answer {
 
 /// Whether `name: value` can be sent as an HTTP header.
 pub fn valid_header(name: &str, value: &str) -> bool {
-    axum::http::HeaderName::from_bytes(name.as_bytes()).is_ok()
-        && axum::http::HeaderValue::from_str(value).is_ok()
+    http::HeaderName::from_bytes(name.as_bytes()).is_ok()
+        && http::HeaderValue::from_str(value).is_ok()
 }

@@ -32,7 +32,7 @@ use tokio::sync::{Notify, watch};
 
 use super::files::random_hex;
 use super::output::{self, Part};
-use crate::state::AppState;
+use crate::Batches;
 
 /// Time between passes when nothing wakes the driver sooner.
 const PASS: Duration = Duration::from_millis(100);
@@ -70,7 +70,7 @@ const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 
 /// Drives batches until `stop`; `wake` brings the next pass forward (a
 /// line finished here).
-pub async fn run(state: Arc<AppState>, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+pub async fn run(batches: Arc<Batches>, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
     let mut last_check = tokio::time::Instant::now();
     let mut last_pass = last_check;
     let mut sweep = tokio::time::interval(SWEEP_EVERY);
@@ -83,7 +83,7 @@ pub async fn run(state: Arc<AppState>, wake: Arc<Notify>, mut stop: watch::Recei
             }
             _ = tokio::time::sleep(PASS) => {}
             _ = sweep.tick() => {
-                sweep_files(&state).await;
+                sweep_files(&batches).await;
                 continue;
             }
         }
@@ -94,19 +94,19 @@ pub async fn run(state: Arc<AppState>, wake: Arc<Notify>, mut stop: watch::Recei
         if check_exhausted {
             last_check = tokio::time::Instant::now();
         }
-        if let Err(e) = pass(&state, check_exhausted).await {
+        if let Err(e) = pass(&batches, check_exhausted).await {
             tracing::warn!(error = %e, "a batch driver pass failed");
         }
     }
     // Let another replica take over at once.
-    if let Err(e) = state.store.release_batches(&state.instance_id).await {
+    if let Err(e) = batches.store.release_batches(&batches.instance_id).await {
         tracing::warn!(error = %e, "batches not released");
     }
 }
 
 /// Deletes expired uploads and abandoned ones.
-async fn sweep_files(state: &AppState) {
-    match state
+async fn sweep_files(batches: &Batches) {
+    match batches
         .store
         .sweep_batch_files(ABANDONED_AFTER, SWEEP_LIMIT)
         .await
@@ -123,13 +123,13 @@ async fn sweep_files(state: &AppState) {
     }
 }
 
-async fn pass(state: &Arc<AppState>, check_exhausted: bool) -> anyhow::Result<()> {
-    let held = state
+async fn pass(batches: &Arc<Batches>, check_exhausted: bool) -> anyhow::Result<()> {
+    let held = batches
         .store
-        .claim_batches(&state.instance_id, DRIVER_LEASE, MAX_DRIVEN)
+        .claim_batches(&batches.instance_id, DRIVER_LEASE, MAX_DRIVEN)
         .await?;
     for batch in held {
-        if let Err(e) = drive(state, &batch, check_exhausted).await {
+        if let Err(e) = drive(batches, &batch, check_exhausted).await {
             tracing::warn!(batch = %batch.id, error = %e, "a batch was not moved along");
         }
     }
@@ -137,11 +137,11 @@ async fn pass(state: &Arc<AppState>, check_exhausted: bool) -> anyhow::Result<()
 }
 
 async fn drive(
-    state: &Arc<AppState>,
+    batches: &Arc<Batches>,
     batch: &DrivenBatch,
     check_exhausted: bool,
 ) -> anyhow::Result<()> {
-    let store = &state.store;
+    let store = &batches.store;
     let running = matches!(
         batch.status,
         BatchStatus::Validating | BatchStatus::InProgress
@@ -166,30 +166,30 @@ async fn drive(
             store
                 .close_open_lines(&batch.id, "expired", Some(expired))
                 .await?;
-            finish_when_closed(state, batch, BatchStatus::Expired).await
+            finish_when_closed(batches, batch, BatchStatus::Expired).await
         }
         BatchStatus::InProgress => {
             if check_exhausted {
                 store.fail_exhausted_lines(&batch.id, MAX_ATTEMPTS).await?;
             }
             if batch.unfinished == 0 {
-                finish(state, batch, BatchStatus::Completed).await?;
+                finish(batches, batch, BatchStatus::Completed).await?;
                 return Ok(());
             }
-            let budget = window(state, &batch.models) - store.lines_in_flight(&batch.id).await?;
+            let budget = window(batches, &batch.models) - store.lines_in_flight(&batch.id).await?;
             if budget > 0 {
                 let lines = store
                     .dispatch_lines(&batch.id, budget, DISPATCH_LEASE, MAX_ATTEMPTS)
                     .await?;
                 for (line, dispatch) in lines {
-                    submit(state, &batch.id, line, dispatch);
+                    submit(batches, &batch.id, line, dispatch);
                 }
             }
             Ok(())
         }
         BatchStatus::Cancelling => {
             store.close_open_lines(&batch.id, "cancelled", None).await?;
-            finish_when_closed(state, batch, BatchStatus::Cancelled).await
+            finish_when_closed(batches, batch, BatchStatus::Cancelled).await
         }
         // Ended, or finalizing inside another driver's transaction.
         _ => Ok(()),
@@ -215,21 +215,22 @@ fn key_gone() -> serde_json::Value {
 
 /// Ends the batch as `to` once no line is open, with its files.
 async fn finish_when_closed(
-    state: &AppState,
+    batches: &Batches,
     batch: &DrivenBatch,
     to: BatchStatus,
 ) -> anyhow::Result<()> {
-    if state.store.line_counts(&batch.id).await?.0 > 0 {
+    if batches.store.line_counts(&batch.id).await?.0 > 0 {
         return Ok(());
     }
-    finish(state, batch, to).await
+    finish(batches, batch, to).await
 }
 
 /// Ends the batch as `to`, with its output and error files.
-async fn finish(state: &AppState, batch: &DrivenBatch, to: BatchStatus) -> anyhow::Result<()> {
+async fn finish(batches: &Batches, batch: &DrivenBatch, to: BatchStatus) -> anyhow::Result<()> {
     let (output_bytes, output_lines) =
-        output::measure(&state.store, &batch.id, Part::Output).await?;
-    let (error_bytes, error_lines) = output::measure(&state.store, &batch.id, Part::Errors).await?;
+        output::measure(&batches.store, &batch.id, Part::Output).await?;
+    let (error_bytes, error_lines) =
+        output::measure(&batches.store, &batch.id, Part::Errors).await?;
     let output_id = format!("file-{}", random_hex());
     let error_id = format!("file-{}", random_hex());
     // OpenAI names an output file whenever some line ran; an error file only
@@ -237,7 +238,7 @@ async fn finish(state: &AppState, batch: &DrivenBatch, to: BatchStatus) -> anyho
     let output =
         (output_lines > 0 || error_lines == 0).then_some((output_id.as_str(), output_bytes));
     let errors = (error_lines > 0).then_some((error_id.as_str(), error_bytes));
-    state
+    batches
         .store
         .finish_batch(&batch.id, to, output, errors)
         .await?;
@@ -249,8 +250,8 @@ async fn finish(state: &AppState, batch: &DrivenBatch, to: BatchStatus) -> anyho
 /// replicas, so that a slot that frees finds the next line already here
 /// (it waits for the slot on the replica that consumed it, see
 /// `consumer`), not a driver's pass and a trip through the queue away.
-fn window(state: &AppState, models: &[String]) -> i64 {
-    let served = state.routing.models();
+fn window(batches: &Batches, models: &[String]) -> i64 {
+    let served = batches.inference.routing.models();
     let slots: i64 = models
         .iter()
         .filter_map(|m| served.get(m))
@@ -262,8 +263,8 @@ fn window(state: &AppState, models: &[String]) -> i64 {
 /// Puts a line's unit on the queue. The submit runs on its own task: on
 /// NATS it returns only once a consumer ran the line. A unit that never
 /// arrives is dispatched again when its lease lapses.
-fn submit(state: &Arc<AppState>, batch: &str, line: i32, dispatch: i32) {
-    let Some(carriers) = state.carriers.clone() else {
+fn submit(batches: &Arc<Batches>, batch: &str, line: i32, dispatch: i32) {
+    let Some(carriers) = batches.carriers.clone() else {
         return;
     };
     let unit = LineUnit {

@@ -12,7 +12,7 @@
 
 use switchyard_store::batches::Visible;
 
-use crate::auth::Caller;
+use switchyard_protocol::keys::Caller;
 
 /// The owner of what `caller` creates.
 pub fn owner(caller: &Caller) -> &str {
