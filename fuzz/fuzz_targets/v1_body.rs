@@ -1,10 +1,10 @@
 //! The body of a `/v1` request as the frontend reads it
-//! (`host/server/src/inference/fields.rs`): one pass over a client's
+//! (`host/inference/src/fields.rs`): one pass over a client's
 //! JSON for the model, the token limits, `stream` and the prompt's text,
 //! without building a tree.
 //!
 //! The module and its reference (`fields/tree.rs`) are compiled here from
-//! their source files, not through `switchyard-server`, which links
+//! their source files, not through `switchyard-inference`, which links
 //! wasmtime; they need only serde and serde_json.
 //!
 //! Input: a request body.
@@ -15,11 +15,11 @@
 #![no_main]
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../../host/server/src/inference/fields.rs"]
+#[path = "../../host/inference/src/fields.rs"]
 mod fields;
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../../host/server/src/inference/fields/tree.rs"]
+#[path = "../../host/inference/src/fields/tree.rs"]
 mod tree;
 
 use fields::{Fields, Given, read};

@@ -338,9 +338,7 @@ impl Federation {
     /// `insufficient_storage` unless the library's disk has the bytes
     /// still to come and [`DISK_RESERVE`] free.
     fn disk_check(&self, files: &[CopyFile]) -> FedResult<()> {
-        let root = self.ports.blobs.partial_dir().ok_or_else(|| {
-            FederationError::new(503, "no_library", "this replica keeps no model library")
-        })?;
+        let root = self.ports.blobs.partial_dir();
         let to_come: u64 = files
             .iter()
             .filter(|f| !f.complete)
@@ -460,9 +458,7 @@ impl Federation {
                 format!("copy '{id}' is running; pause it first"),
             ));
         }
-        if let Some(root) = self.ports.blobs.partial_dir() {
-            let _ = tokio::fs::remove_dir_all(root.join(id)).await;
-        }
+        let _ = tokio::fs::remove_dir_all(self.ports.blobs.partial_dir().join(id)).await;
         Ok(())
     }
 

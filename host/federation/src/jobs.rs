@@ -26,7 +26,8 @@ use switchyard_store::federation::Cost;
 use crate::incoming::{Unread, read_call};
 use crate::links::LinkPeer;
 use crate::remote::write_denied;
-use crate::{Denied, FedResult, Federation, FederationError, LocalAnswer};
+use crate::{Denied, FedResult, Federation, FederationError};
+use switchyard_protocol::answer::{Answer, AnswerBody};
 
 /// The largest input file a creation carries (as `/v1/files` takes).
 pub const MAX_JOB_INPUT: usize = 64 * 1024 * 1024;
@@ -61,7 +62,7 @@ impl Federation {
         peer_id: &str,
         action: JobAction,
         input: Bytes,
-    ) -> FedResult<LocalAnswer> {
+    ) -> FedResult<Answer> {
         let head = JobCall {
             hops: vec![
                 self.cluster
@@ -95,13 +96,12 @@ impl Federation {
         let first = futures::stream::iter((!first.is_empty()).then_some(Ok(first)));
         let rest = futures::stream::unfold(reader, |mut reader| async move {
             let chunk = reader.read().await?;
-            Some((chunk.map_err(|e| e.to_string()), reader))
+            Some((chunk.map_err(std::io::Error::other), reader))
         });
-        Ok(LocalAnswer {
+        Ok(Answer {
             status: head.status,
             headers: head.headers,
-            body: first.chain(rest).boxed(),
-            admitted: true,
+            body: AnswerBody::Streaming(first.chain(rest).boxed()),
         })
     }
 
@@ -188,7 +188,7 @@ impl Federation {
         peer: &LinkPeer,
         call: JobCall,
         input: Bytes,
-    ) -> Result<LocalAnswer, Denied> {
+    ) -> Result<Answer, Denied> {
         // A job call names this cluster's own job: one crossing, never forwarded.
         if call.hops.len() > 1 {
             return Err(Denied {
@@ -284,17 +284,13 @@ pub(crate) async fn answer(federation: Arc<Federation>, peer: LinkPeer, stream: 
 }
 
 /// Streams the server's answer back over the link.
-async fn pump(mut writer: StreamWriter, answer: LocalAnswer) {
-    let head = AnswerHead {
-        status: answer.status,
-        headers: answer.headers,
-    };
-    let mut line = serde_json::to_vec(&head).unwrap_or_default();
+async fn pump(mut writer: StreamWriter, answer: Answer) {
+    let mut line = serde_json::to_vec(&answer.head()).unwrap_or_default();
     line.push(b'\n');
     if writer.write(Bytes::from(line)).await.is_err() {
         return;
     }
-    let mut body = answer.body;
+    let mut body = answer.body.into_stream();
     while let Some(chunk) = body.next().await {
         let written = match chunk {
             Ok(chunk) => writer.write(chunk).await.is_ok(),

@@ -60,7 +60,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::stream::BoxStream;
+use switchyard_protocol::answer::Answer;
 use switchyard_store::Store;
 
 pub use cluster::Cluster;
@@ -100,15 +100,13 @@ pub struct Denied {
     pub message: String,
 }
 
-/// A local answer to a remote inference call: the status and headers as
-/// they come, the body streaming behind them.
+/// This cluster's answer to a peer's inference call: the inference core's
+/// [`Answer`] as it comes (the same type the engine's answer is from the
+/// worker to the link), and whether the call was admitted.
+#[derive(Debug)]
 pub struct LocalAnswer {
-    /// The HTTP status.
-    pub status: u16,
-    /// The headers.
-    pub headers: Vec<(String, String)>,
-    /// The body.
-    pub body: BoxStream<'static, Result<Bytes, String>>,
+    /// The answer, its body streaming behind its head.
+    pub answer: Answer,
     /// Whether this cluster's own chains admitted the call; `false` when
     /// the answer is their refusal (the grant's charge is then refunded).
     pub admitted: bool,

@@ -13,6 +13,8 @@ use switchyard_runtime::Runtime;
 use switchyard_runtime::admission::TransferRequest;
 use switchyard_runtime::grant::{Charge, FederatedCall, Grant, Usage};
 
+use switchyard_protocol::answer::Answer;
+
 use crate::{Denied, LocalAnswer, LocalCall, LocalJob};
 
 /// The grant evaluator in force.
@@ -50,7 +52,7 @@ pub trait LocalService: Send + Sync + 'static {
     /// Acts on a peer's job call: creates the job (its grant judged
     /// already) or answers about a job that peer made, as the `/v1` route
     /// would.
-    fn job(&self, job: LocalJob) -> BoxFuture<'static, Result<LocalAnswer, Denied>>;
+    fn job(&self, job: LocalJob) -> BoxFuture<'static, Result<Answer, Denied>>;
 
     /// Cancels the jobs a revoked grant made.
     fn end_grant_jobs(&self, grant: String) -> BoxFuture<'static, ()>;
@@ -68,9 +70,8 @@ pub trait LinkTransport: Send + Sync + 'static {
 
 /// The model library's blobs, for copies.
 pub trait BlobStore: Send + Sync + 'static {
-    /// Where partial copies are kept (one folder per copy); `None` while
-    /// the library cannot be reached (the replica is shutting down).
-    fn partial_dir(&self) -> Option<PathBuf>;
+    /// Where partial copies are kept (one folder per copy).
+    fn partial_dir(&self) -> PathBuf;
 
     /// Whether the library holds blob `sha256` of `size` bytes.
     fn has_blob(&self, sha256: &str, size: u64) -> bool;

@@ -538,19 +538,16 @@ async fn stream_answer(
     mut revocation: Revocation,
     grant: &str,
 ) {
-    let events = answer.headers.iter().any(|(name, value)| {
-        name.eq_ignore_ascii_case("content-type") && value.starts_with("text/event-stream")
-    });
-    let head = AnswerHead {
-        status: answer.status,
-        headers: answer.headers,
-    };
-    let mut line = serde_json::to_vec(&head).unwrap_or_default();
+    let answer = answer.answer;
+    let events = answer
+        .header("content-type")
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+    let mut line = serde_json::to_vec(&answer.head()).unwrap_or_default();
     line.push(b'\n');
     if writer.write(Bytes::from(line)).await.is_err() {
         return;
     }
-    let mut body = answer.body;
+    let mut body = answer.body.into_stream();
     loop {
         let chunk = tokio::select! {
             chunk = body.next() => chunk,

@@ -18,10 +18,8 @@
 //! - `fields`: the one pass over the bytes that `valid` parses with.
 //! - `error`: [`InferenceError`] and the one answer each gets.
 //! - `target`: where a request goes, the stream's heads, the answer's body.
-//! - `answer`: [`Answer`].
 //! - `metrics`: the counters of answered requests, by model and status.
 
-mod answer;
 mod error;
 mod fields;
 pub mod metrics;
@@ -38,8 +36,8 @@ use switchyard_federation::Federation;
 use switchyard_runtime::admission::{AdmissionPoint, Decision, InferencePatch, Patch};
 use switchyard_scheduler::routing::Routing;
 
-pub use answer::{Answer, AnswerBody, ReadError};
 pub use error::{InferenceError, POLICY_FAILED_MESSAGE};
+pub use switchyard_protocol::answer::{Answer, AnswerBody, ReadError};
 pub use target::Target;
 pub use valid::{Endpoint, ValidRequest};
 

@@ -18,7 +18,6 @@ use switchyard_protocol::stream::{AnswerHead, INFERENCE, InferenceHead};
 use switchyard_federation::inflight::Revocation;
 
 use super::Inference;
-use super::answer::valid_header;
 use super::{Answer, AnswerBody, InferenceError};
 use switchyard_scheduler::routing::{Lease, Routing};
 
@@ -238,6 +237,12 @@ fn until_revoked(
             }
         }
     })
+}
+
+/// Whether `name: value` can be sent as an HTTP header.
+fn valid_header(name: &str, value: &str) -> bool {
+    http::HeaderName::from_bytes(name.as_bytes()).is_ok()
+        && http::HeaderValue::from_str(value).is_ok()
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! - [`engines`]: the engine kinds, an engine's state and its report.
 //! - [`carrier`]: what a heartbeat answer says of the cluster's carrier set.
 //! - [`control`]: each control verb's request and answer.
+//! - [`answer`]: an inference request's answer, one type from the engine to whoever asked.
 //! - [`stream`]: the heads of the `inference` and `blob` stream services.
 //! - [`admin`]: the admin API's request bodies (CLI and server).
 //! - [`batch`]: the OpenAI Batch API's files, batches and lines, and a line's work unit.
@@ -99,6 +100,7 @@ macro_rules! text_enum {
 }
 
 pub mod admin;
+pub mod answer;
 pub mod batch;
 pub mod carrier;
 pub mod control;

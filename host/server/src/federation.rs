@@ -8,7 +8,6 @@
 
 use std::sync::{Arc, OnceLock, Weak};
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use switchyard_carrier::ComponentSpec;
 use switchyard_carrier::tunnel::Relay;
@@ -76,8 +75,8 @@ struct Blobs {
 }
 
 impl BlobStore for Blobs {
-    fn partial_dir(&self) -> Option<std::path::PathBuf> {
-        Some(self.library.partial_dir())
+    fn partial_dir(&self) -> std::path::PathBuf {
+        self.library.partial_dir()
     }
 
     fn has_blob(&self, sha256: &str, size: u64) -> bool {
@@ -141,16 +140,7 @@ impl LocalService for Local {
             let state = state?;
             let (answer, admitted) =
                 switchyard_inference::serve_federated(&state.inference, call).await;
-            Ok(LocalAnswer {
-                status: answer.status,
-                headers: answer.headers,
-                body: answer
-                    .body
-                    .into_stream()
-                    .map(|chunk| chunk.map_err(|e| e.to_string()))
-                    .boxed(),
-                admitted,
-            })
+            Ok(LocalAnswer { answer, admitted })
         })
     }
 
@@ -194,7 +184,7 @@ impl LocalService for Local {
     fn job(
         &self,
         job: switchyard_federation::LocalJob,
-    ) -> BoxFuture<'static, Result<LocalAnswer, Denied>> {
+    ) -> BoxFuture<'static, Result<switchyard_protocol::answer::Answer, Denied>> {
         let state = self.state();
         Box::pin(async move { crate::jobs::serve_peer(&*state?, job).await })
     }

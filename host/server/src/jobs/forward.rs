@@ -7,8 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;
 use bytes::Bytes;
-use futures::StreamExt;
-use switchyard_federation::{Federation, FederationError, LocalAnswer};
+use switchyard_federation::{Federation, FederationError};
+use switchyard_protocol::answer::{Answer, ReadError};
 use switchyard_protocol::batch::{Batch, BatchList, CreateBatch, FileObject};
 use switchyard_protocol::federation::{LinkState, Peer};
 use switchyard_protocol::jobs::{JobAction, OWNER_KEY, PROJECTION_SUMMARY};
@@ -336,10 +336,7 @@ pub async fn file_content(state: &AppState, caller: &Caller, id: &str) -> FedRes
     if !(200..300).contains(&answer.status) {
         return Err(owner_error(answer).await);
     }
-    Ok(answer
-        .body
-        .map(|chunk| chunk.map_err(std::io::Error::other))
-        .boxed())
+    Ok(answer.body.into_stream())
 }
 
 /// `caller`'s jobs on this cluster and the projections of those it made
@@ -459,7 +456,7 @@ fn now() -> i64 {
 }
 
 /// The owner's JSON answer, or its error as this side's.
-pub(super) async fn read_json<T: serde::de::DeserializeOwned>(answer: LocalAnswer) -> FedResult<T> {
+pub(super) async fn read_json<T: serde::de::DeserializeOwned>(answer: Answer) -> FedResult<T> {
     if !(200..300).contains(&answer.status) {
         return Err(owner_error(answer).await);
     }
@@ -469,25 +466,22 @@ pub(super) async fn read_json<T: serde::de::DeserializeOwned>(answer: LocalAnswe
     })
 }
 
-async fn read_body(answer: LocalAnswer) -> FedResult<Vec<u8>> {
-    let mut body = Vec::new();
-    let mut chunks = answer.body;
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|e| {
-            FederationError::unavailable(format!("the link broke while the owner answered: {e}"))
-        })?;
-        if body.len() + chunk.len() > MAX_ANSWER {
-            return Err(
-                FederationError::new(502, "peer_error", "the owner's answer is too large").into(),
-            );
+async fn read_body(answer: Answer) -> FedResult<Bytes> {
+    answer.read(MAX_ANSWER).await.map_err(|e| {
+        match e {
+            ReadError::Broken(e) => FederationError::unavailable(format!(
+                "the link broke while the owner answered: {e}"
+            )),
+            ReadError::TooLarge(_) => {
+                FederationError::new(502, "peer_error", "the owner's answer is too large")
+            }
         }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+        .into()
+    })
 }
 
 /// The owner's refusal, with its status and code.
-async fn owner_error(answer: LocalAnswer) -> FedError {
+async fn owner_error(answer: Answer) -> FedError {
     let status = answer.status;
     let body = match read_body(answer).await {
         Ok(body) => body,

@@ -7,7 +7,8 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use switchyard_federation::{Denied, LocalAnswer, LocalJob};
+use switchyard_federation::{Denied, LocalJob};
+use switchyard_protocol::answer::{Answer, AnswerBody};
 use switchyard_protocol::batch::BatchList;
 use switchyard_protocol::jobs::{JobAction, MAX_REFRESH};
 
@@ -19,7 +20,7 @@ use crate::state::AppState;
 use switchyard_batches::{self as batches, access};
 
 /// Answers a peer's job call; every outcome, a refusal too, is an answer.
-pub async fn serve_peer(state: &AppState, job: LocalJob) -> Result<LocalAnswer, Denied> {
+pub async fn serve_peer(state: &AppState, job: LocalJob) -> Result<Answer, Denied> {
     let answered = act(state, job).await;
     Ok(local_answer(
         answered.unwrap_or_else(IntoResponse::into_response),
@@ -150,7 +151,7 @@ fn with_models(
 }
 
 /// A response as a link answer: the status, the content type, the body.
-fn local_answer(response: Response) -> LocalAnswer {
+fn local_answer(response: Response) -> Answer {
     let (parts, body) = response.into_parts();
     let headers = parts
         .headers
@@ -158,14 +159,14 @@ fn local_answer(response: Response) -> LocalAnswer {
         .and_then(|v| v.to_str().ok())
         .map(|v| vec![("content-type".to_string(), v.to_string())])
         .unwrap_or_default();
-    LocalAnswer {
+    Answer {
         status: parts.status.as_u16(),
         headers,
-        body: body
-            .into_data_stream()
-            .map(|chunk| chunk.map_err(|e| e.to_string()))
-            .boxed(),
-        admitted: true,
+        body: AnswerBody::Streaming(
+            body.into_data_stream()
+                .map(|chunk| chunk.map_err(std::io::Error::other))
+                .boxed(),
+        ),
     }
 }
 

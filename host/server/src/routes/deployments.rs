@@ -111,8 +111,9 @@ pub(crate) async fn valid_deployment(
     let gpus = body.gpus_per_replica.unwrap_or(0);
     let replicas = body.replicas.unwrap_or(1);
     let concurrency = body.max_concurrency.unwrap_or(8);
-    let node_selector = crate::labels::validate(body.node_selector.unwrap_or_default())
-        .map_err(|e| ApiError::invalid_request(format!("node_selector: {e}")))?;
+    let node_selector =
+        switchyard_protocol::labels::validate(body.node_selector.unwrap_or_default())
+            .map_err(|e| ApiError::invalid_request(format!("node_selector: {e}")))?;
     let estimate = if gpus == 0 {
         0
     } else {

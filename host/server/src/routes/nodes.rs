@@ -20,10 +20,10 @@ use switchyard_store::nodes::{HeartbeatReport, Registration, RegistrationRefused
 use crate::auth::{Authenticated, authenticate_node, bearer};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
-use crate::labels::{self, Labels};
 use crate::state::AppState;
 use switchyard_carrier_set::news;
 use switchyard_library::valid_digest;
+use switchyard_protocol::labels::{self, Labels};
 use switchyard_store::nodes::Schedule;
 
 /// The longest a registration token may live: a token for a fleet's

@@ -1,11 +1,15 @@
 //! What an inference request gets: the engine's status, headers and body
 //! as they come (SSE included), or a refusal in the same shape. One type
-//! from the engine to whoever asked: the `/v1` routes answer it over HTTP,
-//! a batch line reads it whole, a peer gets it over the link.
+//! from the engine to whoever asked: the inference core makes it, the
+//! `/v1` routes answer it over HTTP, a batch line reads it whole, and
+//! federation sends it to the peer that called (its head as an
+//! [`AnswerHead`] line, then the body) and reads a peer's back into one.
 
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+
+use crate::stream::AnswerHead;
 
 /// An answer's body.
 pub enum AnswerBody {
@@ -66,6 +70,14 @@ impl Answer {
         }
     }
 
+    /// Its status and headers, as they cross a link ahead of the body.
+    pub fn head(&self) -> AnswerHead {
+        AnswerHead {
+            status: self.status,
+            headers: self.headers.clone(),
+        }
+    }
+
     /// A header's value (the first of that name, case-insensitively).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -93,10 +105,4 @@ impl Answer {
         }
         Ok(whole.freeze())
     }
-}
-
-/// Whether `name: value` can be sent as an HTTP header.
-pub fn valid_header(name: &str, value: &str) -> bool {
-    http::HeaderName::from_bytes(name.as_bytes()).is_ok()
-        && http::HeaderValue::from_str(value).is_ok()
 }
