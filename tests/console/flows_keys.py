@@ -23,3 +23,18 @@ def create_and_revoke(c):
     if "revoked" not in row.text:
         raise AssertionError(f"the key's row reads {row.text!r}")
     c.shot("keys")
+
+
+def audit_trail(c):
+    """The key revoked from the console is in the audit trail, as this
+    session's key, from the browser's address, and the chain holds."""
+    c.go("/console/audit")
+    c.until_text("records checked")
+    if "holds" not in c.find("#chain-title").find_element("xpath", "..").text:
+        raise AssertionError("the audit chain does not hold")
+    rows = [r for r in c.find_all("tbody tr") if "DELETE /api/keys/{id}" in r.text]
+    if not rows:
+        raise AssertionError("the console's revocation left no audit record")
+    if "127.0.0.1" not in rows[0].text or "204" not in rows[0].text:
+        raise AssertionError(f"the revocation's record reads {rows[0].text!r}")
+    c.shot("audit")

@@ -155,7 +155,7 @@ async fn bad_text_and_database_refusals_are_client_errors() {
 async fn the_databases_refusals_are_4xx_and_keep_their_cause() {
     let store = Store::connect(&fresh_database().await).await.unwrap();
     let refused = store
-        .create_key("a\0b", &["inference".to_string()])
+        .create_key("a\0b", &["inference".to_string()], None)
         .await
         .unwrap_err();
     assert_eq!(refused.sqlstate(), Some("22021"), "{refused}");

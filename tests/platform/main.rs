@@ -3,6 +3,7 @@
 
 mod api_fuzz;
 mod api_input;
+mod audit;
 mod auth;
 mod batch_owners;
 mod batches;

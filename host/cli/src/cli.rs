@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub mod accounts;
 pub mod batch;
 pub mod federation;
 mod plugins;
@@ -65,6 +66,12 @@ pub enum Command {
     /// API keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Teams: the unit keys are grouped in for usage and budgets.
+    #[command(subcommand)]
+    Team(accounts::TeamCommand),
+    /// The admin audit trail: every change, who made it, and its chain of digests.
+    #[command(subcommand)]
+    Audit(accounts::AuditCommand),
     /// Federation with other clusters: the cluster key, joining, pairing,
     /// grants, remote managed services and status.
     #[command(subcommand)]
@@ -528,6 +535,9 @@ pub enum KeyCommand {
         /// Scopes (repeat).
         #[arg(long = "scope", required = true)]
         scopes: Vec<String>,
+        /// The team it belongs to (`switchyard team create` first).
+        #[arg(long)]
+        team: Option<String>,
         #[command(flatten)]
         api: ApiArgs,
     },

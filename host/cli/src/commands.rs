@@ -1,5 +1,6 @@
 //! One module per command.
 
+mod accounts;
 mod admin;
 mod admission_decisions;
 mod batch;
@@ -108,6 +109,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Trust(c) => block_on(trust::trust(c)),
         Command::Admission(c) => block_on(admin::admission(c)),
         Command::Key(c) => block_on(admin::key(c)),
+        Command::Team(c) => block_on(accounts::team(c)),
+        Command::Audit(c) => block_on(accounts::audit(c)),
         Command::Federation(c) => block_on(federation::federation(c)),
         Command::Batch(c) => block_on(batch::batch(c)),
     }

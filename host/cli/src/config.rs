@@ -98,6 +98,9 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     if let Some(ms) = args.decisions_prune_interval_ms {
         config.decision_log.prune_every = Duration::from_millis(ms.max(1));
     }
+    if let Some(days) = args.audit_max_age_days {
+        config.audit_max_age = Duration::from_secs(days.saturating_mul(24 * 3600));
+    }
     config.admin_token = std::env::var("SWITCHYARD_ADMIN_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());

@@ -3,8 +3,11 @@
 //! ([`ActingAs`]), so the API checks scopes, validates and refuses exactly
 //! as it does for a key.
 
+use std::net::SocketAddr;
+
 use axum::Router;
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::http::{Method, Request, StatusCode, header};
 use axum::response::Response;
 use serde::de::DeserializeOwned;
@@ -47,12 +50,24 @@ impl std::fmt::Display for ApiFailure {
 pub struct Api {
     router: Router,
     caller: Caller,
+    remote: Option<ConnectInfo<SocketAddr>>,
 }
 
 impl Api {
     /// Calls `router` as `caller`.
     pub fn new(router: Router, caller: Caller) -> Self {
-        Self { router, caller }
+        Self {
+            router,
+            caller,
+            remote: None,
+        }
+    }
+
+    /// The same, its calls carrying the browser's address (the API's
+    /// audit trail records it).
+    pub fn from(mut self, remote: Option<ConnectInfo<SocketAddr>>) -> Self {
+        self.remote = remote;
+        self
     }
 
     /// `GET path`: the JSON it answered, or its refusal.
@@ -102,6 +117,9 @@ impl Api {
         request
             .extensions_mut()
             .insert(ActingAs(self.caller.clone()));
+        if let Some(remote) = self.remote {
+            request.extensions_mut().insert(remote);
+        }
         match self.router.clone().oneshot(request).await {
             Ok(response) => response,
             Err(never) => match never {},

@@ -19,6 +19,7 @@ pub mod sign_in;
 pub mod sign_in_limit;
 
 mod admission;
+mod audit;
 mod carrier;
 mod deployments;
 mod deployments_create;
@@ -82,6 +83,7 @@ pub fn router(app: Arc<AppState>, api: Router) -> Router {
         .merge(admission::routes())
         .merge(plugins::routes())
         .merge(keys::routes())
+        .merge(audit::routes())
         .merge(carrier::routes())
         .merge(try_prompt::routes())
         .merge(federation::routes())

@@ -24,7 +24,7 @@ pub struct Section {
 }
 
 /// The navigation, in order; a key sees the sections its scopes allow.
-pub const SECTIONS: [Section; 10] = [
+pub const SECTIONS: [Section; 11] = [
     Section {
         path: "/console/",
         name: "Overview",
@@ -58,6 +58,11 @@ pub const SECTIONS: [Section; 10] = [
     Section {
         path: "/console/keys",
         name: "API keys",
+        scope: Some("admin"),
+    },
+    Section {
+        path: "/console/audit",
+        name: "Audit",
         scope: Some("admin"),
     },
     Section {

@@ -46,6 +46,8 @@ pub struct Session {
     pub path: String,
     /// Whether the connection reached us as https (behind a proxy).
     pub secure: bool,
+    /// The browser's address, carried to the API for its audit trail.
+    pub remote: Option<axum::extract::ConnectInfo<std::net::SocketAddr>>,
 }
 
 impl Session {
@@ -68,7 +70,7 @@ impl Session {
 
     /// The API as this session's key.
     pub fn api(&self, console: &ConsoleState) -> Api {
-        Api::new(console.api.clone(), self.caller.clone())
+        Api::new(console.api.clone(), self.caller.clone()).from(self.remote)
     }
 
     /// Whether `given` is this session's CSRF token (constant time).
@@ -111,6 +113,7 @@ impl FromRequestParts<ConsoleState> for Session {
             flash: cookie(&parts.headers, FLASH_COOKIE).and_then(page::Flash::decode),
             path,
             secure: is_https(&parts.headers),
+            remote: parts.extensions.get().copied(),
         })
     }
 }

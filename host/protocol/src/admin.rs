@@ -34,6 +34,9 @@ pub struct NewKey {
     pub name: String,
     /// Scopes: `admin`, `inference`, `models:manage`, `nodes:manage`, `federation:manage`, `federation:invoke`.
     pub scopes: Vec<String>,
+    /// The team it belongs to (it must exist), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
 }
 
 /// A new deployment.
@@ -258,6 +261,7 @@ mod tests {
         round_trip(&NewKey {
             name: "ci".into(),
             scopes: vec!["inference".into()],
+            team: Some("research".into()),
         });
     }
 

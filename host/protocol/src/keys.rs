@@ -13,6 +13,9 @@ pub struct Key {
     pub name: String,
     /// Granted scopes.
     pub scopes: Vec<String>,
+    /// The team it belongs to, if any.
+    #[serde(default)]
+    pub team: Option<String>,
     /// When it was created (RFC 3339).
     pub created_at: String,
     /// When it was revoked, if it was.

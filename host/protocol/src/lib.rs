@@ -101,6 +101,7 @@ macro_rules! text_enum {
 
 pub mod admin;
 pub mod answer;
+pub mod audit;
 pub mod batch;
 pub mod carrier;
 pub mod control;
@@ -126,6 +127,7 @@ pub mod plugin;
 pub mod signing;
 pub mod state;
 pub mod stream;
+pub mod teams;
 pub mod valid;
 
 /// Text that names no value of a text enum.

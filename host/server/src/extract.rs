@@ -18,6 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
+use crate::audit::AuditActor;
 use crate::auth::{ActingAs, Authenticated, Authorized, Scope};
 use crate::edge::ThisConnection;
 use crate::error::ApiError;
@@ -31,11 +32,17 @@ impl FromRequestParts<Arc<AppState>> for Authenticated {
         parts: &mut Parts,
         state: &Arc<AppState>,
     ) -> Result<Self, ApiError> {
-        if let Some(ActingAs(caller)) = parts.extensions.get::<ActingAs>() {
-            return Ok(Authenticated(caller.clone()));
+        let caller = match parts.extensions.get::<ActingAs>() {
+            Some(ActingAs(caller)) => caller.clone(),
+            None => {
+                let caller = crate::auth::authenticate(state, &parts.headers).await?;
+                ThisConnection::of(parts).prove();
+                caller
+            }
+        };
+        if let Some(actor) = parts.extensions.get::<AuditActor>() {
+            actor.set(&caller);
         }
-        let caller = crate::auth::authenticate(state, &parts.headers).await?;
-        ThisConnection::of(parts).prove();
         Ok(Authenticated(caller))
     }
 }

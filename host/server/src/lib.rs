@@ -10,6 +10,7 @@
 //! - [`edge`]: the accept loop, the connection pools (anonymous connections yield to proven ones) and the header and body clocks.
 //! - [`state`]: the shared state handed to every handler.
 //! - [`auth`]: API keys and scopes.
+//! - [`audit`]: the layer that appends every admin change to the audit trail.
 //! - [`carriers`]: the HTTP side of the replica's carrier set: its status and a change's
 //!   preflight, worker sessions and their websocket upgrade.
 //! - [`federation`]: the ports federation asks the replica through (the grant evaluator,
@@ -26,6 +27,7 @@
 //! The web console is its own crate (`switchyard-console`), mounted by the binary through
 //! [`ServeConfig::pages`]: it calls this API in-process as the session's key.
 
+pub mod audit;
 pub mod auth;
 pub mod carriers;
 pub mod config;

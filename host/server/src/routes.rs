@@ -2,6 +2,7 @@
 
 pub mod admission;
 pub mod admission_decisions;
+pub mod audit;
 pub mod batches;
 pub mod cluster;
 pub mod deployment_preview;
@@ -24,6 +25,7 @@ pub mod peer_blobs;
 pub mod plugins;
 pub mod relay;
 pub mod settings;
+pub mod teams;
 #[cfg(test)]
 mod tests;
 pub mod trust;
@@ -180,6 +182,10 @@ pub fn api(state: Arc<AppState>) -> Router {
         )
         .route("/api/keys", post(keys::create).get(keys::list))
         .route("/api/keys/{id}", axum::routing::delete(keys::revoke))
+        .route("/api/teams", post(teams::create).get(teams::list))
+        .route("/api/teams/{name}", axum::routing::delete(teams::delete))
+        .route("/api/audit", get(audit::list))
+        .route("/api/audit/verify", get(audit::verify))
         .route("/api/trust/keys", post(trust::add).get(trust::list))
         .route("/api/trust/keys/{id}", axum::routing::delete(trust::remove))
         .route(
@@ -275,6 +281,11 @@ pub fn api(state: Arc<AppState>) -> Router {
         )
         // Every path parameter is a checked name before a handler sees it.
         .route_layer(axum::middleware::from_fn(crate::extract::check_path))
+        // Every change a key makes leaves a record in the audit trail.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::audit::record,
+        ))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         // Probes are added after the trace layer: polled every few seconds,
         // and a 503 from /readyz while a replica starts is its answer, not

@@ -26,6 +26,8 @@ const INSTANCE_HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// How long in-flight HTTP requests get to finish after shutdown is asked.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a replica deletes audit records past their age.
+const AUDIT_PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Runs a replica on `config.listen` until `shutdown` resolves, then drains
 /// and stops what it started.
@@ -305,6 +307,10 @@ fn start_tasks(
         ),
     );
     tasks.spawn(
+        "audit retention",
+        prune_audit(store.clone(), config.audit_max_age, tasks.stop_signal()),
+    );
+    tasks.spawn(
         "job projections",
         crate::jobs::sync_projections(state.clone(), tasks.stop_signal()),
     );
@@ -349,6 +355,24 @@ async fn serve_http(
         _ = drained => tracing::warn!("requests still in flight after the drain timeout; stopping anyway"),
     }
     Ok(())
+}
+
+/// Deletes audit records older than `max_age`, hourly (a replica that
+/// finds nothing to delete deletes nothing; the statement is idempotent).
+async fn prune_audit(store: Store, max_age: Duration, mut stop: watch::Receiver<bool>) {
+    let mut every = tokio::time::interval(AUDIT_PRUNE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = every.tick() => {}
+        }
+        match store.prune_audit(max_age.as_secs_f64()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deleted = n, "audit trail pruned"),
+            Err(e) => tracing::warn!(error = %e, "could not prune the audit trail"),
+        }
+    }
 }
 
 async fn heartbeat(store: Store, id: String, hostname: String, mut stop: watch::Receiver<bool>) {

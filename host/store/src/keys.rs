@@ -18,6 +18,8 @@ pub struct ApiKey {
     pub name: String,
     /// Granted scopes.
     pub scopes: Vec<String>,
+    /// Its team, if any.
+    pub team: Option<String>,
     /// When it was created.
     pub created_at: String,
     /// When it was revoked, if it was.
@@ -54,7 +56,7 @@ pub fn random_id(prefix: &str) -> String {
     format!("{prefix}_{}", hex::encode(bytes))
 }
 
-const COLUMNS: &str = "id, name, scopes, \
+const COLUMNS: &str = "id, name, scopes, team, \
      to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), \
      to_char(revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')";
 
@@ -63,8 +65,9 @@ fn key(row: &tokio_postgres::Row) -> ApiKey {
         id: row.get(0),
         name: row.get(1),
         scopes: row.get(2),
-        created_at: row.get(3),
-        revoked_at: row.get(4),
+        team: row.get(3),
+        created_at: row.get(4),
+        revoked_at: row.get(5),
     }
 }
 
@@ -106,22 +109,37 @@ impl Store {
         Ok(Some(token))
     }
 
-    /// Creates a key; the token is returned once and never stored.
+    /// Creates a key, in `team` when one is named; the token is returned
+    /// once and never stored. `None` when the team does not exist.
     pub async fn create_key(
         &self,
         name: &str,
         scopes: &[String],
-    ) -> Result<(ApiKey, String), StoreError> {
+        team: Option<&str>,
+    ) -> Result<Option<(ApiKey, String)>, StoreError> {
         let token = mint_token();
+        // The team row is share-locked by the foreign key check, so a
+        // deletion waits for this insert and then sees the live key.
         let row = self
             .conn()
             .await?
-            .query_one(
-                &format!("INSERT INTO api_keys (id, name, token_sha256, scopes) VALUES ($1, $2, $3, $4) RETURNING {COLUMNS}"),
-                &[&random_id("key"), &name, &token_digest(&token), &scopes],
+            .query_opt(
+                &format!(
+                    "INSERT INTO api_keys (id, name, token_sha256, scopes, team) \
+                     SELECT $1, $2, $3, $4, $5 \
+                     WHERE $5::text IS NULL OR EXISTS (SELECT 1 FROM teams WHERE name = $5) \
+                     RETURNING {COLUMNS}"
+                ),
+                &[
+                    &random_id("key"),
+                    &name,
+                    &token_digest(&token),
+                    &scopes,
+                    &team,
+                ],
             )
             .await?;
-        Ok((key(&row), token))
+        Ok(row.map(|row| (key(&row), token)))
     }
 
     /// Revokes a key; `false` when there is no such live key.

@@ -20,6 +20,7 @@
 
 pub mod admission;
 pub mod admission_decisions;
+pub mod audit;
 pub mod batches;
 pub mod carrier_switch;
 pub mod cluster;
@@ -35,6 +36,7 @@ pub mod migrations;
 pub mod models;
 pub mod nodes;
 pub mod plugins;
+pub mod teams;
 mod tls;
 pub mod trust;
 

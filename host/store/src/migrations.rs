@@ -93,6 +93,8 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "join_token_limits",
         include_str!("../migrations/0020_join_token_limits.sql"),
     ),
+    (21, "audit", include_str!("../migrations/0021_audit.sql")),
+    (22, "teams", include_str!("../migrations/0022_teams.sql")),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").

@@ -104,6 +104,9 @@ pub struct ServeArgs {
     /// How often the decision log is pruned, in ms [default: 60000].
     #[arg(long)]
     pub decisions_prune_interval_ms: Option<u64>,
+    /// Admin audit records older than this are deleted, in days [default: 365].
+    #[arg(long)]
+    pub audit_max_age_days: Option<u64>,
 }
 
 #[derive(Debug, Args)]

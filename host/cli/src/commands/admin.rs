@@ -168,11 +168,17 @@ pub async fn admission(command: AdmissionCommand) -> anyhow::Result<ExitCode> {
 
 pub async fn key(command: KeyCommand) -> anyhow::Result<ExitCode> {
     match command {
-        KeyCommand::Create { name, scopes, api } => {
+        KeyCommand::Create {
+            name,
+            scopes,
+            team,
+            api,
+        } => {
             let client = Client::new(&api);
-            let request = client
-                .request(Method::POST, "/api/keys")
-                .json(&NewKey { name, scopes });
+            let request =
+                client
+                    .request(Method::POST, "/api/keys")
+                    .json(&NewKey { name, scopes, team });
             print(&client.send(request).await?)
         }
         KeyCommand::List { api } => {

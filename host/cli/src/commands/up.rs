@@ -118,6 +118,7 @@ impl Credentials {
                 &NewKey {
                     name: "up-demo".into(),
                     scopes: vec!["inference".into()],
+                    team: None,
                 },
             )
             .await?;

@@ -313,6 +313,7 @@ mod tests {
             flash: None,
             path: "/console/carrier".into(),
             secure: false,
+            remote: None,
         }
     }
 

@@ -73,22 +73,7 @@ pub struct DecisionFilter {
 impl DecisionFilter {
     /// Parses the parameters; the error names the one that is wrong.
     pub fn parse(params: DecisionParams) -> Result<Self, String> {
-        let since = match params.since.as_deref() {
-            None | Some("") => Since::Newest,
-            Some(text) if text.bytes().all(|b| b.is_ascii_digit()) => Since::After(
-                text.parse()
-                    .map_err(|_| format!("since: the id {text} is too large"))?,
-            ),
-            // RFC 3339's `t` and `z` may be lower case; PostgreSQL is
-            // given the upper-case form it surely reads.
-            Some(text) if is_rfc3339(text) => Since::Time(text.to_ascii_uppercase()),
-            Some(text) => {
-                return Err(format!(
-                    "since must be a record id or an RFC 3339 time (2026-12-01T10:00:00Z), got '{}'",
-                    shown(text)
-                ));
-            }
-        };
+        let since = parse_since(params.since.as_deref())?;
         let code = params.code.map(|c| bounded("code", c)).transpose()?;
         let plugin = params
             .plugin
@@ -98,18 +83,7 @@ impl DecisionFilter {
                 Some((name, version)) => (name.to_string(), Some(version.to_string())),
                 None => (p, None),
             });
-        let limit = match params.limit {
-            None => DEFAULT_LIMIT,
-            Some(text) => match text.parse::<i64>() {
-                Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
-                _ => {
-                    return Err(format!(
-                        "limit must be 1 to {MAX_LIMIT}, got '{}'",
-                        shown(&text)
-                    ));
-                }
-            },
-        };
+        let limit = parse_limit(params.limit.as_deref())?;
         Ok(Self {
             since,
             code,
@@ -138,6 +112,41 @@ impl DecisionFilter {
     }
 }
 
+/// `since` as a page's start: a record id (the records after it) or an
+/// RFC 3339 time; absent, the newest records.
+pub(crate) fn parse_since(since: Option<&str>) -> Result<Since, String> {
+    Ok(match since {
+        None | Some("") => Since::Newest,
+        Some(text) if text.bytes().all(|b| b.is_ascii_digit()) => Since::After(
+            text.parse()
+                .map_err(|_| format!("since: the id {text} is too large"))?,
+        ),
+        // RFC 3339's `t` and `z` may be lower case; PostgreSQL is
+        // given the upper-case form it surely reads.
+        Some(text) if is_rfc3339(text) => Since::Time(text.to_ascii_uppercase()),
+        Some(text) => {
+            return Err(format!(
+                "since must be a record id or an RFC 3339 time (2026-12-01T10:00:00Z), got '{}'",
+                shown(text)
+            ));
+        }
+    })
+}
+
+/// `limit`: 1 to [`MAX_LIMIT`], [`DEFAULT_LIMIT`] when absent.
+pub(crate) fn parse_limit(limit: Option<&str>) -> Result<i64, String> {
+    match limit {
+        None => Ok(DEFAULT_LIMIT),
+        Some(text) => match text.parse::<i64>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "limit must be 1 to {MAX_LIMIT}, got '{}'",
+                shown(text)
+            )),
+        },
+    }
+}
+
 /// A client's text in a message: at most 64 characters of it.
 fn shown(text: &str) -> &str {
     text.char_indices()
@@ -145,7 +154,7 @@ fn shown(text: &str) -> &str {
         .map_or(text, |(i, _)| &text[..i])
 }
 
-fn bounded(name: &str, value: String) -> Result<String, String> {
+pub(crate) fn bounded(name: &str, value: String) -> Result<String, String> {
     if value.is_empty() || value.len() > MAX_FILTER_LEN || value.chars().any(char::is_control) {
         return Err(format!(
             "{name} must be 1 to {MAX_FILTER_LEN} characters without control characters"

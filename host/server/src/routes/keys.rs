@@ -17,7 +17,7 @@ use crate::state::AppState;
 /// Creates a key; the token is in this answer and nowhere else.
 #[utoipa::path(post, path = "/api/keys", tag = "keys", request_body = NewKey, responses(
     (status = 201, description = "The key and its token (shown once)", body = CreatedKey),
-    (status = 400, description = "`invalid_request`: unknown scope, or a name that is empty, over 128 characters or has a control character"),
+    (status = 400, description = "`invalid_request`: unknown scope, a team that does not exist, or a name that is empty, over 128 characters or has a control character"),
 ))]
 pub async fn create(
     caller: Authorized<Admin>,
@@ -34,7 +34,13 @@ pub async fn create(
     if new.scopes.is_empty() {
         return Err(ApiError::invalid_request("a key needs at least one scope"));
     }
-    let (key, token) = state.store.create_key(&new.name, &new.scopes).await?;
+    let team = new.team.as_deref();
+    let Some((key, token)) = state.store.create_key(&new.name, &new.scopes, team).await? else {
+        return Err(ApiError::invalid_request(format!(
+            "no team '{}'; create it first (POST /api/teams)",
+            team.unwrap_or_default()
+        )));
+    };
     tracing::info!(key = %key.id, by = %caller.key_id, "API key created");
     Ok((
         StatusCode::CREATED,
@@ -61,6 +67,7 @@ fn answer(key: ApiKey) -> Key {
         id: key.id,
         name: key.name,
         scopes: key.scopes,
+        team: key.team,
         created_at: key.created_at,
         revoked_at: key.revoked_at,
     }
