@@ -38,4 +38,5 @@ mod sandbox;
 mod scheduling;
 mod settings;
 mod tls;
+mod usage;
 mod vllm;

@@ -72,6 +72,8 @@ pub enum Command {
     /// The admin audit trail: every change, who made it, and its chain of digests.
     #[command(subcommand)]
     Audit(accounts::AuditCommand),
+    /// Tokens metered per answer, summed by team, key, model, peer or node.
+    Usage(accounts::UsageArgs),
     /// Federation with other clusters: the cluster key, joining, pairing,
     /// grants, remote managed services and status.
     #[command(subcommand)]

@@ -111,6 +111,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Key(c) => block_on(admin::key(c)),
         Command::Team(c) => block_on(accounts::team(c)),
         Command::Audit(c) => block_on(accounts::audit(c)),
+        Command::Usage(args) => block_on(accounts::usage(args)),
         Command::Federation(c) => block_on(federation::federation(c)),
         Command::Batch(c) => block_on(batch::batch(c)),
     }

@@ -19,11 +19,13 @@
 //! - `error`: [`InferenceError`] and the one answer each gets.
 //! - `target`: where a request goes, the stream's heads, the answer's body.
 //! - `metrics`: the counters of answered requests, by model and status.
+//! - `usage`: the meter every answer that reached an engine passes through.
 
 mod error;
 mod fields;
 pub mod metrics;
 mod target;
+pub mod usage;
 mod valid;
 
 use std::sync::Arc;
@@ -62,6 +64,8 @@ pub struct Inference {
     pub sse_keepalive: Duration,
     /// What was answered, by model and status, for `/metrics`.
     pub metrics: metrics::InferenceMetrics,
+    /// Tokens and times of every answer that reached an engine.
+    pub usage: Arc<usage::UsageMeter>,
 }
 
 /// Answers one request body as `/v1` would for `caller` (a batch's line:
@@ -94,6 +98,7 @@ pub async fn infer(
     core: &Inference,
     request: &ValidRequest,
 ) -> Result<Answer, InferenceError> {
+    let started = std::time::Instant::now();
     if let Some(remote) = remote_target(core, &request.model).await? {
         // The caller's key stays here: the owner sees the link's identity
         // and the grant, and judges the call with its own chains.
@@ -106,16 +111,46 @@ pub async fn infer(
         let limit = patch.as_ref().and_then(|p| p.max_tokens);
         let tokens = limit.or(request.max_tokens).map_or(0, u64::from);
         let body = request.body(patch.as_ref())?;
-        return target
-            .send(core, request.endpoint.path(), body, tokens)
-            .await;
+        return send_metered(core, target, request, body, tokens, &caller.key_id, started).await;
     }
     caller.require("inference")?;
     let patch = admit(caller, core, request).await?;
     let target = Target::route(&core.routing, &request.model)?;
     tracing::Span::current().record("replica", target.replica());
     let body = request.body(patch.as_ref())?;
-    target.send(core, request.endpoint.path(), body, 0).await
+    send_metered(core, target, request, body, 0, &caller.key_id, started).await
+}
+
+/// Sends a request's body to its target, the answer metered for `caller`;
+/// a stream is asked for its usage when the client did not ask.
+async fn send_metered(
+    core: &Inference,
+    target: Target,
+    request: &ValidRequest,
+    body: Bytes,
+    tokens: u64,
+    caller: &str,
+    started: std::time::Instant,
+) -> Result<Answer, InferenceError> {
+    let asked = request
+        .stream
+        .then(|| usage::ask_for_usage(&body))
+        .flatten();
+    let strip_usage = asked.is_some();
+    let body = asked.unwrap_or(body);
+    let (served_by, node) = target.served_by();
+    let metering = usage::Metering {
+        caller: caller.to_string(),
+        model: request.model.clone(),
+        served_by,
+        node,
+        started,
+        strip_usage,
+    };
+    let answer = target
+        .send(core, request.endpoint.path(), body, tokens)
+        .await?;
+    Ok(usage::meter(core.usage.clone(), answer, metering))
 }
 
 /// The peer a `<peer label>/<service>` model names, if it names one (a
@@ -161,6 +196,7 @@ pub async fn serve_federated(
         scopes: vec!["inference".into()],
     };
     let mut admitted = false;
+    let started = std::time::Instant::now();
     let answered = async {
         let mut request = ValidRequest::parse(endpoint, call.body)?;
         request.model = call.model.clone();
@@ -181,7 +217,9 @@ pub async fn serve_federated(
             .min();
         let target = Target::route(&core.routing, &call.model)?;
         let body = request.body_for(&call.model, limit)?;
-        target.send(core, endpoint.path(), body, 0).await
+        // The owner's view of the call: the peer is the caller, the model
+        // this cluster's name for the service.
+        send_metered(core, target, &request, body, 0, &caller.key_id, started).await
     };
     let answered: Result<Answer, InferenceError> = answered.await;
     let outcome = answered

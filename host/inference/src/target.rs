@@ -56,6 +56,15 @@ impl Target {
         }
     }
 
+    /// What serves a request, and on which node, as usage names them: the
+    /// replica and its node, or the peer's service and no node.
+    pub fn served_by(&self) -> (String, String) {
+        match self {
+            Target::Replica(lease) => (lease.replica.clone(), lease.node.clone()),
+            Target::Peer(remote) => (remote.model.clone(), String::new()),
+        }
+    }
+
     /// Sends `body` to `path`; answers with the status and headers the
     /// engine sent as soon as they arrive, the body streaming behind them.
     pub async fn send(

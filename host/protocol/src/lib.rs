@@ -128,6 +128,7 @@ pub mod signing;
 pub mod state;
 pub mod stream;
 pub mod teams;
+pub mod usage;
 pub mod valid;
 
 /// Text that names no value of a text enum.

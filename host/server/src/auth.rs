@@ -42,7 +42,7 @@ pub enum AuthError {
 }
 
 /// Every scope a key can hold.
-pub const SCOPES: [&str; 7] = [
+pub const SCOPES: [&str; 8] = [
     "admin",
     "inference",
     "models:manage",
@@ -50,6 +50,7 @@ pub const SCOPES: [&str; 7] = [
     "federation:manage",
     "federation:invoke",
     "metrics:read",
+    "usage:read",
 ];
 
 /// A scope a route needs, as a type: [`Authorized`] checks it while the

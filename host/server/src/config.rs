@@ -73,6 +73,9 @@ pub struct ServeConfig {
     /// Audit records older than this are deleted (`--audit-max-age-days`)
     /// [default: 365 days].
     pub audit_max_age: Duration,
+    /// Usage events older than this are deleted (`--usage-max-age-days`)
+    /// [default: 400 days, a year and its month-on-month comparison].
+    pub usage_max_age: Duration,
     /// The pages served beside the API: the web console, which the binary
     /// mounts (`switchyard_console::router`); `None` serves the API alone.
     pub pages: Option<crate::routes::Pages>,
@@ -104,6 +107,7 @@ impl Default for ServeConfig {
             federation_label: None,
             decision_log: Default::default(),
             audit_max_age: DEFAULT_AUDIT_MAX_AGE,
+            usage_max_age: DEFAULT_USAGE_MAX_AGE,
             pages: None,
         }
     }
@@ -141,12 +145,16 @@ impl std::fmt::Debug for ServeConfig {
             .field("federation_label", &self.federation_label)
             .field("decision_log", &self.decision_log)
             .field("audit_max_age", &self.audit_max_age)
+            .field("usage_max_age", &self.usage_max_age)
             .finish()
     }
 }
 
 /// How long audit records are kept unless told.
 pub const DEFAULT_AUDIT_MAX_AGE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How long usage events are kept unless told.
+pub const DEFAULT_USAGE_MAX_AGE: Duration = Duration::from_secs(400 * 24 * 3600);
 
 /// Shortest admin token accepted (`SWITCHYARD_ADMIN_TOKEN`): 32 characters,
 /// the length of 128 bits in hex. The token is the cluster's master key and

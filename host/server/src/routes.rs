@@ -29,6 +29,7 @@ pub mod teams;
 #[cfg(test)]
 mod tests;
 pub mod trust;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -186,6 +187,7 @@ pub fn api(state: Arc<AppState>) -> Router {
         .route("/api/teams/{name}", axum::routing::delete(teams::delete))
         .route("/api/audit", get(audit::list))
         .route("/api/audit/verify", get(audit::verify))
+        .route("/api/usage", get(usage::usage))
         .route("/api/trust/keys", post(trust::add).get(trust::list))
         .route("/api/trust/keys/{id}", axum::routing::delete(trust::remove))
         .route(

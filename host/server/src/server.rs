@@ -19,6 +19,7 @@ use switchyard_scheduler::Scheduler;
 use switchyard_scheduler::routing::Routing;
 
 mod tasks;
+mod usage;
 use tasks::Tasks;
 
 /// How often a replica refreshes its row in `instances`.
@@ -203,6 +204,7 @@ async fn open_state(
         federation: Some(federation.clone()),
         sse_keepalive: config.sse_keepalive,
         metrics: Default::default(),
+        usage: Default::default(),
     });
     let batches = Arc::new(switchyard_batches::Batches {
         store: store.clone(),
@@ -296,20 +298,7 @@ fn start_tasks(
         "batches",
         switchyard_batches::start(state.batches.clone(), tasks.stop_signal()),
     );
-    tasks.spawn(
-        "decision log",
-        switchyard_binding::admission::decisions::write(
-            state.admission.recorder().clone(),
-            store.clone(),
-            replica.instance_id.clone(),
-            config.decision_log,
-            tasks.stop_signal(),
-        ),
-    );
-    tasks.spawn(
-        "audit retention",
-        prune_audit(store.clone(), config.audit_max_age, tasks.stop_signal()),
-    );
+    start_records(&mut tasks, config, state, replica);
     tasks.spawn(
         "job projections",
         crate::jobs::sync_projections(state.clone(), tasks.stop_signal()),
@@ -324,6 +313,44 @@ fn start_tasks(
         ),
     );
     tasks
+}
+
+/// The tasks that keep the replica's records: the decision log's and the
+/// usage meter's writers, and the audit trail's retention.
+fn start_records(
+    tasks: &mut Tasks,
+    config: &ServeConfig,
+    state: &Arc<AppState>,
+    replica: &Replica,
+) {
+    tasks.spawn(
+        "decision log",
+        switchyard_binding::admission::decisions::write(
+            state.admission.recorder().clone(),
+            state.store.clone(),
+            replica.instance_id.clone(),
+            config.decision_log,
+            tasks.stop_signal(),
+        ),
+    );
+    tasks.spawn(
+        "usage meter",
+        usage::write(
+            state.inference.usage.clone(),
+            state.store.clone(),
+            replica.instance_id.clone(),
+            config.usage_max_age,
+            tasks.stop_signal(),
+        ),
+    );
+    tasks.spawn(
+        "audit retention",
+        prune_audit(
+            state.store.clone(),
+            config.audit_max_age,
+            tasks.stop_signal(),
+        ),
+    );
 }
 
 /// Serves the API until `shutdown` resolves; requests in flight then get

@@ -21,6 +21,7 @@
 pub mod admission;
 pub mod admission_decisions;
 pub mod audit;
+pub mod batched;
 pub mod batches;
 pub mod carrier_switch;
 pub mod cluster;
@@ -39,6 +40,7 @@ pub mod plugins;
 pub mod teams;
 mod tls;
 pub mod trust;
+pub mod usage;
 
 use std::time::Duration;
 

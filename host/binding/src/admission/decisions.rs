@@ -294,46 +294,33 @@ pub async fn write(
     store: Store,
     replica: String,
     config: DecisionLogConfig,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    let Some(mut queue) = recorder.receiver.lock().expect("recorder lock").take() else {
+    let Some(queue) = recorder.receiver.lock().expect("recorder lock").take() else {
         return;
     };
-    let mut prune = tokio::time::interval(config.prune_every);
-    prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let mut batch = Vec::with_capacity(BATCH);
-        tokio::select! {
-            _ = stop.changed() => {
-                while let Ok(record) = queue.try_recv() {
-                    batch.push(record);
-                }
-                for chunk in batch.chunks(BATCH) {
-                    flush(&recorder, &store, &replica, chunk).await;
-                }
-                return;
-            }
-            _ = prune.tick() => {
-                let keep = i64::try_from(config.keep).unwrap_or(i64::MAX);
-                match store.prune_decisions(keep, config.max_age.as_secs_f64()).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(deleted = n, "decision log pruned"),
-                    Err(e) => tracing::warn!(error = %e, "could not prune the decision log"),
-                }
-                continue;
-            }
-            n = queue.recv_many(&mut batch, BATCH) => if n == 0 { return },
+    let batching = switchyard_store::batched::Batching {
+        batch: BATCH,
+        flush: FLUSH,
+        prune_every: config.prune_every,
+    };
+    let keep = i64::try_from(config.keep).unwrap_or(i64::MAX);
+    let (store, recorder) = (&store, &recorder);
+    let write = |batch: Vec<NewDecision>| {
+        let replica = replica.clone();
+        async move { flush(recorder, store, &replica, &batch).await }
+    };
+    let prune = || async move {
+        match store
+            .prune_decisions(keep, config.max_age.as_secs_f64())
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deleted = n, "decision log pruned"),
+            Err(e) => tracing::warn!(error = %e, "could not prune the decision log"),
         }
-        let deadline = tokio::time::Instant::now() + FLUSH;
-        while batch.len() < BATCH {
-            let room = BATCH - batch.len();
-            match tokio::time::timeout_at(deadline, queue.recv_many(&mut batch, room)).await {
-                Ok(n) if n > 0 => {}
-                _ => break,
-            }
-        }
-        flush(&recorder, &store, &replica, &batch).await;
-    }
+    };
+    switchyard_store::batched::write_batched(queue, batching, stop, write, prune).await;
 }
 
 async fn flush(recorder: &Recorder, store: &Store, replica: &str, batch: &[NewDecision]) {

@@ -61,3 +61,25 @@ pub enum AuditCommand {
         api: ApiArgs,
     },
 }
+
+/// `switchyard usage`: the tokens metered, summed.
+#[derive(Debug, clap::Args)]
+pub struct UsageArgs {
+    /// Dimensions to group by, comma-separated: team, key, model, peer, node.
+    #[arg(long, default_value = "team,model")]
+    pub group_by: String,
+    /// Events at or after this RFC 3339 time.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Events before this RFC 3339 time.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// minute, hour or day.
+    #[arg(long, default_value = "day")]
+    pub granularity: String,
+    /// Print CSV (as `Accept: text/csv` answers it).
+    #[arg(long)]
+    pub csv: bool,
+    #[command(flatten)]
+    pub api: ApiArgs,
+}

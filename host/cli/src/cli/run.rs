@@ -107,6 +107,9 @@ pub struct ServeArgs {
     /// Admin audit records older than this are deleted, in days [default: 365].
     #[arg(long)]
     pub audit_max_age_days: Option<u64>,
+    /// Usage events older than this are deleted, in days [default: 400].
+    #[arg(long)]
+    pub usage_max_age_days: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use reqwest::Method;
 use switchyard_protocol::audit::{AuditLog, AuditVerification};
 use switchyard_protocol::teams::{NewTeam, Team, Teams};
+use switchyard_protocol::usage::UsageReport;
 
 use crate::cli::ApiArgs;
-use crate::cli::accounts::{AuditCommand, TeamCommand};
+use crate::cli::accounts::{AuditCommand, TeamCommand, UsageArgs};
 use crate::client::Client;
 
 pub async fn team(command: TeamCommand) -> anyhow::Result<ExitCode> {
@@ -111,4 +112,61 @@ async fn verify(api: ApiArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+pub async fn usage(args: UsageArgs) -> anyhow::Result<ExitCode> {
+    let client = Client::new(&args.api);
+    let mut query = vec![
+        ("group_by", args.group_by),
+        ("granularity", args.granularity),
+    ];
+    query.extend(args.from.map(|v| ("from", v)));
+    query.extend(args.to.map(|v| ("to", v)));
+    let request = client.request(Method::GET, "/api/usage").query(&query);
+    if args.csv {
+        let response = request
+            .header(reqwest::header::ACCEPT, "text/csv")
+            .send()
+            .await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if !status.is_success() {
+            let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+            return Err(crate::client::api_error(status, body));
+        }
+        print!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report: UsageReport = client.send_as(request).await?;
+    let dims = report.group_by.join(", ");
+    println!(
+        "by {} per {}{}",
+        if dims.is_empty() { "nothing" } else { &dims },
+        report.granularity,
+        if report.dropped > 0 {
+            format!(" ({} events dropped on this replica)", report.dropped)
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "{:<22} {:<40} {:>9} {:>12} {:>12} {:>9}",
+        "BUCKET", "GROUP", "REQUESTS", "PROMPT", "COMPLETION", "CACHED"
+    );
+    for row in &report.rows {
+        let group: Vec<&str> = [&row.team, &row.key, &row.model, &row.peer, &row.node]
+            .into_iter()
+            .filter_map(|v| v.as_deref())
+            .collect();
+        println!(
+            "{:<22} {:<40} {:>9} {:>12} {:>12} {:>9}",
+            row.bucket,
+            group.join(" / "),
+            row.requests,
+            row.prompt_tokens,
+            row.completion_tokens,
+            row.cached_tokens
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

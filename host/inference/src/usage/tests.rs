@@ -1,0 +1,134 @@
+use std::sync::Arc;
+
+use futures::StreamExt;
+
+use super::*;
+
+fn metering(strip_usage: bool) -> Metering {
+    Metering {
+        caller: "key_1".into(),
+        model: "m".into(),
+        served_by: "rep_1".into(),
+        node: "node_1".into(),
+        started: Instant::now(),
+        strip_usage,
+    }
+}
+
+fn streamed(chunks: Vec<&'static str>) -> Answer {
+    let stream = futures::stream::iter(chunks.into_iter().map(|c| Ok(Bytes::from(c))));
+    Answer {
+        status: 200,
+        headers: vec![("content-type".into(), "text/event-stream".into())],
+        body: AnswerBody::Streaming(stream.boxed()),
+    }
+}
+
+async fn read(answer: Answer) -> String {
+    let mut body = answer.body.into_stream();
+    let mut text = Vec::new();
+    while let Some(chunk) = body.next().await {
+        text.extend_from_slice(&chunk.unwrap());
+    }
+    String::from_utf8(text).unwrap()
+}
+
+const USAGE: &str = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\n";
+
+#[tokio::test]
+async fn a_stream_is_metered_and_the_usage_the_client_did_not_ask_for_is_taken_out() {
+    let meter = Arc::new(UsageMeter::new(8));
+    let mut events = meter.take_receiver().unwrap();
+    // Events split across chunks, as a carrier may deliver them.
+    let answer = streamed(vec![
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n",
+        "\ndata: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n",
+        USAGE,
+        "data: [DONE]\n\n",
+    ]);
+    let text = read(meter_answer(&meter, answer, true)).await;
+    assert!(!text.contains("usage"), "{text}");
+    assert!(
+        text.contains("\"a\"") && text.contains("\"b\"") && text.ends_with("data: [DONE]\n\n"),
+        "{text}"
+    );
+    let event = events.recv().await.unwrap();
+    assert_eq!(
+        (
+            event.prompt_tokens,
+            event.completion_tokens,
+            event.cached_tokens
+        ),
+        (7, 3, 2)
+    );
+    assert!(event.reported && event.stream);
+    assert_eq!(event.status, 200);
+}
+
+#[tokio::test]
+async fn usage_the_client_asked_for_stays_in_its_stream() {
+    let meter = Arc::new(UsageMeter::new(8));
+    let mut events = meter.take_receiver().unwrap();
+    let text = read(meter_answer(
+        &meter,
+        streamed(vec![USAGE, "data: [DONE]\n\n"]),
+        false,
+    ))
+    .await;
+    assert_eq!(text, format!("{USAGE}data: [DONE]\n\n"));
+    assert_eq!(events.recv().await.unwrap().completion_tokens, 3);
+}
+
+#[tokio::test]
+async fn a_whole_answer_is_read_for_its_usage_and_passed_on_unchanged() {
+    let meter = Arc::new(UsageMeter::new(8));
+    let mut events = meter.take_receiver().unwrap();
+    let body = "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9}}";
+    let stream =
+        futures::stream::iter([Ok(Bytes::from(&body[..10])), Ok(Bytes::from(&body[10..]))]);
+    let answer = Answer {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: AnswerBody::Streaming(stream.boxed()),
+    };
+    assert_eq!(read(meter_answer(&meter, answer, false)).await, body);
+    let event = events.recv().await.unwrap();
+    assert_eq!(
+        (event.prompt_tokens, event.completion_tokens, event.stream),
+        (5, 9, false)
+    );
+}
+
+#[tokio::test]
+async fn a_stream_the_client_drops_is_recorded_as_cut_and_a_full_queue_counts_its_drops() {
+    let meter = Arc::new(UsageMeter::new(1));
+    let mut events = meter.take_receiver().unwrap();
+    let mut body = meter_answer(
+        &meter,
+        streamed(vec!["data: {\"choices\":[]}\n\n", USAGE]),
+        true,
+    )
+    .body
+    .into_stream();
+    body.next().await;
+    drop(body);
+    let event = events.recv().await.unwrap();
+    assert_eq!((event.status, event.reported), (499, false));
+
+    let answer = |m: &Arc<UsageMeter>| meter_answer(m, streamed(vec![USAGE]), true);
+    read(answer(&meter)).await;
+    read(answer(&meter)).await;
+    assert_eq!(meter.dropped(), 1, "the second waits in a queue of one");
+}
+
+#[test]
+fn a_streamed_request_is_asked_for_its_usage_once() {
+    let asked = ask_for_usage(br#"{"model":"m","stream":true}"#).unwrap();
+    let json: Value = serde_json::from_slice(&asked).unwrap();
+    assert_eq!(json["stream_options"]["include_usage"], true);
+    assert_eq!(ask_for_usage(&asked), None, "the client asked already");
+}
+
+fn meter_answer(meter: &Arc<UsageMeter>, answer: Answer, strip: bool) -> Answer {
+    super::meter(meter.clone(), answer, metering(strip))
+}

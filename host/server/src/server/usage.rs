@@ -1,0 +1,50 @@
+//! The usage meter's writer: events off the inference core's queue into
+//! PostgreSQL in batches (`store::batched`), until told to stop, then what
+//! is left; events past their age are deleted hourly.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchyard_inference::usage::UsageMeter;
+use switchyard_protocol::usage::UsageEvent;
+use switchyard_store::Store;
+use switchyard_store::batched::{Batching, write_batched};
+use tokio::sync::watch;
+
+/// How the meter's writer batches: up to 1000 events a statement, at most
+/// a second after the first; old events deleted hourly.
+const BATCHING: Batching = Batching {
+    batch: 1000,
+    flush: Duration::from_secs(1),
+    prune_every: Duration::from_secs(3600),
+};
+
+/// Runs the writer until `stop`.
+pub(super) async fn write(
+    meter: Arc<UsageMeter>,
+    store: Store,
+    replica: String,
+    max_age: Duration,
+    stop: watch::Receiver<bool>,
+) {
+    let Some(queue) = meter.take_receiver() else {
+        return;
+    };
+    let store = &store;
+    let write = |batch: Vec<UsageEvent>| {
+        let replica = replica.clone();
+        async move {
+            if let Err(e) = store.insert_usage(&replica, &batch).await {
+                tracing::warn!(error = %e, events = batch.len(), "could not write usage events; they are lost");
+            }
+        }
+    };
+    let prune = || async move {
+        match store.prune_usage(max_age.as_secs_f64()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deleted = n, "usage events pruned"),
+            Err(e) => tracing::warn!(error = %e, "could not prune usage events"),
+        }
+    };
+    write_batched(queue, BATCHING, stop, write, prune).await;
+}
