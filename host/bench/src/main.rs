@@ -23,6 +23,8 @@
 //!     beside the same requests one by one at the same concurrency.
 //! 14. (`languages`) the model allowlist from Rust, Python and JavaScript:
 //!     size, cold and warm load, and a call's time.
+//! 15. (`metering`) the CPU per chat request of the cluster's processes with
+//!     usage metering on beside off.
 //!
 //! `anchors` runs the sections that measure the performance issue's rows
 //! (`nats`, `pgbus`, `proxy`, `tunnel`); whatever ran, those rows close the
@@ -40,6 +42,7 @@ mod idle_memory;
 mod lanes;
 mod languages;
 mod latency;
+mod metering;
 mod nats;
 mod pgbus;
 mod proxy;
@@ -52,7 +55,7 @@ mod switch;
 mod tunnel;
 
 /// Every section, by the name `switchyard-bench <name>...` selects it with.
-const SECTIONS: [(&str, fn()); 16] = [
+const SECTIONS: [(&str, fn()); 17] = [
     ("latency", latency::run),
     ("activation", activation::run),
     ("swap", swap::run),
@@ -62,6 +65,7 @@ const SECTIONS: [(&str, fn()); 16] = [
     ("tunnel", tunnel::run),
     ("lanes", lanes::run),
     ("routing", routing::run),
+    ("metering", metering::run),
     ("proxy", proxy::run),
     ("staging", staging::run),
     ("switch", switch::run),

@@ -61,6 +61,16 @@ pub(crate) struct Cluster {
 }
 
 pub(crate) fn start(bin: &std::path::Path, nats_url: Option<&str>, token_delay_ms: u64) -> Cluster {
+    start_with(bin, nats_url, token_delay_ms, &[])
+}
+
+/// [`start`], with more flags for `up`.
+pub(crate) fn start_with(
+    bin: &std::path::Path,
+    nats_url: Option<&str>,
+    token_delay_ms: u64,
+    extra: &[&str],
+) -> Cluster {
     let data = tempfile::tempdir().expect("temp dir");
     // Run as root, the embedded PostgreSQL runs as its service account,
     // which must be able to walk down to the data directory.
@@ -83,6 +93,7 @@ pub(crate) fn start(bin: &std::path::Path, nats_url: Option<&str>, token_delay_m
         .arg(data.path().join("data"))
         .arg("--carrier-plugins")
         .arg(plugins_dir())
+        .args(extra)
         .env("RUST_LOG", "error")
         .env_remove("DATABASE_URL")
         .env_remove("SWITCHYARD_NATS_URL")
@@ -221,7 +232,7 @@ pub(crate) fn free_port() -> u16 {
 }
 
 /// `requests` requests from `level` concurrent callers: latencies and req/s.
-async fn load(
+pub(crate) async fn load(
     http: &reqwest::Client,
     base: &str,
     key: Option<&str>,

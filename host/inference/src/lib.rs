@@ -64,8 +64,9 @@ pub struct Inference {
     pub sse_keepalive: Duration,
     /// What was answered, by model and status, for `/metrics`.
     pub metrics: metrics::InferenceMetrics,
-    /// Tokens and times of every answer that reached an engine.
-    pub usage: Arc<usage::UsageMeter>,
+    /// Tokens and times of every answer that reached an engine; `None`
+    /// when metering is off.
+    pub usage: Option<Arc<usage::UsageMeter>>,
 }
 
 /// Answers one request body as `/v1` would for `caller` (a batch's line:
@@ -132,6 +133,11 @@ async fn send_metered(
     caller: &str,
     started: std::time::Instant,
 ) -> Result<Answer, InferenceError> {
+    let Some(meter) = &core.usage else {
+        return target
+            .send(core, request.endpoint.path(), body, tokens)
+            .await;
+    };
     let asked = request
         .stream
         .then(|| usage::ask_for_usage(&body))
@@ -150,7 +156,7 @@ async fn send_metered(
     let answer = target
         .send(core, request.endpoint.path(), body, tokens)
         .await?;
-    Ok(usage::meter(core.usage.clone(), answer, metering))
+    Ok(usage::meter(meter.clone(), answer, metering))
 }
 
 /// The peer a `<peer label>/<service>` model names, if it names one (a

@@ -76,6 +76,8 @@ pub struct ServeConfig {
     /// Usage events older than this are deleted (`--usage-max-age-days`)
     /// [default: 400 days, a year and its month-on-month comparison].
     pub usage_max_age: Duration,
+    /// Meter every answer's usage (`--no-usage-metering` turns it off).
+    pub usage_metering: bool,
     /// The pages served beside the API: the web console, which the binary
     /// mounts (`switchyard_console::router`); `None` serves the API alone.
     pub pages: Option<crate::routes::Pages>,
@@ -108,6 +110,7 @@ impl Default for ServeConfig {
             decision_log: Default::default(),
             audit_max_age: DEFAULT_AUDIT_MAX_AGE,
             usage_max_age: DEFAULT_USAGE_MAX_AGE,
+            usage_metering: true,
             pages: None,
         }
     }
@@ -146,6 +149,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("decision_log", &self.decision_log)
             .field("audit_max_age", &self.audit_max_age)
             .field("usage_max_age", &self.usage_max_age)
+            .field("usage_metering", &self.usage_metering)
             .finish()
     }
 }

@@ -204,7 +204,7 @@ async fn open_state(
         federation: Some(federation.clone()),
         sse_keepalive: config.sse_keepalive,
         metrics: Default::default(),
-        usage: Default::default(),
+        usage: config.usage_metering.then(Default::default),
     });
     let batches = Arc::new(switchyard_batches::Batches {
         store: store.clone(),
@@ -333,16 +333,18 @@ fn start_records(
             tasks.stop_signal(),
         ),
     );
-    tasks.spawn(
-        "usage meter",
-        usage::write(
-            state.inference.usage.clone(),
-            state.store.clone(),
-            replica.instance_id.clone(),
-            config.usage_max_age,
-            tasks.stop_signal(),
-        ),
-    );
+    if let Some(meter) = &state.inference.usage {
+        tasks.spawn(
+            "usage meter",
+            usage::write(
+                meter.clone(),
+                state.store.clone(),
+                replica.instance_id.clone(),
+                config.usage_max_age,
+                tasks.stop_signal(),
+            ),
+        );
+    }
     tasks.spawn(
         "audit retention",
         prune_audit(

@@ -110,6 +110,9 @@ pub struct ServeArgs {
     /// Usage events older than this are deleted, in days [default: 400].
     #[arg(long)]
     pub usage_max_age_days: Option<u64>,
+    /// Do not meter usage (`/api/usage` then reports nothing new).
+    #[arg(long)]
+    pub no_usage_metering: bool,
 }
 
 #[derive(Debug, Args)]
@@ -134,6 +137,9 @@ pub struct UpArgs {
     /// worker serves its streams on a loopback port) instead of `tunnel`.
     #[arg(long, env = "SWITCHYARD_NATS_URL", hide_env_values = true)]
     pub nats_url: Option<String>,
+    /// Do not meter usage (the benchmark compares the two).
+    #[arg(long)]
+    pub no_usage_metering: bool,
 }
 
 #[derive(Debug, Args)]

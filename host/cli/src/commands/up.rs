@@ -152,6 +152,7 @@ impl Frontend {
             carrier_plugins: args.carrier_plugins.clone(),
             nats_url: args.nats_url.clone(),
             pages: Some(switchyard_console::router),
+            usage_metering: !args.no_usage_metering,
             ..Default::default()
         };
         config.runtime.cache_dir = Some(data_dir.join("cache"));

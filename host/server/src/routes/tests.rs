@@ -54,7 +54,7 @@ fn app() -> App {
         federation: None,
         sse_keepalive: std::time::Duration::from_secs(15),
         metrics: Default::default(),
-        usage: Default::default(),
+        usage: None,
     });
     let state = Arc::new(AppState {
         admission,

@@ -125,7 +125,7 @@ pub async fn usage(
             .map(|d| d.as_str().to_string())
             .collect(),
         rows: state.store.usage(&query).await?,
-        dropped: state.inference.usage.dropped(),
+        dropped: state.inference.usage.as_ref().map_or(0, |m| m.dropped()),
     };
     let csv = headers
         .get(header::ACCEPT)
