@@ -49,7 +49,7 @@ def inference_key_sees_no_admin_pages(c):
     if nav != ["Overview", "Try prompt"]:
         raise AssertionError(f"an inference key's navigation shows {nav}")
     for path in ["/console/nodes", "/console/models", "/console/deployments", "/console/admission",
-                 "/console/plugins", "/console/keys", "/console/audit", "/console/carrier", "/console/federation"]:
+                 "/console/plugins", "/console/keys", "/console/audit", "/console/usage", "/console/carrier", "/console/federation"]:
         c.go(path)
         if "Not allowed" not in c.text() or "forbidden" not in c.text():
             raise AssertionError(f"{path} is not the 403 page for an inference key")

@@ -29,6 +29,7 @@ FLOWS = [
     ("flows_federation", "pages"),
     ("flows_keys", "create_and_revoke"),
     ("flows_keys", "audit_trail"),
+    ("flows_usage", "report_and_export"),
     ("flows_access", "narrow_screen"),
     ("flows_access", "sign_out"),
     ("flows_access", "inference_key_sees_no_admin_pages"),

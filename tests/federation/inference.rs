@@ -120,6 +120,28 @@ async fn the_openai_client_calls_a_remote_service_and_the_key_stays_home() {
         "alpha's key id reached beta's log"
     );
 
+    // Both sides metered the two calls, with the same tokens: alpha as the
+    // key and `beta/chat`, beta as the peer `alpha`.
+    let metered = |member: &Member, group_by: &'static str| {
+        let url = format!("/api/usage?group_by={group_by}&granularity=day");
+        async move {
+            let report = member.expect(StatusCode::OK, Method::GET, &url, None).await;
+            let rows = report["rows"].as_array().cloned().unwrap_or_default();
+            let requests: u64 = rows.iter().map(|r| r["requests"].as_u64().unwrap()).sum();
+            (requests == 2).then_some(rows)
+        }
+    };
+    let home = eventually("alpha meters the calls", || metered(&alpha, "key,model")).await;
+    let owner = eventually("beta meters the calls", || metered(&beta, "peer")).await;
+    assert_eq!((home.len(), owner.len()), (1, 1), "{home:?} {owner:?}");
+    assert_eq!(home[0]["model"], "beta/chat");
+    assert_eq!(home[0]["key"], key_id.as_str());
+    assert_eq!(owner[0]["peer"], "alpha");
+    for tokens in ["prompt_tokens", "completion_tokens"] {
+        assert!(home[0][tokens].as_u64().unwrap() > 0, "{home:?}");
+        assert_eq!(home[0][tokens], owner[0][tokens], "{home:?} {owner:?}");
+    }
+
     // Without federation:invoke (or inference) a key calls nothing.
     let models_only = alpha.key(&["models:manage"]).await;
     let (status, refused) = chat(&alpha, &models_only, ask("beta/chat")).await;

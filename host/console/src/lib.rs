@@ -33,6 +33,7 @@ mod overview;
 mod plugins;
 mod stats;
 mod try_prompt;
+mod usage;
 
 use std::sync::Arc;
 
@@ -84,6 +85,7 @@ pub fn router(app: Arc<AppState>, api: Router) -> Router {
         .merge(plugins::routes())
         .merge(keys::routes())
         .merge(audit::routes())
+        .merge(usage::routes())
         .merge(carrier::routes())
         .merge(try_prompt::routes())
         .merge(federation::routes())

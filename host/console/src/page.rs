@@ -24,7 +24,7 @@ pub struct Section {
 }
 
 /// The navigation, in order; a key sees the sections its scopes allow.
-pub const SECTIONS: [Section; 11] = [
+pub const SECTIONS: [Section; 12] = [
     Section {
         path: "/console/",
         name: "Overview",
@@ -59,6 +59,11 @@ pub const SECTIONS: [Section; 11] = [
         path: "/console/keys",
         name: "API keys",
         scope: Some("admin"),
+    },
+    Section {
+        path: "/console/usage",
+        name: "Usage",
+        scope: Some("usage:read"),
     },
     Section {
         path: "/console/audit",

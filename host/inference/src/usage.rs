@@ -115,9 +115,78 @@ pub fn tokens(json: &Value) -> Option<Tokens> {
     })
 }
 
+/// An engine's `usage` object, read without the rest of its answer.
+#[derive(Debug, Default, serde::Deserialize)]
+struct UsageJson {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<Details>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct Details {
+    #[serde(default)]
+    cached_tokens: u64,
+}
+
+/// The `usage` in a JSON text, found by its key and read alone: an answer
+/// is not parsed whole for it. `None` when there is none, it is `null`,
+/// or the text holds `"usage"` only inside a string (then the whole text
+/// is parsed, as it must be to tell).
+pub fn find_tokens(json: &[u8]) -> Option<Tokens> {
+    let mut from = 0;
+    // The key is the first `"usage"` followed by a colon (the word may
+    // come before as a value).
+    let rest = loop {
+        let at = from + find(&json[from..], b"\"usage\"")?;
+        from = at + 7;
+        if let Some(rest) = json[from..].trim_ascii_start().strip_prefix(b":") {
+            break rest.trim_ascii_start();
+        }
+    };
+    if rest.starts_with(b"null") {
+        return None;
+    }
+    let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<UsageJson>();
+    match values.next() {
+        Some(Ok(usage)) => Some(Tokens {
+            prompt: usage.prompt_tokens,
+            completion: usage.completion_tokens,
+            cached: usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
+        }),
+        _ => serde_json::from_slice::<Value>(json)
+            .ok()
+            .and_then(|v| tokens(&v)),
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
 /// A streamed request's body asking for usage: `Some` (the new body) when
-/// the client did not ask for it itself.
+/// the client did not ask for it itself. A body without `stream_options`
+/// gets it spliced in after its opening brace; one with them is rebuilt.
 pub fn ask_for_usage(body: &[u8]) -> Option<Bytes> {
+    if find(body, b"\"stream_options\"").is_none() {
+        let open = body.iter().position(|b| !b.is_ascii_whitespace())?;
+        if body[open] != b'{' {
+            return None;
+        }
+        let rest = &body[open + 1..];
+        let empty = rest.trim_ascii_start().starts_with(b"}");
+        let mut asked = Vec::with_capacity(body.len() + 48);
+        asked.extend_from_slice(&body[..=open]);
+        asked.extend_from_slice(b"\"stream_options\":{\"include_usage\":true}");
+        if !empty {
+            asked.push(b',');
+        }
+        asked.extend_from_slice(rest);
+        return Some(Bytes::from(asked));
+    }
     let mut json: serde_json::Map<String, Value> = serde_json::from_slice(body).ok()?;
     let options = json
         .entry("stream_options")
@@ -193,19 +262,26 @@ impl Watch {
             }
             return chunk;
         }
+        let aligned = self.held.is_empty();
         self.held.extend_from_slice(&chunk);
         let mut out = BytesMut::new();
+        let mut kept_all = true;
         while let Some(end) = find_event_end(&self.held) {
             let event = self.held.split_to(end);
             if self.event(&event) {
                 out.extend_from_slice(&event);
+            } else {
+                kept_all = false;
             }
         }
         if self.held.len() > MAX_EVENT {
             // Not an event stream we can read: hand it on as it is.
             out.extend_from_slice(&self.held.split());
         }
-        if self.metering.strip_usage {
+        // The client gets the chunk itself unless an event was taken out
+        // of it or it ends (or begins) inside an event.
+        let whole = aligned && kept_all && self.held.is_empty();
+        if self.metering.strip_usage && !whole {
             out.freeze()
         } else {
             chunk
@@ -220,21 +296,20 @@ impl Watch {
         else {
             return true;
         };
-        if !memchr_usage(data) {
-            return true;
-        }
-        let Ok(json) = serde_json::from_slice::<Value>(data.trim_ascii()) else {
-            return true;
-        };
-        let Some(tokens) = tokens(&json) else {
+        let Some(tokens) = find_tokens(data) else {
             return true;
         };
         self.tokens = Some(tokens);
-        let usage_only = json
-            .get("choices")
-            .and_then(Value::as_array)
-            .is_some_and(Vec::is_empty);
-        !(self.metering.strip_usage && usage_only)
+        if !self.metering.strip_usage {
+            return true;
+        }
+        // The usage-only chunk has no choices; engines write it compact.
+        let usage_only = find(data, b"\"choices\":[]").is_some()
+            || serde_json::from_slice::<Value>(data.trim_ascii())
+                .ok()
+                .and_then(|json| json.get("choices")?.as_array().map(Vec::is_empty))
+                .unwrap_or(false);
+        !usage_only
     }
 
     /// Records the event once: at the body's end, or when it is dropped
@@ -245,9 +320,7 @@ impl Watch {
         }
         self.ended = true;
         if !self.sse && self.tokens.is_none() {
-            self.tokens = serde_json::from_slice::<Value>(&self.held)
-                .ok()
-                .and_then(|json| tokens(&json));
+            self.tokens = find_tokens(&self.held);
         }
         let now = Instant::now();
         let since = |t: Instant| {
@@ -273,11 +346,6 @@ impl Watch {
             duration_ms: since(now),
         });
     }
-}
-
-/// Whether a chunk's data names `usage` at all (most do not: skip parsing).
-fn memchr_usage(data: &[u8]) -> bool {
-    data.windows(7).any(|w| w == b"\"usage\"")
 }
 
 /// The end of the first complete event (after its blank line), if any.

@@ -132,3 +132,43 @@ fn a_streamed_request_is_asked_for_its_usage_once() {
 fn meter_answer(meter: &Arc<UsageMeter>, answer: Answer, strip: bool) -> Answer {
     super::meter(meter.clone(), answer, metering(strip))
 }
+
+#[test]
+fn usage_is_found_alone_null_or_in_a_string_is_none() {
+    let whole = br#"{"id":"x","choices":[{"message":{"content":"the \"usage\" word"}}],"usage":{"prompt_tokens":4,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}},"z":1}"#;
+    assert_eq!(
+        find_tokens(whole),
+        Some(Tokens {
+            prompt: 4,
+            completion: 2,
+            cached: 1
+        })
+    );
+    assert_eq!(find_tokens(br#"{"choices":[],"usage":null}"#), None);
+    let word_first = br#"{"content":"usage","usage":{"prompt_tokens":3}}"#;
+    assert_eq!(find_tokens(word_first).map(|t| t.prompt), Some(3));
+    assert_eq!(
+        find_tokens(br#"{"choices":[{"delta":{"content":"x"}}]}"#),
+        None
+    );
+}
+
+#[test]
+fn a_body_without_stream_options_gets_them_spliced_in() {
+    let asked = ask_for_usage(b"  {\"model\":\"m\",\"stream\":true}").unwrap();
+    let json: Value = serde_json::from_slice(&asked).unwrap();
+    assert_eq!(
+        (
+            json["model"].as_str(),
+            json["stream_options"]["include_usage"].as_bool()
+        ),
+        (Some("m"), Some(true))
+    );
+    let empty: Value = serde_json::from_slice(&ask_for_usage(b"{}").unwrap()).unwrap();
+    assert_eq!(empty["stream_options"]["include_usage"], true);
+    let off = ask_for_usage(br#"{"stream_options":{"include_usage":false}}"#).unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&off).unwrap()["stream_options"]["include_usage"],
+        true
+    );
+}
