@@ -10,7 +10,8 @@
 # directly), copy (a federated model copy between two clusters beside local
 # staging), batch (an OpenAI batch's lines through the work queue beside the
 # same requests one by one), languages (the model allowlist from Rust,
-# Python and JavaScript: size, load, call).
+# Python and JavaScript: size, load, call), metering (the CPU per chat
+# request with usage metering on beside off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh

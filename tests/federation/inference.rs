@@ -31,6 +31,15 @@ fn ask(model: &str) -> Value {
     json!({"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
 }
 
+/// A member's usage rows by `group_by`, once they count two requests.
+async fn metered(member: &Member, group_by: &str) -> Option<Vec<Value>> {
+    let url = format!("/api/usage?group_by={group_by}&granularity=day");
+    let report = member.expect(StatusCode::OK, Method::GET, &url, None).await;
+    let rows = report["rows"].as_array().cloned().unwrap_or_default();
+    let requests: u64 = rows.iter().map(|r| r["requests"].as_u64().unwrap()).sum();
+    (requests == 2).then_some(rows)
+}
+
 /// The grant's record on its owner.
 async fn owner_grant(owner: &Member, id: &str) -> Value {
     owner
@@ -122,15 +131,6 @@ async fn the_openai_client_calls_a_remote_service_and_the_key_stays_home() {
 
     // Both sides metered the two calls, with the same tokens: alpha as the
     // key and `beta/chat`, beta as the peer `alpha`.
-    let metered = |member: &Member, group_by: &'static str| {
-        let url = format!("/api/usage?group_by={group_by}&granularity=day");
-        async move {
-            let report = member.expect(StatusCode::OK, Method::GET, &url, None).await;
-            let rows = report["rows"].as_array().cloned().unwrap_or_default();
-            let requests: u64 = rows.iter().map(|r| r["requests"].as_u64().unwrap()).sum();
-            (requests == 2).then_some(rows)
-        }
-    };
     let home = eventually("alpha meters the calls", || metered(&alpha, "key,model")).await;
     let owner = eventually("beta meters the calls", || metered(&beta, "peer")).await;
     assert_eq!((home.len(), owner.len()), (1, 1), "{home:?} {owner:?}");
