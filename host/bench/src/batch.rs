@@ -33,15 +33,9 @@ impl Drop for Killed {
 }
 
 pub fn run() {
-    let exe = std::env::current_exe().expect("current exe");
-    let bin = exe.with_file_name("switchyard");
-    if !bin.is_file() {
-        println!(
-            "(skipping batch: {} is not built; scripts/bench.sh builds it)",
-            bin.display()
-        );
+    let Some(bin) = crate::fixtures::switchyard_bin("batch") else {
         return;
-    }
+    };
     let data = tempfile::tempdir().expect("temp dir");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -73,11 +67,7 @@ pub fn run() {
     }
     let _up = Killed(up);
     let base = format!("http://127.0.0.1:{port}");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio");
+    let runtime = crate::fixtures::two_thread_runtime();
     header(
         "Batches: chat completions of 16 tokens at 1 ms a token, a batch through the work queue beside the same requests one by one",
         &[

@@ -77,3 +77,27 @@ pub fn chain(runtime: &Arc<Runtime>, generation: i64) -> Chain {
             .collect(),
     )
 }
+
+/// The `switchyard` binary beside this bench, or `None` (said, for
+/// `section`) when it is not built.
+pub(crate) fn switchyard_bin(section: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().expect("current exe");
+    let bin = exe.with_file_name("switchyard");
+    if bin.is_file() {
+        return Some(bin);
+    }
+    println!(
+        "(skipping {section}: {} is not built; scripts/bench.sh builds it)",
+        bin.display()
+    );
+    None
+}
+
+/// A two-thread tokio runtime, as the whole-cluster benches drive their load.
+pub(crate) fn two_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio")
+}

@@ -14,15 +14,9 @@ use crate::stats::header;
 const TOKEN: &str = "sy_bench_admin_token_0123456789abcdef";
 
 pub fn run() {
-    let exe = std::env::current_exe().expect("current exe");
-    let bin = exe.with_file_name("switchyard");
-    if !bin.is_file() {
-        println!(
-            "(skipping idle memory: {} is not built; scripts/bench.sh builds it)",
-            bin.display()
-        );
+    let Some(bin) = crate::fixtures::switchyard_bin("idle memory") else {
         return;
-    }
+    };
     let data = tempfile::tempdir().expect("temp dir");
     let mut child = Command::new(&bin)
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])

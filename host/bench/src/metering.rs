@@ -58,20 +58,10 @@ fn tree_ticks(root: u32) -> u64 {
 }
 
 pub fn run() {
-    let exe = std::env::current_exe().expect("current exe");
-    let bin = exe.with_file_name("switchyard");
-    if !bin.is_file() {
-        println!(
-            "(skipping metering: {} is not built; scripts/bench.sh builds it)",
-            bin.display()
-        );
+    let Some(bin) = crate::fixtures::switchyard_bin("metering") else {
         return;
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio");
+    };
+    let runtime = crate::fixtures::two_thread_runtime();
     header(
         "Usage metering: CPU per chat request of the cluster's processes, metering off beside on",
         &[

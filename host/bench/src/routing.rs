@@ -135,24 +135,14 @@ pub(crate) fn start_with(
 }
 
 pub fn run() {
-    let exe = std::env::current_exe().expect("current exe");
-    let bin = exe.with_file_name("switchyard");
-    if !bin.is_file() {
-        println!(
-            "(skipping routing: {} is not built; scripts/bench.sh builds it)",
-            bin.display()
-        );
+    let Some(bin) = crate::fixtures::switchyard_bin("routing") else {
         return;
-    }
+    };
     let nats = crate::nats::start_server();
     if nats.is_none() {
         println!("(the nats set is skipped: no nats-server; scripts/bench.sh installs it)");
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio");
+    let runtime = crate::fixtures::two_thread_runtime();
     header(
         "Routing: chat completions of 16 tokens, through the frontend beside straight to the engine",
         &[

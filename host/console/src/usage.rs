@@ -6,7 +6,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{Request, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use maud::{Markup, html};
 use serde::{Deserialize, Serialize};
@@ -19,9 +19,7 @@ use super::session::Session;
 
 /// The usage page's routes.
 pub fn routes() -> Router<ConsoleState> {
-    Router::new()
-        .route("/console/usage", get(show))
-        .route("/console/usage.csv", get(export))
+    Router::new().route("/console/usage", get(show))
 }
 
 /// What the form asks for; passed on to `/api/usage` as it is.
@@ -54,44 +52,44 @@ fn api_path(filter: &Filter) -> String {
     format!("/api/usage?{query}")
 }
 
+/// `?format=csv` asks for the report as a download.
+#[derive(Debug, Default, Deserialize)]
+struct Format {
+    format: Option<String>,
+}
+
 async fn show(
     State(console): State<ConsoleState>,
     session: Session,
     Query(filter): Query<Filter>,
+    Query(format): Query<Format>,
 ) -> Response {
     if let Err(forbidden) = session.require("usage:read") {
         return forbidden;
     }
-    let report = session
-        .api(&console)
-        .get_as::<UsageReport>(&api_path(&filter))
-        .await;
+    let api = session.api(&console);
+    if format.format.as_deref() == Some("csv") {
+        return export(&api, &filter).await;
+    }
+    let report = api.get_as::<UsageReport>(&api_path(&filter)).await;
     page::render(&session, "Usage", usage_page(&filter, &report))
 }
 
-/// The same report as CSV, as a download.
-async fn export(
-    State(console): State<ConsoleState>,
-    session: Session,
-    Query(filter): Query<Filter>,
-) -> Response {
-    if let Err(forbidden) = session.require("usage:read") {
-        return forbidden;
-    }
-    let request = Request::get(api_path(&filter))
+/// The report as CSV, as a download: the API's own answer (or its
+/// refusal), named as a file.
+async fn export(api: &super::api::Api, filter: &Filter) -> Response {
+    let request = Request::get(api_path(filter))
         .header(header::ACCEPT, "text/csv")
         .body(Body::empty())
         .expect("a request to a fixed path");
-    let answer = session.api(&console).send(request).await;
-    if !answer.status().is_success() {
-        return answer;
+    let mut answer = api.send(request).await;
+    if answer.status().is_success() {
+        answer.headers_mut().insert(
+            header::CONTENT_DISPOSITION,
+            header::HeaderValue::from_static("attachment; filename=\"switchyard-usage.csv\""),
+        );
     }
-    let mut response = answer.into_response();
-    response.headers_mut().insert(
-        header::CONTENT_DISPOSITION,
-        header::HeaderValue::from_static("attachment; filename=\"switchyard-usage.csv\""),
-    );
-    response
+    answer
 }
 
 /// A row's group, as the page names it.
@@ -168,7 +166,7 @@ fn usage_page(filter: &Filter, report: &Result<UsageReport, ApiFailure>) -> Mark
                 }
                 button type="submit" { "Show" }
             }
-            p { a #usage-export href=(format!("/console/usage.csv?{}", serde_urlencoded::to_string(filter).unwrap_or_default())) { "Export as CSV" } }
+            p { a #usage-export href=(format!("/console/usage?{}&format=csv", serde_urlencoded::to_string(filter).unwrap_or_default())) { "Export as CSV" } }
         }
         @match report {
             Err(failure) => { (page::failure(failure)) }
