@@ -69,6 +69,15 @@ async fn chat(cluster: &Cluster, token: &str, i: u64, prompt: &mut Option<u64>) 
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
+    // The time to the head spent in Switchyard, not in the engine; the
+    // worker's engine time is not passed on.
+    let overhead: f64 = response.headers()["x-switchyard-overhead-ms"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((0.0..10_000.0).contains(&overhead), "{overhead}");
+    assert!(response.headers().get("x-switchyard-engine-ms").is_none());
     let text = response.text().await.unwrap();
     if kind == 0 {
         let answer: Value = serde_json::from_str(&text).unwrap();

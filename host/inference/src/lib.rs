@@ -156,7 +156,34 @@ async fn send_metered(
     let answer = target
         .send(core, request.endpoint.path(), body, tokens)
         .await?;
-    Ok(usage::meter(meter.clone(), answer, metering))
+    Ok(usage::meter(
+        meter.clone(),
+        with_overhead(answer, started),
+        metering,
+    ))
+}
+
+/// The answer with `x-switchyard-overhead-ms`: the time from `started` to
+/// its head, less the engine's own (the worker's `x-switchyard-engine-ms`,
+/// taken out). An answer without the engine's time (a peer's) carries no
+/// overhead header, not even one a peer sent.
+pub fn with_overhead(mut answer: Answer, started: std::time::Instant) -> Answer {
+    use switchyard_protocol::stream::{ENGINE_MS_HEADER, OVERHEAD_MS_HEADER};
+    let mut engine_ms = None;
+    answer.headers.retain(|(name, value)| {
+        if name.eq_ignore_ascii_case(ENGINE_MS_HEADER) {
+            engine_ms = value.parse::<f64>().ok();
+            return false;
+        }
+        !name.eq_ignore_ascii_case(OVERHEAD_MS_HEADER)
+    });
+    if let Some(engine_ms) = engine_ms {
+        let overhead = (started.elapsed().as_secs_f64() * 1e3 - engine_ms).max(0.0);
+        answer
+            .headers
+            .push((OVERHEAD_MS_HEADER.to_string(), format!("{overhead:.3}")));
+    }
+    answer
 }
 
 /// The peer a `<peer label>/<service>` model names, if it names one (a
@@ -329,5 +356,43 @@ async fn judged(
         Decision::Deny(denial) => Err(InferenceError::denied(denial.code, denial.message, who)),
         Decision::Patch { patch } => Ok(Some(patch)),
         _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(headers: &[(&str, &str)]) -> Answer {
+        Answer {
+            status: 200,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            body: switchyard_protocol::answer::AnswerBody::Whole(Bytes::new()),
+        }
+    }
+
+    #[test]
+    fn the_overhead_is_the_time_to_the_head_less_the_engines() {
+        let started = std::time::Instant::now() - Duration::from_millis(50);
+        let shown = with_overhead(
+            answer(&[("x-switchyard-engine-ms", "30.0"), ("a", "b")]),
+            started,
+        );
+        let names: Vec<&str> = shown.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["a", "x-switchyard-overhead-ms"]);
+        let overhead: f64 = shown.headers[1].1.parse().unwrap();
+        assert!((20.0..1000.0).contains(&overhead), "{overhead}");
+    }
+
+    #[test]
+    fn a_peers_overhead_header_is_not_passed_on_as_ours() {
+        let shown = with_overhead(
+            answer(&[("x-switchyard-overhead-ms", "1.0")]),
+            std::time::Instant::now(),
+        );
+        assert!(shown.headers.is_empty(), "{:?}", shown.headers);
     }
 }

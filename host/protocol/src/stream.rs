@@ -16,6 +16,16 @@ pub const BLOB: &str = "blob";
 /// The `inference` service's name.
 pub const INFERENCE: &str = "inference";
 
+/// The header a worker adds to an `inference` answer's head: the
+/// milliseconds from asking its engine to the engine's answer head. The
+/// frontend takes it out and answers `x-switchyard-overhead-ms` (the time
+/// to the head, less this) instead.
+pub const ENGINE_MS_HEADER: &str = "x-switchyard-engine-ms";
+
+/// The header every `/v1` answer from a local engine carries: the
+/// milliseconds to its head spent in Switchyard, not in the engine.
+pub const OVERHEAD_MS_HEADER: &str = "x-switchyard-overhead-ms";
+
 /// One range of a model file for the worker's placement cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlobHead {

@@ -25,13 +25,15 @@ use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use switchyard_carrier::control::{ControlHandler, ControlRefusal};
 use switchyard_carrier::stream_seam::Acceptor;
-use switchyard_carrier::{Stream, StreamReader};
+use switchyard_carrier::{Stream, StreamReader, StreamWriter};
 use switchyard_protocol::control::{
     EngineAnswer, EngineRef, FileRef, FileStatus, FilesDeleted, verbs,
 };
 use switchyard_protocol::engines::EngineReport;
 use switchyard_protocol::limits::MAX_HEAD;
-use switchyard_protocol::stream::{AnswerHead, BLOB, BlobAnswer, BlobHead, BlobRefusal, INFERENCE};
+use switchyard_protocol::stream::{
+    AnswerHead, BLOB, BlobAnswer, BlobHead, BlobRefusal, ENGINE_MS_HEADER, INFERENCE,
+};
 
 use self::answer::{error_answer, head_into};
 use crate::engines::{Engine, EngineBinaries, EngineSpec};
@@ -374,6 +376,7 @@ impl Node {
         for (name, value) in &head.headers {
             request = request.header(name, value);
         }
+        let asked = std::time::Instant::now();
         let response = match request.send().await {
             Ok(response) => response,
             Err(e) => {
@@ -383,40 +386,53 @@ impl Node {
                 return writer.finish();
             }
         };
-        let head = answer_head(&response);
-        let mut out = BytesMut::with_capacity(512);
-        head_into(&head, &mut out);
-        let mut body = response.bytes_stream();
-        loop {
-            // What the engine has ready goes in one message: the head with
-            // the first bytes, and tokens that came together.
-            let mut ended = false;
-            while out.len() < COALESCE_LIMIT {
-                match body.next().now_or_never() {
-                    Some(Some(Ok(chunk))) => out.extend_from_slice(&chunk),
-                    Some(Some(Err(_))) => return writer.reset(),
-                    Some(None) => {
-                        ended = true;
-                        break;
-                    }
-                    None => break,
+        let mut head = answer_head(&response);
+        // How long the engine took to its answer's head, for the frontend's
+        // `x-switchyard-overhead-ms` (it takes the header out again).
+        head.headers.push((
+            ENGINE_MS_HEADER.to_string(),
+            format!("{:.3}", asked.elapsed().as_secs_f64() * 1e3),
+        ));
+        relay_answer(&head, response, writer).await;
+    }
+}
+
+/// The engine's answer onto the stream: its head, then its body as it
+/// comes; dropping the response (the frontend went away) cancels the
+/// engine's work.
+async fn relay_answer(head: &AnswerHead, response: reqwest::Response, mut writer: StreamWriter) {
+    let mut out = BytesMut::with_capacity(512);
+    head_into(head, &mut out);
+    let mut body = response.bytes_stream();
+    loop {
+        // What the engine has ready goes in one message: the head with
+        // the first bytes, and tokens that came together.
+        let mut ended = false;
+        while out.len() < COALESCE_LIMIT {
+            match body.next().now_or_never() {
+                Some(Some(Ok(chunk))) => out.extend_from_slice(&chunk),
+                Some(Some(Err(_))) => return writer.reset(),
+                Some(None) => {
+                    ended = true;
+                    break;
                 }
-            }
-            // The frontend went away: dropping the response cancels the engine's work.
-            if !out.is_empty() && writer.write(out.split().freeze()).await.is_err() {
-                return;
-            }
-            if ended {
-                break;
-            }
-            match body.next().await {
-                Some(Ok(chunk)) => out.extend_from_slice(&chunk),
-                Some(Err(_)) => return writer.reset(),
                 None => break,
             }
         }
-        writer.finish();
+        // The frontend went away: dropping the response cancels the engine's work.
+        if !out.is_empty() && writer.write(out.split().freeze()).await.is_err() {
+            return;
+        }
+        if ended {
+            break;
+        }
+        match body.next().await {
+            Some(Ok(chunk)) => out.extend_from_slice(&chunk),
+            Some(Err(_)) => return writer.reset(),
+            None => break,
+        }
     }
+    writer.finish();
 }
 
 /// The engine's status and headers, as the answer's head: hop-by-hop
