@@ -189,6 +189,31 @@ async fn metered_usage_sums_to_what_the_engine_reported_per_key_and_team() {
         );
     }
     assert_eq!(by_key["dropped"], 0);
+    // The meter's counters on /metrics: every event queued was written.
+    let started = Instant::now();
+    loop {
+        let text = reqwest::get(format!("{}/metrics", cluster.serve.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let counter = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} "))?.parse::<u64>().ok())
+        };
+        assert_eq!(
+            counter("switchyard_usage_events_dropped_total"),
+            Some(0),
+            "{text}"
+        );
+        if counter("switchyard_usage_events_written_total") == Some(24) {
+            assert_eq!(counter("switchyard_usage_events_queued_total"), Some(24));
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     let (_, by_team) = report(&cluster, admin, "?group_by=team&granularity=hour").await;
     let teams: HashMap<&str, u64> = by_team["rows"]

@@ -38,7 +38,10 @@ const MAX_EVENT: usize = 1 << 20;
 pub struct UsageMeter {
     sender: mpsc::Sender<UsageEvent>,
     receiver: Mutex<Option<mpsc::Receiver<UsageEvent>>>,
+    queued: AtomicU64,
     dropped: AtomicU64,
+    written: AtomicU64,
+    failed: AtomicU64,
 }
 
 impl Default for UsageMeter {
@@ -54,7 +57,10 @@ impl UsageMeter {
         Self {
             sender,
             receiver: Mutex::new(Some(receiver)),
+            queued: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
         }
     }
 
@@ -68,10 +74,50 @@ impl UsageMeter {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    fn record(&self, event: UsageEvent) {
-        if self.sender.try_send(event).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+    /// Counts a batch the writer wrote (`ok`) or lost.
+    pub fn written(&self, events: u64, ok: bool) {
+        let counter = if ok { &self.written } else { &self.failed };
+        counter.fetch_add(events, Ordering::Relaxed);
+    }
+
+    /// The counters as Prometheus text.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        for (name, help, value) in [
+            (
+                "switchyard_usage_events_queued_total",
+                "Usage events queued for writing.",
+                &self.queued,
+            ),
+            (
+                "switchyard_usage_events_dropped_total",
+                "Usage events dropped because the writer's queue was full.",
+                &self.dropped,
+            ),
+            (
+                "switchyard_usage_events_written_total",
+                "Usage events written to the database.",
+                &self.written,
+            ),
+            (
+                "switchyard_usage_events_failed_total",
+                "Usage events lost because their batch failed to write.",
+                &self.failed,
+            ),
+        ] {
+            let n = value.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {n}"
+            );
         }
+    }
+
+    fn record(&self, event: UsageEvent) {
+        match self.sender.try_send(event) {
+            Ok(()) => self.queued.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.dropped.fetch_add(1, Ordering::Relaxed),
+        };
     }
 }
 

@@ -119,6 +119,17 @@ async fn a_stream_the_client_drops_is_recorded_as_cut_and_a_full_queue_counts_it
     read(answer(&meter)).await;
     read(answer(&meter)).await;
     assert_eq!(meter.dropped(), 1, "the second waits in a queue of one");
+    meter.written(1, true);
+    let mut text = String::new();
+    meter.render(&mut text);
+    for line in [
+        "switchyard_usage_events_queued_total 2",
+        "switchyard_usage_events_dropped_total 1",
+        "switchyard_usage_events_written_total 1",
+        "switchyard_usage_events_failed_total 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in {text}");
+    }
 }
 
 #[test]

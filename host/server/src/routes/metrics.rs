@@ -58,6 +58,9 @@ pub async fn metrics(
     }
     state.admission.recorder().render(&mut out);
     state.inference.metrics.render(&mut out);
+    if let Some(meter) = &state.inference.usage {
+        meter.render(&mut out);
+    }
     plugin_instances(&state, &mut out);
     cluster(&state, &mut out).await;
     if let Some(federation) = &state.federation {

@@ -30,13 +30,16 @@ pub(super) async fn write(
     let Some(queue) = meter.take_receiver() else {
         return;
     };
-    let store = &store;
+    let (store, meter) = (&store, &meter);
     let write = |batch: Vec<UsageEvent>| {
         let replica = replica.clone();
         async move {
-            if let Err(e) = store.insert_usage(&replica, &batch).await {
-                tracing::warn!(error = %e, events = batch.len(), "could not write usage events; they are lost");
+            let n = batch.len() as u64;
+            let written = store.insert_usage(&replica, &batch).await;
+            if let Err(e) = &written {
+                tracing::warn!(error = %e, events = n, "could not write usage events; they are lost");
             }
+            meter.written(n, written.is_ok());
         }
     };
     let prune = || async move {
