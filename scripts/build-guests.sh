@@ -59,6 +59,7 @@ say "plugins dir: $PLUGINS"
 GUESTS=(
     "policy-model-allowlist policy_model_allowlist model-allowlist"
     "policy-max-tokens policy_max_tokens max-tokens"
+    "policy-rate-limit policy_rate_limit rate-limit"
     "policy-gpu-memory-guard policy_gpu_memory_guard gpu-memory-guard"
     "example-deny-weekends example_deny_weekends deny-weekends"
     "fixture-other-world fixture_other_world other-world"

@@ -64,6 +64,12 @@ const GUESTS: &[Guest] = &[
         kind: "Policy",
     },
     Guest {
+        name: "rate-limit",
+        package: "policy-rate-limit",
+        dir: "policies/rate-limit",
+        kind: "Policy",
+    },
+    Guest {
         name: "gpu-memory-guard",
         package: "policy-gpu-memory-guard",
         dir: "policies/gpu-memory-guard",

@@ -1,4 +1,5 @@
-//! The one `wit_bindgen::generate!` for the `admission-policy` world.
+//! The one `wit_bindgen::generate!` for the `admission-policy` world
+//! (`@0.2.0`: the host's usage counters, `throttle` and `flag`).
 //!
 //! Policies never regenerate bindings: they use the types re-exported at the
 //! crate root and export themselves with [`crate::export_policy!`], which
@@ -6,7 +7,7 @@
 
 wit_bindgen::generate!({
     path: "../wit",
-    world: "switchyard:policy/admission-policy@0.1.0",
+    world: "switchyard:policy/admission-policy@0.2.0",
     // `switchyard:plugin` lives in another package of the same tree.
     generate_all,
     // The export macro is called from each policy's crate, not from here.
@@ -19,10 +20,10 @@ wit_bindgen::generate!({
     // Enum cases read as the CLI spells them: `"inference"`, `{"deny": ...}`.
     additional_type_attributes: {
         "switchyard:policy/types@0.1.0/admission-point": [#[serde(rename_all = "snake_case")]],
-        "switchyard:policy/types@0.1.0/inference-decision": [#[serde(rename_all = "snake_case")]],
+        "switchyard:policy/types@0.2.0/inference-decision": [#[serde(rename_all = "snake_case")]],
         "switchyard:policy/types@0.1.0/deploy-decision": [#[serde(rename_all = "snake_case")]],
         "switchyard:policy/types@0.1.0/transfer-decision": [#[serde(rename_all = "snake_case")]],
-        "switchyard:policy/types@0.1.0/federation-decision": [#[serde(rename_all = "snake_case")]],
+        "switchyard:policy/types@0.2.0/federation-decision": [#[serde(rename_all = "snake_case")]],
         "switchyard:plugin/types@0.1.0/log-level": [#[serde(rename_all = "snake_case")]],
     },
 });

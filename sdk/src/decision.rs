@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     AdmissionPoint, Denial, DeployDecision, DeployPatch, FederationDecision, FederationPatch,
-    InferenceDecision, InferencePatch, TransferDecision, TransferPatch,
+    InferenceDecision, InferencePatch, RateLimit, Throttle, TransferDecision, TransferPatch,
 };
 
 /// Deny code of a point the policy does not judge (the default body of
@@ -95,6 +95,32 @@ deny_constructor!(
     FederationDecision
 );
 
+/// A `throttle(code, message, limits)` and a `flag(code, message)`
+/// constructor on the decisions that have them.
+macro_rules! throttle_constructor {
+    ($($decision:ident),*) => {$(
+        impl $decision {
+            /// Refuses for now (429), showing the client `limits`.
+            pub fn throttle(
+                code: impl Into<String>,
+                message: impl Into<String>,
+                limits: RateLimit,
+            ) -> Self {
+                $decision::Throttle(Throttle {
+                    denial: Denial::new(code, message),
+                    limits,
+                })
+            }
+
+            /// Allows, recorded in the decision log with this code.
+            pub fn flag(code: impl Into<String>, message: impl Into<String>) -> Self {
+                $decision::Flag(Denial::new(code, message))
+            }
+        }
+    )*};
+}
+throttle_constructor!(InferenceDecision, FederationDecision);
+
 /// A decision at any point: what the test harness and tools compare.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -105,6 +131,10 @@ pub enum Decision {
     Deny(Denial),
     /// Go ahead with the changes of the patch.
     Patch(Patch),
+    /// Refused for now, with the limits the client is shown.
+    Throttle(Throttle),
+    /// Allowed, and recorded with this code.
+    Flag(Denial),
 }
 
 /// The patch of one point.
@@ -133,9 +163,10 @@ impl Patch {
     }
 }
 
-/// `From` each point's decision and patch into [`Decision`] and [`Patch`].
+/// `From` each point's decision and patch into [`Decision`] and [`Patch`];
+/// the points after `;` also throttle and flag.
 macro_rules! point_conversions {
-    ($($decision:ident, $patch:ident => $case:ident;)*) => {$(
+    ($($decision:ident, $patch:ident => $case:ident $(| $throttle:ident)?;)*) => {$(
         impl From<$patch> for Patch {
             fn from(patch: $patch) -> Self {
                 Patch::$case(patch)
@@ -148,16 +179,20 @@ macro_rules! point_conversions {
                     $decision::Allow => Decision::Allow,
                     $decision::Deny(denial) => Decision::Deny(denial),
                     $decision::Patch(patch) => Decision::Patch(Patch::$case(patch)),
+                    $(
+                        $decision::$throttle(throttle) => Decision::Throttle(throttle),
+                        $decision::Flag(denial) => Decision::Flag(denial),
+                    )?
                 }
             }
         }
     )*};
 }
 point_conversions! {
-    InferenceDecision, InferencePatch => Inference;
+    InferenceDecision, InferencePatch => Inference | Throttle;
     DeployDecision, DeployPatch => Deploy;
     TransferDecision, TransferPatch => Transfer;
-    FederationDecision, FederationPatch => Federation;
+    FederationDecision, FederationPatch => Federation | Throttle;
 }
 
 #[cfg(test)]

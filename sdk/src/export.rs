@@ -95,7 +95,7 @@ pub fn evaluate_federation<P: Policy>(request: FederationRequest) -> FederationD
 }
 
 /// Exports a [`Policy`] implementation as the component's
-/// `switchyard:policy/admission@0.1.0` interface.
+/// `switchyard:policy/admission@0.2.0` interface.
 ///
 /// Call it once, at the root of the policy's crate:
 ///
@@ -141,7 +141,7 @@ macro_rules! export_policy {
         mod __switchyard_export {
             #[allow(unused_imports)]
             use super::*;
-            use $crate::bindings::exports::switchyard::policy::admission::Guest;
+            use $crate::bindings::exports::switchyard::policy0_2_0::admission::Guest;
 
             /// The type wit-bindgen's export macro wants: it names an ident.
             pub struct Exported;

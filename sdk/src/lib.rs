@@ -8,10 +8,13 @@
 //! tour below shows a policy.
 //!
 //! An admission policy is a WebAssembly component that exports
-//! `switchyard:policy/admission@0.1.0`: the points it judges, a check of its
+//! `switchyard:policy/admission@0.2.0`: the points it judges, a check of its
 //! settings, and one function per admission point from that point's request
 //! to a decision (allow, deny with a code and a message, or allow with a
-//! patch). This crate holds the bindings, a [`Policy`] trait to implement,
+//! patch; at the inference and federation points also throttle, a 429
+//! with the limits the client is shown, or flag, allowed and recorded). A
+//! policy may read the host's usage counters of a key, team or peer
+//! ([`usage::counters`]). This crate holds the bindings, a [`Policy`] trait to implement,
 //! an [`export_policy!`] macro, logging and clock helpers, and a native test
 //! harness.
 //!
@@ -115,7 +118,8 @@
 //! - `decision.rs`: deny constructors and the point-independent [`Decision`]
 //! - `export.rs`: [`export_policy!`] and the settings each instance keeps
 //! - `evaluate.rs`: [`evaluate_json`], evaluating a request given as JSON
-//! - `log.rs`, `clock.rs`: the host imports, with native fallbacks
+//! - `log.rs`, `clock.rs`, `usage.rs`: the host imports, with native
+//!   fallbacks (`usage`'s counters are set by the test in native runs)
 //! - `testing.rs`: the native test harness; `testing/grant.rs` the grant
 //!   evaluators' ([`testing::grant::GrantCase`])
 //! - `grant.rs`: the grant-evaluator path: [`grant::GrantEvaluator`],
@@ -137,12 +141,16 @@ mod policy;
 pub mod testing;
 #[cfg(test)]
 mod toy;
+pub mod usage;
 
 pub use bindings::switchyard::plugin::types::{Denial, LogLevel};
-pub use bindings::switchyard::policy::types::{
-    AdmissionPoint, Caller, DeployDecision, DeployPatch, DeployRequest, FederationDecision,
-    FederationPatch, FederationRequest, Gpu, InferenceDecision, InferencePatch, InferenceRequest,
-    TransferDecision, TransferPatch, TransferRequest,
+pub use bindings::switchyard::policy0_1_0::types::{
+    AdmissionPoint, Caller, DeployDecision, DeployPatch, DeployRequest, FederationPatch,
+    FederationRequest, Gpu, InferencePatch, InferenceRequest, TransferDecision, TransferPatch,
+    TransferRequest,
+};
+pub use bindings::switchyard::policy0_2_0::types::{
+    FederationDecision, InferenceDecision, RateLimit, Throttle,
 };
 pub use decision::{Decision, Patch};
 pub use evaluate::evaluate_json;

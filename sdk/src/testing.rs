@@ -73,6 +73,16 @@ pub enum Expect {
     },
     /// Allowed with exactly this patch; the patch's point must be the case's.
     Patch(Patch),
+    /// Throttled with this code, whatever the message and limits.
+    Throttle {
+        /// The expected code.
+        code: &'static str,
+    },
+    /// Allowed and flagged with this code.
+    Flag {
+        /// The expected code.
+        code: &'static str,
+    },
 }
 
 impl Testcase {
@@ -113,6 +123,8 @@ impl Expect {
                 denial.code == *code && denial.message.contains(contains)
             }
             (Expect::Patch(expected), Decision::Patch(patch)) => expected == patch,
+            (Expect::Throttle { code }, Decision::Throttle(t)) => t.denial.code == *code,
+            (Expect::Flag { code }, Decision::Flag(denial)) => denial.code == *code,
             _ => false,
         }
     }
@@ -125,6 +137,8 @@ impl Expect {
                 format!("deny `{code}` with a message containing {contains:?}")
             }
             Expect::Patch(patch) => format!("patch {}", json(patch)),
+            Expect::Throttle { code } => format!("throttle `{code}`"),
+            Expect::Flag { code } => format!("flag `{code}`"),
         }
     }
 }
@@ -134,6 +148,13 @@ fn describe(decision: &Decision) -> String {
         Decision::Allow => "allow".into(),
         Decision::Deny(denial) => format!("deny `{}`: {}", denial.code, denial.message),
         Decision::Patch(patch) => format!("patch {}", json(patch)),
+        Decision::Throttle(t) => format!(
+            "throttle `{}`: {} {}",
+            t.denial.code,
+            t.denial.message,
+            json(&t.limits)
+        ),
+        Decision::Flag(denial) => format!("flag `{}`: {}", denial.code, denial.message),
     }
 }
 

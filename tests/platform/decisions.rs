@@ -64,7 +64,8 @@ async fn counted(
 }
 
 fn counts(allow: u64, deny: u64, monitor: u64) -> Value {
-    json!({"allow": allow, "deny": deny, "patch": 0, "error": 0, "monitor": monitor})
+    json!({"allow": allow, "deny": deny, "patch": 0, "error": 0, "monitor": monitor,
+           "throttle": 0, "flag": 0})
 }
 
 async fn push_max_tokens(http: &reqwest::Client, url: &str) {

@@ -1,6 +1,6 @@
 //! The guest components the `switchyard` binary carries: the carrier
 //! components (`nats`, `pgbus`, `tunnel`), the shipped policies
-//! (`model-allowlist`, `max-tokens`, `gpu-memory-guard`) and the shipped
+//! (`model-allowlist`, `max-tokens`, `rate-limit`, `gpu-memory-guard`) and the shipped
 //! grant evaluator (`grant-standard`), so that deploying the server is
 //! copying one file.
 //!
@@ -63,6 +63,7 @@ mod tests {
                 ("tunnel", PluginKind::Tunnel),
                 ("model-allowlist", PluginKind::Policy),
                 ("max-tokens", PluginKind::Policy),
+                ("rate-limit", PluginKind::Policy),
                 ("gpu-memory-guard", PluginKind::Policy),
                 ("grant-standard", PluginKind::Grant),
             ]

@@ -36,6 +36,7 @@ mod tests {
         Caller {
             key_id: "key_a".into(),
             scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            team: None,
         }
     }
 

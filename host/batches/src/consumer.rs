@@ -161,6 +161,7 @@ async fn run_line(batches: &Batches, claimed: ClaimedLine) -> Outcome {
     let caller = Caller {
         key_id: claimed.key_id,
         scopes: claimed.scopes,
+        team: claimed.team,
     };
     let body = Bytes::from(claimed.body);
     let started = tokio::time::Instant::now();

@@ -108,6 +108,7 @@ impl FromRequestParts<ConsoleState> for Session {
             caller: Caller {
                 key_id: found.key_id,
                 scopes: found.scopes,
+                team: None,
             },
             csrf: found.csrf_token,
             flash: cookie(&parts.headers, FLASH_COOKIE).and_then(page::Flash::decode),

@@ -50,6 +50,10 @@ pub enum InferenceError {
         /// What the client is told.
         message: String,
     },
+    /// A policy's rate limit or budget said not now (429, the policy's
+    /// code, OpenAI's `x-ratelimit-*` headers and `Retry-After`).
+    #[error("{}", .0.denial.message)]
+    Throttled(Box<switchyard_runtime::admission::Throttle>),
     /// No replica was chosen.
     #[error("{why:?} for model `{model}`")]
     NoRoute {
@@ -106,6 +110,7 @@ impl InferenceError {
             Self::Forbidden(_) => "forbidden",
             Self::Invalid(_) | Self::InvalidField { .. } => "invalid_request",
             Self::Denied { code, .. } => code,
+            Self::Throttled(t) => &t.denial.code,
             Self::NoRoute { why, .. } => match why {
                 NoRoute::UnknownModel => "model_not_found",
                 NoRoute::Cold => "model_loading",
@@ -134,6 +139,7 @@ impl InferenceError {
             Self::Internal(_) => (500, None),
             Self::Invalid(_) | Self::InvalidField { .. } => (400, None),
             Self::Denied { .. } => (403, None),
+            Self::Throttled(t) => (429, Some(retry_after_seconds(t.limits.retry_after_ms))),
             Self::NoRoute { why, .. } => match why {
                 NoRoute::UnknownModel => (404, None),
                 NoRoute::Cold => (503, Some(LOADING_RETRY_AFTER)),
@@ -171,6 +177,18 @@ impl InferenceError {
 
     /// The answer a client gets instead of the engine's.
     pub fn answer(self) -> Answer {
+        let limits = match &self {
+            Self::Throttled(t) => Some(t.limits),
+            _ => None,
+        };
+        let mut answer = self.answer_without_limits();
+        if let Some(limits) = limits {
+            answer.headers.extend(rate_limit_headers(&limits));
+        }
+        answer
+    }
+
+    fn answer_without_limits(self) -> Answer {
         let (status, code, message, param, retry_after) = match self {
             Self::Internal(detail) => {
                 // The detail is the operator's: logged, never answered.
@@ -208,5 +226,96 @@ impl InferenceError {
             headers.push(("retry-after".into(), seconds.to_string()));
         }
         Answer::whole(status, headers, body)
+    }
+}
+
+/// Whole seconds of a `Retry-After`, rounded up, at least 1.
+fn retry_after_seconds(ms: u64) -> u32 {
+    u32::try_from(ms.div_ceil(1000).max(1)).unwrap_or(u32::MAX)
+}
+
+/// OpenAI's rate-limit headers for the limits a policy named; a limit it
+/// left out is not shown.
+pub fn rate_limit_headers(
+    limits: &switchyard_runtime::admission::RateLimit,
+) -> Vec<(String, String)> {
+    let numbers = [
+        ("x-ratelimit-limit-requests", limits.limit_requests),
+        ("x-ratelimit-remaining-requests", limits.remaining_requests),
+        ("x-ratelimit-limit-tokens", limits.limit_tokens),
+        ("x-ratelimit-remaining-tokens", limits.remaining_tokens),
+    ];
+    let durations = [
+        ("x-ratelimit-reset-requests", limits.reset_requests_ms),
+        ("x-ratelimit-reset-tokens", limits.reset_tokens_ms),
+    ];
+    let numbers = numbers
+        .into_iter()
+        .filter_map(|(name, n)| n.map(|n| (name.to_string(), n.to_string())));
+    let durations = durations
+        .into_iter()
+        .filter_map(|(name, ms)| ms.map(|ms| (name.to_string(), duration_text(ms))));
+    numbers.chain(durations).collect()
+}
+
+/// A duration as OpenAI writes its resets: `250ms`, `1s`, `6m0s`, `1h2m3s`.
+fn duration_text(ms: u64) -> String {
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let seconds = ms.div_ceil(1000);
+    let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_runtime::admission::{RateLimit, Throttle};
+    use switchyard_runtime::bindings::Denial;
+
+    #[test]
+    fn a_throttle_is_a_429_with_openais_headers() {
+        let throttle = Throttle {
+            denial: Denial {
+                code: "rate_limit_exceeded".into(),
+                message: "tokens per minute: 100 of 100 used".into(),
+            },
+            limits: RateLimit {
+                limit_requests: None,
+                remaining_requests: None,
+                reset_requests_ms: None,
+                limit_tokens: Some(100),
+                remaining_tokens: Some(0),
+                reset_tokens_ms: Some(61_500),
+                retry_after_ms: 1_200,
+            },
+        };
+        let answer = InferenceError::Throttled(Box::new(throttle)).answer();
+        assert_eq!(answer.status, 429);
+        let header = |name: &str| {
+            answer
+                .headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(header("retry-after"), Some("2"));
+        assert_eq!(header("x-ratelimit-limit-tokens"), Some("100"));
+        assert_eq!(header("x-ratelimit-remaining-tokens"), Some("0"));
+        assert_eq!(header("x-ratelimit-reset-tokens"), Some("1m2s"));
+        assert_eq!(header("x-ratelimit-limit-requests"), None);
+    }
+
+    #[test]
+    fn durations_read_as_openai_writes_them() {
+        assert_eq!(duration_text(250), "250ms");
+        assert_eq!(duration_text(1_000), "1s");
+        assert_eq!(duration_text(360_000), "6m0s");
+        assert_eq!(duration_text(3_723_000), "1h2m3s");
     }
 }

@@ -21,6 +21,7 @@
 //! - `metrics`: the counters of answered requests, by model and status.
 //! - `usage`: the meter every answer that reached an engine passes through.
 
+pub mod counters;
 mod error;
 mod fields;
 pub mod metrics;
@@ -67,6 +68,9 @@ pub struct Inference {
     /// Tokens and times of every answer that reached an engine; `None`
     /// when metering is off.
     pub usage: Option<Arc<usage::UsageMeter>>,
+    /// Requests and tokens per key, team and peer, as policies read them;
+    /// `None` when metering is off.
+    pub counters: Option<Arc<counters::UsageCounters>>,
 }
 
 /// Answers one request body as `/v1` would for `caller` (a batch's line:
@@ -112,14 +116,48 @@ pub async fn infer(
         let limit = patch.as_ref().and_then(|p| p.max_tokens);
         let tokens = limit.or(request.max_tokens).map_or(0, u64::from);
         let body = request.body(patch.as_ref())?;
-        return send_metered(core, target, request, body, tokens, &caller.key_id, started).await;
+        let account = Account {
+            caller: &caller.key_id,
+            started,
+            charge: charge(core, caller, request, limit),
+        };
+        return send_metered(core, target, request, body, tokens, account).await;
     }
     caller.require("inference")?;
     let patch = admit(caller, core, request).await?;
     let target = Target::route(&core.routing, &request.model)?;
     tracing::Span::current().record("replica", target.replica());
     let body = request.body(patch.as_ref())?;
-    send_metered(core, target, request, body, 0, &caller.key_id, started).await
+    let account = Account {
+        caller: &caller.key_id,
+        started,
+        charge: charge(core, caller, request, patch.and_then(|p| p.max_tokens)),
+    };
+    send_metered(core, target, request, body, 0, account).await
+}
+
+/// Whom an answer is metered and counted for.
+struct Account<'a> {
+    /// The caller's key id, or `peer:<label>`.
+    caller: &'a str,
+    /// When the request came in.
+    started: std::time::Instant,
+    /// Its place in the usage counters, settled when the answer ends.
+    charge: Option<counters::Charge>,
+}
+
+/// Counts an admitted request in the usage counters: its estimate (prompt
+/// tokens and `max_tokens`, as patched) until its answer's tokens are known.
+fn charge(
+    core: &Inference,
+    caller: &Caller,
+    request: &ValidRequest,
+    patched_max_tokens: Option<u32>,
+) -> Option<counters::Charge> {
+    let counters = core.counters.as_ref()?;
+    let max_tokens = patched_max_tokens.or(request.max_tokens).unwrap_or(0);
+    let estimate = u64::from(request.prompt_tokens) + u64::from(max_tokens);
+    Some(counters.charge(counters::subjects(caller), estimate))
 }
 
 /// Sends a request's body to its target, the answer metered for `caller`;
@@ -130,13 +168,21 @@ async fn send_metered(
     request: &ValidRequest,
     body: Bytes,
     tokens: u64,
-    caller: &str,
-    started: std::time::Instant,
+    account: Account<'_>,
 ) -> Result<Answer, InferenceError> {
+    let Account {
+        caller,
+        started,
+        charge,
+    } = account;
     let Some(meter) = &core.usage else {
-        return target
+        let sent = target
             .send(core, request.endpoint.path(), body, tokens)
             .await;
+        if sent.is_err() {
+            charge.map(counters::Charge::refund);
+        }
+        return sent;
     };
     let asked = request
         .stream
@@ -153,13 +199,21 @@ async fn send_metered(
         started,
         strip_usage,
     };
-    let answer = target
+    let answer = match target
         .send(core, request.endpoint.path(), body, tokens)
-        .await?;
+        .await
+    {
+        Ok(answer) => answer,
+        Err(e) => {
+            charge.map(counters::Charge::refund);
+            return Err(e);
+        }
+    };
     Ok(usage::meter(
         meter.clone(),
         with_overhead(answer, started),
         metering,
+        charge,
     ))
 }
 
@@ -227,6 +281,7 @@ pub async fn serve_federated(
     let caller = Caller {
         key_id: format!("peer:{}", call.peer),
         scopes: vec!["inference".into()],
+        team: None,
     };
     let mut admitted = false;
     let started = std::time::Instant::now();
@@ -252,7 +307,12 @@ pub async fn serve_federated(
         let body = request.body_for(&call.model, limit)?;
         // The owner's view of the call: the peer is the caller, the model
         // this cluster's name for the service.
-        send_metered(core, target, &request, body, 0, &caller.key_id, started).await
+        let account = Account {
+            caller: &caller.key_id,
+            started,
+            charge: charge(core, &caller, &request, limit),
+        };
+        send_metered(core, target, &request, body, 0, account).await
     };
     let answered: Result<Answer, InferenceError> = answered.await;
     let outcome = answered
@@ -354,6 +414,7 @@ async fn judged(
         .map_err(InferenceError::internal)?;
     match verdict.decision {
         Decision::Deny(denial) => Err(InferenceError::denied(denial.code, denial.message, who)),
+        Decision::Throttle(throttle) => Err(InferenceError::Throttled(Box::new(throttle))),
         Decision::Patch { patch } => Ok(Some(patch)),
         _ => Ok(None),
     }

@@ -247,7 +247,16 @@ pub fn ask_for_usage(body: &[u8]) -> Option<Bytes> {
 
 /// The answer, metered: its body is watched as it goes to the client and
 /// the event recorded when it ends (or the client drops it).
-pub fn meter(meter: std::sync::Arc<UsageMeter>, answer: Answer, metering: Metering) -> Answer {
+///
+/// `charge`, the request's place in the usage counters, is settled then
+/// with the engine's tokens: an error answer without them counts none, a
+/// success without them keeps the estimate.
+pub fn meter(
+    meter: std::sync::Arc<UsageMeter>,
+    answer: Answer,
+    metering: Metering,
+    charge: Option<crate::counters::Charge>,
+) -> Answer {
     let status = answer.status;
     let sse = answer
         .headers
@@ -256,6 +265,7 @@ pub fn meter(meter: std::sync::Arc<UsageMeter>, answer: Answer, metering: Meteri
     let watch = Watch {
         meter,
         metering,
+        charge,
         status,
         sse,
         first_byte: None,
@@ -288,6 +298,7 @@ pub fn meter(meter: std::sync::Arc<UsageMeter>, answer: Answer, metering: Meteri
 struct Watch {
     meter: std::sync::Arc<UsageMeter>,
     metering: Metering,
+    charge: Option<crate::counters::Charge>,
     status: u16,
     sse: bool,
     first_byte: Option<Instant>,
@@ -373,6 +384,13 @@ impl Watch {
             u64::try_from(t.duration_since(self.metering.started).as_millis()).unwrap_or(u64::MAX)
         };
         let tokens = self.tokens.unwrap_or_default();
+        if let Some(charge) = self.charge.take() {
+            match (self.tokens, self.status) {
+                (Some(t), _) => charge.settle(t.prompt + t.completion),
+                (None, 200..=299) => drop(charge),
+                (None, _) => charge.refund(),
+            }
+        }
         let at_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));

@@ -120,7 +120,8 @@ impl ValidRequest {
         AdmissionRequest::Inference(InferenceRequest {
             caller: switchyard_runtime::admission::Caller {
                 key_id: caller.key_id.clone(),
-                project: None,
+                // A key's team is the project the WIT record names.
+                project: caller.team.clone(),
                 scopes: caller.scopes.clone(),
             },
             model: self.model.clone(),
@@ -308,6 +309,7 @@ mod tests {
         let caller = Caller {
             key_id: "key_1".into(),
             scopes: vec!["inference".into()],
+            team: None,
         };
         let expected = json!({
             "caller": {"key_id": "key_1", "project": null, "scopes": ["inference"]},

@@ -49,6 +49,10 @@ text_enum! {
         Patch => "patch",
         /// The call failed (timeout, trap, ...).
         Error => "error",
+        /// Refused for now: a rate limit or a budget (429).
+        Throttle => "throttle",
+        /// Allowed and flagged: a soft threshold crossed.
+        Flag => "flag",
     }
 }
 
@@ -104,6 +108,10 @@ pub struct DecisionCounts {
     pub error: u64,
     /// Monitor-mode denials and patches.
     pub monitor: u64,
+    /// Enforced throttles (a rate limit or a budget: 429).
+    pub throttle: u64,
+    /// Flags (allowed, a soft threshold recorded).
+    pub flag: u64,
 }
 
 /// `GET /api/admission/{point}/decisions`.

@@ -16,6 +16,10 @@ text_enum! {
         Deny => "deny",
         /// Go ahead in a changed form.
         Patch => "patch",
+        /// Refused for now, with limits (429).
+        Throttle => "throttle",
+        /// Go ahead, flagged with a code.
+        Flag => "flag",
     }
 }
 

@@ -57,14 +57,16 @@ mod tests {
 }
 
 /// An authenticated caller, as every part that checks a scope sees it: the
-/// API key's id (safe to log) and its scopes. A federated peer calls as
-/// `peer:<label>` with the `inference` scope.
+/// API key's id (safe to log), its scopes and its team. A federated peer
+/// calls as `peer:<label>` with the `inference` scope and no team.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     /// The key's id (safe to log).
     pub key_id: String,
     /// Its scopes.
     pub scopes: Vec<String>,
+    /// The team the key belongs to, if any.
+    pub team: Option<String>,
 }
 
 impl Caller {

@@ -100,3 +100,42 @@ mod tests {
         assert_eq!(again, report);
     }
 }
+
+/// What one frontend replica tells the others of its usage counters
+/// (`pg_notify` on [`COUNTS_CHANNEL`], every [`COUNTS_SYNC_MS`]): the
+/// changes since its last message, so that rate limits and budgets hold
+/// across replicas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountsMessage {
+    /// The sending replica (its instance id).
+    pub replica: String,
+    /// One entry per subject that changed or has requests in flight.
+    pub counts: Vec<CountsDelta>,
+}
+
+/// One subject's change on one replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountsDelta {
+    /// `key:<id>`, `team:<name>` or `peer:<label>`.
+    pub subject: String,
+    /// Requests admitted since the last message.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requests: i64,
+    /// Tokens charged since the last message (a correction may be negative).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tokens: i64,
+    /// Requests in flight on the sender now.
+    #[serde(default)]
+    pub in_flight: u32,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// The channel replicas share their usage counters on.
+pub const COUNTS_CHANNEL: &str = "switchyard_usage_counts";
+
+/// How often a replica sends its counters' changes: the bound on how late
+/// another replica sees them.
+pub const COUNTS_SYNC_MS: u64 = 100;

@@ -1,5 +1,5 @@
 //! Admission points, their requests and decisions, and the ordered chain
-//! that judges a request: the first enforced deny wins, patches compose.
+//! that judges a request: the first enforced deny or throttle wins, patches compose.
 
 use std::sync::Arc;
 
@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bindings::Denial;
 use crate::bindings::policy_types as wit;
+use crate::bindings::policy_types_v0_2 as wit_v0_2;
 use crate::error::CallError;
 use crate::inline::InlineGate;
 use crate::policy::PolicyPlugin;
@@ -15,6 +16,7 @@ pub use wit::{
     Caller, DeployPatch, DeployRequest, FederationPatch, FederationRequest, Gpu, InferencePatch,
     InferenceRequest, TransferPatch, TransferRequest,
 };
+pub use wit_v0_2::{RateLimit, Throttle};
 
 /// Where in the system a chain is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -202,6 +204,27 @@ pub enum Decision {
         /// The change the point defines.
         patch: Patch,
     },
+    /// Refused for now (a rate limit or a budget), with the limits the
+    /// client is shown; `policy@0.2.0`'s inference and federation points.
+    Throttle(Throttle),
+    /// Allowed, and recorded with this code (a soft threshold crossed).
+    Flag(Denial),
+}
+
+impl Decision {
+    /// Whether the request stops here: a deny or a throttle.
+    pub fn refuses(&self) -> bool {
+        matches!(self, Decision::Deny(_) | Decision::Throttle(_))
+    }
+
+    /// The code and message of a refusal or a flag.
+    pub fn denial(&self) -> Option<&Denial> {
+        match self {
+            Decision::Deny(d) | Decision::Flag(d) => Some(d),
+            Decision::Throttle(t) => Some(&t.denial),
+            Decision::Allow | Decision::Patch { .. } => None,
+        }
+    }
 }
 
 macro_rules! decision_from {
@@ -223,6 +246,24 @@ decision_from!(
     TransferDecision => Transfer,
     FederationDecision => Federation
 );
+
+/// `policy@0.2.0`'s decisions: 0.1.0's cases, `throttle` and `flag`.
+macro_rules! decision_from_v0_2 {
+    ($($wit:ident => $patch:ident),*) => {$(
+        impl From<wit_v0_2::$wit> for Decision {
+            fn from(d: wit_v0_2::$wit) -> Self {
+                match d {
+                    wit_v0_2::$wit::Allow => Decision::Allow,
+                    wit_v0_2::$wit::Deny(denial) => Decision::Deny(denial),
+                    wit_v0_2::$wit::Patch(p) => Decision::Patch { patch: Patch::$patch(p) },
+                    wit_v0_2::$wit::Throttle(t) => Decision::Throttle(t),
+                    wit_v0_2::$wit::Flag(denial) => Decision::Flag(denial),
+                }
+            }
+        }
+    )*};
+}
+decision_from_v0_2!(InferenceDecision => Inference, FederationDecision => Federation);
 
 /// How a chain binds a policy: defined with the admin API's bodies, which
 /// the CLI sends and the store keeps.
@@ -328,12 +369,13 @@ impl Chain {
             .run(self.point.as_str(), || self.evaluate(request.clone()))
     }
 
-    /// Judges a request: the first enforced deny wins and stops the chain;
+    /// Judges a request: the first enforced deny (or throttle) wins and
+    /// stops the chain; a flag lets it go on;
     /// each enforced patch is applied before the next policy sees the request.
     pub fn evaluate(&self, mut request: AdmissionRequest) -> Verdict {
         let mut steps = Vec::with_capacity(self.entries.len());
         let mut patch: Option<Patch> = None;
-        let mut denial: Option<Denial> = None;
+        let mut denial: Option<Decision> = None;
         for entry in &self.entries {
             let (result, elapsed) = entry.policy.evaluate_timed(&request);
             let time_us = elapsed.as_secs_f64() * 1e6;
@@ -361,8 +403,8 @@ impl Chain {
                 Ok(decision) => {
                     if !enforce {
                         tracing::info!(plugin = %step.plugin, point = %self.point, ?decision, "monitor-mode decision");
-                    } else if let Decision::Deny(d) = &decision {
-                        denial = Some(d.clone());
+                    } else if decision.refuses() {
+                        denial = Some(decision.clone());
                     }
                     step.decision = Some(decision);
                 }
@@ -370,10 +412,10 @@ impl Chain {
                     tracing::warn!(plugin = %step.plugin, point = %self.point, %error, "policy call failed");
                     step.enforced = enforce && entry.fail == FailMode::Closed;
                     if step.enforced {
-                        denial = Some(Denial {
+                        denial = Some(Decision::Deny(Denial {
                             code: POLICY_ERROR_CODE.into(),
                             message: format!("policy {} failed: {error}", step.plugin),
-                        });
+                        }));
                     }
                     step.error = Some(StepError {
                         kind: error.kind(),
@@ -387,7 +429,7 @@ impl Chain {
             }
         }
         let decision = match (denial, patch) {
-            (Some(d), _) => Decision::Deny(d),
+            (Some(refusal), _) => refusal,
             (None, Some(patch)) => Decision::Patch { patch },
             (None, None) => Decision::Allow,
         };

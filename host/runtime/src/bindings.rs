@@ -1,11 +1,28 @@
 //! Host-side bindings of every world Switchyard serves, generated once here.
 
-/// The `switchyard:policy/admission-policy@0.1.0` world.
+/// The `switchyard:policy/admission-policy@0.2.0` world: the host's usage
+/// counters imported, `throttle` and `flag` decisions; its requests are
+/// 0.1.0's.
 pub mod policy {
+    wasmtime::component::bindgen!({
+        world: "switchyard:policy/admission-policy@0.2.0",
+        path: "../../wit",
+        additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
+    });
+}
+
+/// The `switchyard:policy/admission-policy@0.1.0` world, still loaded: its
+/// types are [`policy`]'s; `policy::v0_1` adapts its two older decisions.
+pub mod policy_v0_1 {
     wasmtime::component::bindgen!({
         world: "switchyard:policy/admission-policy@0.1.0",
         path: "../../wit",
-        additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
+        with: {
+            "switchyard:plugin/types@0.1.0": crate::bindings::policy::switchyard::plugin::types,
+            "switchyard:plugin/log@0.1.0": crate::bindings::policy::switchyard::plugin::log,
+            "switchyard:plugin/clock@0.1.0": crate::bindings::policy::switchyard::plugin::clock,
+            "switchyard:policy/types@0.1.0": crate::bindings::policy::switchyard::policy0_1_0::types,
+        },
     });
 }
 
@@ -71,7 +88,9 @@ pub mod carrier_v0_1 {
 }
 
 pub use policy::switchyard::plugin::types::{Denial, LogLevel};
-pub use policy::switchyard::policy::types as policy_types;
+pub use policy::switchyard::policy0_1_0::types as policy_types;
+pub use policy::switchyard::policy0_2_0::types as policy_types_v0_2;
+pub use policy::switchyard::policy0_2_0::usage as policy_usage;
 
 /// The `switchyard:carrier/tunnel@0.2.0` world: one websocket session.
 pub mod tunnel {

@@ -76,6 +76,8 @@ pub struct Runtime {
     pub(crate) ticker: Ticker,
     /// Plugin stores alive now (warm policy instances, carriers, sessions).
     pub(crate) live: Arc<AtomicU64>,
+    /// What policies read as the host's usage counters.
+    pub(crate) usage: Arc<crate::usage::UsageSlot>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -113,6 +115,7 @@ impl Runtime {
             pooled,
             ticker,
             live: Arc::new(AtomicU64::new(0)),
+            usage: Arc::default(),
         }))
     }
 
@@ -130,6 +133,12 @@ impl Runtime {
     /// busy policy instance, each carrier, each tunnel session.
     pub fn live_instances(&self) -> u64 {
         self.live.load(Ordering::Relaxed)
+    }
+
+    /// Hands policies the host's usage counters; `false` when a source
+    /// was set already (the first stays).
+    pub fn set_usage_counters(&self, source: Arc<dyn crate::usage::UsageCounters>) -> bool {
+        self.usage.set(source)
     }
 
     /// Whether instances come from the pooling allocator.

@@ -19,9 +19,15 @@ struct ServedWorld {
 
 /// The worlds and versions this build serves.
 const SERVED: &[ServedWorld] = &[
+    // The newest version first.
     ServedWorld {
         kind: PluginKind::Policy,
-        world: "switchyard:policy/admission-policy@0.1.0",
+        world: "switchyard:policy/admission-policy@0.2.0",
+        export: "switchyard:policy/admission@0.2.0",
+    },
+    ServedWorld {
+        kind: PluginKind::Policy,
+        world: POLICY_WORLD_V0_1,
         export: "switchyard:policy/admission@0.1.0",
     },
     ServedWorld {
@@ -58,6 +64,9 @@ const SERVED: &[ServedWorld] = &[
     },
 ];
 
+/// The policy world's first version, still loaded (no usage counters, no
+/// `throttle` or `flag`).
+pub(crate) const POLICY_WORLD_V0_1: &str = "switchyard:policy/admission-policy@0.1.0";
 /// The carrier world with packed messages (spans of one buffer).
 pub(crate) const CARRIER_WORLD: &str = "switchyard:carrier/carrier@0.4.0";
 /// The carrier world with payload bypass (held payloads, body claims), still loaded.

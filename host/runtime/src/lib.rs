@@ -12,7 +12,9 @@
 //!   cache, `InstancePre`; `instance.rs` holds one instance and its traced, timed calls,
 //!   `pool.rs` the warm instances of policies and grant evaluators.
 //! - [`sandbox`]: per-store state: the memory limiter, WASI with an empty context, host imports.
-//! - [`policy`]: an admission policy ready to call, with its pool of warm instances.
+//! - [`policy`]: an admission policy ready to call, with its pool of warm instances
+//!   (`policy@0.2.0`, and 0.1.0 adapted to it in `policy/v0_1.rs`).
+//! - [`usage`]: the host's usage counters as policies read them.
 //! - [`grant`]: a grant evaluator ready to call, pooled like a policy.
 //! - [`carrier`]: a carrier plugin, one stateful protocol engine driven by the host's reactor
 //!   (`carrier@0.4.0`, with 0.3.0 and 0.1.0 adapted to it).
@@ -39,6 +41,7 @@ mod pool;
 pub mod sandbox;
 mod ticker;
 pub mod tunnel;
+pub mod usage;
 mod world_types;
 
 pub use engine::{Runtime, RuntimeConfig};

@@ -79,10 +79,13 @@ macro_rules! served_worlds {
     )*};
 }
 
-use crate::bindings::{carrier, carrier_v0_1, carrier_v0_3, grant, policy, tunnel, tunnel_v0_1};
+use crate::bindings::{
+    carrier, carrier_v0_1, carrier_v0_3, grant, policy, policy_v0_1, tunnel, tunnel_v0_1,
+};
 
 served_worlds! {
     PolicyWorld: PluginKind::Policy, policy::AdmissionPolicy, policy::AdmissionPolicyPre<SandboxState>;
+    PolicyWorldV0_1: PluginKind::Policy, policy_v0_1::AdmissionPolicy, policy_v0_1::AdmissionPolicyPre<SandboxState>;
     GrantWorld: PluginKind::Grant, grant::GrantEvaluator, grant::GrantEvaluatorPre<SandboxState>;
     CarrierWorld: PluginKind::Carrier, carrier::Carrier, carrier::CarrierPre<SandboxState>;
     CarrierWorldV0_3: PluginKind::Carrier, carrier_v0_3::Carrier, carrier_v0_3::CarrierPre<SandboxState>;

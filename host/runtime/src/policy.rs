@@ -1,6 +1,10 @@
 //! An admission policy ready to call: its pre-linked component, its settings
 //! and a small pool of warm instances (a fresh instance costs ~18 us, a
 //! reused one ~0.5 us). An instance that failed a call is dropped, never reused.
+//!
+//! A policy targets `admission-policy@0.2.0` (usage counters, `throttle`
+//! and `flag`) or 0.1.0, whose answers are this version's without the two
+//! new cases: one pool of either world, the same calls.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +13,8 @@ use crate::admission::{AdmissionPoint, AdmissionRequest, Decision};
 use crate::cache::CompileSource;
 use crate::engine::Runtime;
 use crate::error::{CallError, LoadError};
-use crate::loader::{ComponentSource, PolicyWorld, Prepared};
+use crate::inspect::POLICY_WORLD_V0_1;
+use crate::loader::{ComponentSource, PolicyWorld, PolicyWorldV0_1, compile};
 use crate::metrics::PluginMetrics;
 use crate::pool::Pool;
 
@@ -22,9 +27,15 @@ pub struct PolicySource<'a> {
     pub settings: &'a str,
 }
 
+/// The warm instances of a policy of either world.
+enum Pools {
+    V0_2(Pool<PolicyWorld>),
+    V0_1(Pool<PolicyWorldV0_1>),
+}
+
 /// A loaded, configured admission policy.
 pub struct PolicyPlugin {
-    pool: Pool<PolicyWorld>,
+    pools: Pools,
     points: Vec<AdmissionPoint>,
     metrics: Arc<PluginMetrics>,
 }
@@ -41,15 +52,31 @@ impl PolicyPlugin {
     /// Verifies, compiles (or takes from the cache), instantiates once,
     /// validates the settings and makes the smoke call (`points`).
     pub fn load(runtime: &Arc<Runtime>, source: PolicySource<'_>) -> Result<Arc<Self>, LoadError> {
-        let prepared = Prepared::<PolicyWorld>::load(runtime, source.component, true)?;
-        let metrics = prepared.metrics().expect("policies are counted").clone();
-        let (pool, mut first) = Pool::new(prepared, source.settings)?;
-        let points = first.call("points", |b, s| {
-            b.switchyard_policy_admission().call_points(s)
-        })?;
-        pool.put(first);
+        let compiled = compile(runtime, source.component, crate::PluginKind::Policy)?;
+        let (pools, points) = if compiled.info.world == POLICY_WORLD_V0_1 {
+            let (pool, mut first) =
+                Pool::<PolicyWorldV0_1>::new(compiled.link(runtime, true)?, source.settings)?;
+            let points = first.call("points", |b, s| {
+                b.switchyard_policy0_1_0_admission().call_points(s)
+            })?;
+            pool.put(first);
+            (Pools::V0_1(pool), points)
+        } else {
+            let (pool, mut first) =
+                Pool::<PolicyWorld>::new(compiled.link(runtime, true)?, source.settings)?;
+            let points = first.call("points", |b, s| {
+                b.switchyard_policy0_2_0_admission().call_points(s)
+            })?;
+            pool.put(first);
+            (Pools::V0_2(pool), points)
+        };
+        let metrics = match &pools {
+            Pools::V0_2(pool) => pool.prepared().metrics(),
+            Pools::V0_1(pool) => pool.prepared().metrics(),
+        };
+        let metrics = metrics.expect("policies are counted").clone();
         Ok(Arc::new(Self {
-            pool,
+            pools,
             points: points.into_iter().map(AdmissionPoint::from).collect(),
             metrics,
         }))
@@ -57,7 +84,10 @@ impl PolicyPlugin {
 
     /// `name@version`.
     pub fn label(&self) -> &Arc<str> {
-        self.pool.prepared().label()
+        match &self.pools {
+            Pools::V0_2(pool) => pool.prepared().label(),
+            Pools::V0_1(pool) => pool.prepared().label(),
+        }
     }
 
     /// The points the policy says it judges.
@@ -72,7 +102,10 @@ impl PolicyPlugin {
 
     /// Whether the component came from memory, the disk cache, or a compile.
     pub fn compiled_from(&self) -> CompileSource {
-        self.pool.prepared().compiled_from()
+        match &self.pools {
+            Pools::V0_2(pool) => pool.prepared().compiled_from(),
+            Pools::V0_1(pool) => pool.prepared().compiled_from(),
+        }
     }
 
     /// Evaluates one request. Errors are this call's only; the host goes on.
@@ -93,24 +126,43 @@ impl PolicyPlugin {
     ) -> (Result<Decision, CallError>, Duration) {
         // The span's `function` is the point: `inference`, `deploy`, ...
         let point = request.point().as_str();
-        let (decision, elapsed) = self.pool.call(point, |b, s| {
-            let admission = b.switchyard_policy_admission();
-            Ok(match request {
-                AdmissionRequest::Inference(r) => {
-                    Decision::from(admission.call_evaluate_inference(s, r)?)
-                }
-                AdmissionRequest::Deploy(r) => {
-                    Decision::from(admission.call_evaluate_deploy(s, r)?)
-                }
-                AdmissionRequest::Transfer(r) => {
-                    Decision::from(admission.call_evaluate_transfer(s, r)?)
-                }
-                AdmissionRequest::Federation(r) => {
-                    Decision::from(admission.call_evaluate_federation(s, r)?)
-                }
-            })
-        });
-        if let Ok(Decision::Deny(_)) = decision {
+        let (decision, elapsed) = match &self.pools {
+            Pools::V0_2(pool) => pool.call(point, |b, s| {
+                let admission = b.switchyard_policy0_2_0_admission();
+                Ok(match request {
+                    AdmissionRequest::Inference(r) => {
+                        Decision::from(admission.call_evaluate_inference(s, r)?)
+                    }
+                    AdmissionRequest::Deploy(r) => {
+                        Decision::from(admission.call_evaluate_deploy(s, r)?)
+                    }
+                    AdmissionRequest::Transfer(r) => {
+                        Decision::from(admission.call_evaluate_transfer(s, r)?)
+                    }
+                    AdmissionRequest::Federation(r) => {
+                        Decision::from(admission.call_evaluate_federation(s, r)?)
+                    }
+                })
+            }),
+            Pools::V0_1(pool) => pool.call(point, |b, s| {
+                let admission = b.switchyard_policy0_1_0_admission();
+                Ok(match request {
+                    AdmissionRequest::Inference(r) => {
+                        Decision::from(admission.call_evaluate_inference(s, r)?)
+                    }
+                    AdmissionRequest::Deploy(r) => {
+                        Decision::from(admission.call_evaluate_deploy(s, r)?)
+                    }
+                    AdmissionRequest::Transfer(r) => {
+                        Decision::from(admission.call_evaluate_transfer(s, r)?)
+                    }
+                    AdmissionRequest::Federation(r) => {
+                        Decision::from(admission.call_evaluate_federation(s, r)?)
+                    }
+                })
+            }),
+        };
+        if let Ok(Decision::Deny(_) | Decision::Throttle(_)) = decision {
             self.metrics.record_denial();
         }
         (decision, elapsed)

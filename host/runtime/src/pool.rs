@@ -10,7 +10,7 @@ use wasmtime::Store;
 
 use crate::error::{CallError, LoadError};
 use crate::instance::Instance;
-use crate::loader::{GrantWorld, PolicyWorld, Prepared, World};
+use crate::loader::{GrantWorld, PolicyWorld, PolicyWorldV0_1, Prepared, World};
 use crate::sandbox::SandboxState;
 
 /// Warm instances kept per plugin; more concurrent callers instantiate fresh ones.
@@ -43,7 +43,8 @@ macro_rules! configured_worlds {
 }
 
 configured_worlds! {
-    PolicyWorld => switchyard_policy_admission;
+    PolicyWorld => switchyard_policy0_2_0_admission;
+    PolicyWorldV0_1 => switchyard_policy0_1_0_admission;
     GrantWorld => switchyard_grant_evaluator;
 }
 

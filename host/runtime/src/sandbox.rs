@@ -35,6 +35,8 @@ pub struct SandboxState {
     started: Instant,
     /// When the current call must end; set by [`arm`] before every call.
     deadline: Instant,
+    /// The host's usage counters (`switchyard:policy/usage`).
+    pub(crate) usage: Arc<crate::usage::UsageSlot>,
     /// Counts this store among its runtime's live instances while it lives.
     _live: LiveInstance,
 }
@@ -63,6 +65,7 @@ impl SandboxState {
             started: Instant::now(),
             // Nothing may block before the first `arm`.
             deadline: Instant::now(),
+            usage: runtime.usage.clone(),
             _live: LiveInstance(runtime.live.clone()),
         }
     }
@@ -110,6 +113,8 @@ impl WasiView for SandboxState {
 impl types::Host for SandboxState {}
 
 impl crate::bindings::policy_types::Host for SandboxState {}
+
+impl crate::bindings::policy_types_v0_2::Host for SandboxState {}
 
 impl crate::bindings::grant::switchyard::grant::types::Host for SandboxState {}
 

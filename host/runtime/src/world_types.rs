@@ -37,6 +37,13 @@ const SERVED_WIT: &[(&str, &[(&str, &str)])] = &[
         )],
     ),
     (
+        "policy@0.2.0",
+        &[(
+            "policy.wit",
+            include_str!("../../../wit/deps/policy@0.2.0/policy.wit"),
+        )],
+    ),
+    (
         "grant@0.1.0",
         &[(
             "grant.wit",

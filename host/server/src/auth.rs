@@ -193,6 +193,7 @@ pub async fn authenticate(
             let caller = Caller {
                 key_id: p.key_id,
                 scopes: p.scopes,
+                team: p.team,
             };
             state.keys.put(digest, caller.clone());
             Ok(caller)

@@ -18,6 +18,7 @@ use switchyard_library::Library;
 use switchyard_scheduler::Scheduler;
 use switchyard_scheduler::routing::Routing;
 
+mod counters;
 mod tasks;
 mod usage;
 use tasks::Tasks;
@@ -205,6 +206,11 @@ async fn open_state(
         sse_keepalive: config.sse_keepalive,
         metrics: Default::default(),
         usage: config.usage_metering.then(Default::default),
+        counters: config.usage_metering.then(|| {
+            let counters = Arc::new(switchyard_inference::counters::UsageCounters::default());
+            runtime.set_usage_counters(counters.clone());
+            counters
+        }),
     });
     let batches = Arc::new(switchyard_batches::Batches {
         store: store.clone(),
@@ -333,6 +339,17 @@ fn start_records(
             tasks.stop_signal(),
         ),
     );
+    if let Some(counters) = &state.inference.counters {
+        tasks.spawn(
+            "usage counters",
+            counters::share(
+                counters.clone(),
+                state.store.clone(),
+                replica.instance_id.clone(),
+                tasks.stop_signal(),
+            ),
+        );
+    }
     if let Some(meter) = &state.inference.usage {
         tasks.spawn(
             "usage meter",

@@ -210,6 +210,8 @@ impl Store {
                 (false, "allow") => &mut counts.allow,
                 (false, "deny") => &mut counts.deny,
                 (false, "patch") => &mut counts.patch,
+                (false, "throttle") => &mut counts.throttle,
+                (false, "flag") => &mut counts.flag,
                 _ => &mut counts.error,
             };
             *slot += n;

@@ -35,6 +35,8 @@ pub struct Principal {
     pub scopes: Vec<String>,
     /// The stored digest, for the constant-time check.
     pub token_sha256: Vec<u8>,
+    /// Its team, if any.
+    pub team: Option<String>,
 }
 
 /// A new random token: `sy_` and 64 hex digits.
@@ -174,7 +176,7 @@ impl Store {
             .conn()
             .await?
             .query_opt(
-                "SELECT id, scopes, token_sha256 FROM api_keys WHERE token_sha256 = $1 AND revoked_at IS NULL",
+                "SELECT id, scopes, token_sha256, team FROM api_keys WHERE token_sha256 = $1 AND revoked_at IS NULL",
                 &[&digest],
             )
             .await?;
@@ -182,6 +184,7 @@ impl Store {
             key_id: r.get(0),
             scopes: r.get(1),
             token_sha256: r.get(2),
+            team: r.get(3),
         }))
     }
 }

@@ -149,9 +149,19 @@ impl Store {
         &self,
         channel: &str,
     ) -> Result<(tokio_postgres::Client, tokio::sync::mpsc::Receiver<String>), StoreError> {
+        self.listen_queued(channel, 64).await
+    }
+
+    /// [`Store::listen`], holding up to `queue` notifications that the
+    /// reader has not taken yet (more are dropped).
+    pub async fn listen_queued(
+        &self,
+        channel: &str,
+        queue: usize,
+    ) -> Result<(tokio_postgres::Client, tokio::sync::mpsc::Receiver<String>), StoreError> {
         use futures::StreamExt;
         let (client, mut connection) = self.url.connect().await?;
-        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let (tx, rx) = tokio::sync::mpsc::channel(queue);
         tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(Ok(message)) = messages.next().await {

@@ -96,6 +96,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (21, "audit", include_str!("../migrations/0021_audit.sql")),
     (22, "teams", include_str!("../migrations/0022_teams.sql")),
     (23, "usage", include_str!("../migrations/0023_usage.sql")),
+    (
+        24,
+        "decision_throttle_flag",
+        include_str!("../migrations/0024_decision_throttle_flag.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").

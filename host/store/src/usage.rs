@@ -206,4 +206,61 @@ impl Store {
             )
             .await?)
     }
+
+    /// Tokens metered this UTC day and month per counter subject
+    /// (`key:<id>`, `team:<name>`, `peer:<label>`): where a replica's usage
+    /// counters start.
+    pub async fn usage_totals(&self) -> Result<Vec<SubjectTotals>, StoreError> {
+        let rows = self
+            .conn()
+            .await?
+            .query(
+                "WITH e AS (
+                   SELECT caller, prompt_tokens + completion_tokens AS tokens,
+                          at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS today
+                     FROM usage_events
+                    WHERE at >= date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+                 SELECT CASE WHEN caller LIKE 'peer:%' THEN caller ELSE 'key:' || caller END,
+                        coalesce(sum(tokens) FILTER (WHERE today), 0)::bigint, sum(tokens)::bigint
+                   FROM e GROUP BY 1
+                 UNION ALL
+                 SELECT 'team:' || k.team,
+                        coalesce(sum(tokens) FILTER (WHERE today), 0)::bigint, sum(tokens)::bigint
+                   FROM e JOIN api_keys k ON k.id = e.caller
+                  WHERE k.team IS NOT NULL GROUP BY k.team",
+                &[],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| SubjectTotals {
+                subject: r.get(0),
+                today: r.get(1),
+                this_month: r.get(2),
+            })
+            .collect())
+    }
+
+    /// Sends one replica's usage counts to the others.
+    pub async fn notify_usage_counts(&self, payload: &str) -> Result<(), StoreError> {
+        self.conn()
+            .await?
+            .execute(
+                "SELECT pg_notify($1, $2)",
+                &[&switchyard_protocol::usage::COUNTS_CHANNEL, &payload],
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// One counter subject's metered tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubjectTotals {
+    /// `key:<id>`, `team:<name>` or `peer:<label>`.
+    pub subject: String,
+    /// Tokens this UTC day.
+    pub today: i64,
+    /// Tokens this UTC month.
+    pub this_month: i64,
 }

@@ -62,11 +62,13 @@ impl Default for DecisionLogConfig {
     }
 }
 
-const DECISIONS: [RecordedDecision; 4] = [
+const DECISIONS: [RecordedDecision; 6] = [
     RecordedDecision::Allow,
     RecordedDecision::Deny,
     RecordedDecision::Patch,
     RecordedDecision::Error,
+    RecordedDecision::Throttle,
+    RecordedDecision::Flag,
 ];
 const MODES: [Mode; 2] = [Mode::Enforce, Mode::Monitor];
 const COUNTERS: usize = AdmissionPoint::ALL.len() * DECISIONS.len() * MODES.len();
@@ -148,6 +150,12 @@ impl Recorder {
                     (RecordedDecision::Deny, Some(denial.code.clone()))
                 }
                 (Some(Decision::Patch { .. }), _) => (RecordedDecision::Patch, None),
+                (Some(Decision::Throttle(t)), _) => {
+                    (RecordedDecision::Throttle, Some(t.denial.code.clone()))
+                }
+                (Some(Decision::Flag(flag)), _) => {
+                    (RecordedDecision::Flag, Some(flag.code.clone()))
+                }
                 _ => (RecordedDecision::Allow, None),
             };
             self.decisions[counter(chain.point, decision, step.mode)]
@@ -181,7 +189,12 @@ impl Recorder {
                 version: version.to_string(),
                 mode: step.mode,
                 monitor: step.mode == Mode::Monitor
-                    && matches!(decision, RecordedDecision::Deny | RecordedDecision::Patch),
+                    && matches!(
+                        decision,
+                        RecordedDecision::Deny
+                            | RecordedDecision::Patch
+                            | RecordedDecision::Throttle
+                    ),
                 decision,
                 code,
                 key_id: key_id(request),

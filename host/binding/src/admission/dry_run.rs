@@ -46,6 +46,18 @@ fn judgement(decision: &Decision) -> Judgement {
             None,
             serde_json::to_value(patch).ok(),
         ),
+        Decision::Throttle(t) => (
+            DecisionKind::Throttle,
+            Some(t.denial.code.clone()),
+            Some(t.denial.message.clone()),
+            serde_json::to_value(&t.limits).ok(),
+        ),
+        Decision::Flag(flag) => (
+            DecisionKind::Flag,
+            Some(flag.code.clone()),
+            Some(flag.message.clone()),
+            None,
+        ),
     };
     Judgement {
         decision,

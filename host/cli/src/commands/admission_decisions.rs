@@ -72,8 +72,8 @@ fn render(log: &DecisionLog) -> String {
     let c = &log.counts;
     let mut out = table(&rows);
     out.push_str(&format!(
-        "\n  deny {}  patch {}  error {}  monitor {}  allow (sampled) {}\n",
-        c.deny, c.patch, c.error, c.monitor, c.allow
+        "\n  deny {}  throttle {}  patch {}  flag {}  error {}  monitor {}  allow (sampled) {}\n",
+        c.deny, c.throttle, c.patch, c.flag, c.error, c.monitor, c.allow
     ));
     if let Some(next) = log.next_since {
         out.push_str(&format!("  newer records: --since {next}\n"));

@@ -115,7 +115,7 @@ fn run_request(runtime: &Arc<Runtime>, args: &PolicyTestArgs) -> anyhow::Result<
     let errored = verdict.steps.iter().any(|s| s.error.is_some());
     Ok(match (&verdict.decision, errored) {
         (_, true) => ExitCode::from(2),
-        (Decision::Deny(_), false) => ExitCode::from(1),
+        (Decision::Deny(_) | Decision::Throttle(_), false) => ExitCode::from(1),
         _ => ExitCode::SUCCESS,
     })
 }
@@ -207,6 +207,13 @@ pub(super) fn describe(decision: &Decision) -> String {
         Decision::Patch { patch } => {
             format!("patch {}", serde_json::to_string(patch).unwrap_or_default())
         }
+        Decision::Throttle(t) => format!(
+            "throttle {}: {} {}",
+            t.denial.code,
+            t.denial.message,
+            serde_json::to_string(&t.limits).unwrap_or_default()
+        ),
+        Decision::Flag(d) => format!("flag {}: {}", d.code, d.message),
     }
 }
 

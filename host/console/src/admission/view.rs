@@ -198,7 +198,7 @@ fn status_class(status: &str) -> &'static str {
 pub fn decision_class(decision: RecordedDecision) -> &'static str {
     match decision {
         RecordedDecision::Allow => "allow",
-        RecordedDecision::Deny | RecordedDecision::Error => "deny",
-        RecordedDecision::Patch => "pending",
+        RecordedDecision::Deny | RecordedDecision::Error | RecordedDecision::Throttle => "deny",
+        RecordedDecision::Patch | RecordedDecision::Flag => "pending",
     }
 }

@@ -308,6 +308,7 @@ mod tests {
             caller: Caller {
                 key_id: "k1".into(),
                 scopes: vec!["admin".into()],
+                team: None,
             },
             csrf: "t".into(),
             flash: None,

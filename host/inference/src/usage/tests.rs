@@ -141,7 +141,7 @@ fn a_streamed_request_is_asked_for_its_usage_once() {
 }
 
 fn meter_answer(meter: &Arc<UsageMeter>, answer: Answer, strip: bool) -> Answer {
-    super::meter(meter.clone(), answer, metering(strip))
+    super::meter(meter.clone(), answer, metering(strip), None)
 }
 
 #[test]

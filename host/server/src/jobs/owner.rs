@@ -45,6 +45,7 @@ async fn act(state: &AppState, job: LocalJob) -> Result<Response, ApiError> {
             let caller = Caller {
                 key_id: format!("peer:{}", job.peer),
                 scopes: vec!["inference".into()],
+                team: None,
             };
             let file =
                 batches::create_file(&state.batches, access::owner(&caller), &filename, &input)

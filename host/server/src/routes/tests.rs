@@ -55,6 +55,7 @@ fn app() -> App {
         sse_keepalive: std::time::Duration::from_secs(15),
         metrics: Default::default(),
         usage: None,
+        counters: None,
     });
     let state = Arc::new(AppState {
         admission,
@@ -87,6 +88,7 @@ fn app() -> App {
         let caller = Caller {
             key_id: key_id.into(),
             scopes: vec![scope.into()],
+            team: None,
         };
         state.keys.put(token_digest(token), caller);
     }

@@ -22,6 +22,8 @@ pub struct ClaimedLine {
     pub key_id: String,
     /// And its scopes as they are now (a peer's job: as at creation).
     pub scopes: Vec<String>,
+    /// And its key's team, if any.
+    pub team: Option<String>,
 }
 
 /// How a run of a line ended.
@@ -245,7 +247,7 @@ impl Store {
                     AND b.id = l.batch_id AND b.status = 'in_progress'
                     AND (b.peer_id IS NOT NULL
                          OR k.scopes && ARRAY['inference', 'admin'])
-                  RETURNING b.endpoint, l.body, b.key_id, coalesce(k.scopes, b.scopes)",
+                  RETURNING b.endpoint, l.body, b.key_id, coalesce(k.scopes, b.scopes), k.team",
                 &[&batch, &line, &dispatch, &lease.as_secs_f64()],
             )
             .await?;
@@ -254,6 +256,7 @@ impl Store {
             body: row.get(1),
             key_id: row.get(2),
             scopes: row.get(3),
+            team: row.get(4),
         }))
     }
 
