@@ -173,6 +173,7 @@ ensure_bench_tools() {
 }
 
 SCHEMATHESIS_VERSION=4.32.5
+OTEL_PROTO_VERSION=1.29.0
 # A Python with the official `openai` client (from PyPI), for the suites that
 # check the API with it; a virtual environment beside the build, reused.
 ensure_python_clients() {
@@ -189,6 +190,12 @@ ensure_python_clients() {
     if ! "$venv/bin/python" -c 'import schemathesis' 2>/dev/null; then
         say "installing schemathesis $SCHEMATHESIS_VERSION into $venv"
         "$venv/bin/pip" install -q "schemathesis==$SCHEMATHESIS_VERSION"
+    fi
+    # The OTLP receiver of the tracing suite (tests/clients/otlp_receiver.py)
+    # decodes real OTLP/HTTP bodies with OpenTelemetry's own protobuf types.
+    if ! "$venv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
+        say "installing opentelemetry-proto $OTEL_PROTO_VERSION into $venv"
+        "$venv/bin/pip" install -q "opentelemetry-proto==$OTEL_PROTO_VERSION"
     fi
     export SWITCHYARD_PYTHON="$venv/bin/python"
 }

@@ -68,6 +68,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     env: args.allow_engine_env.into_iter().collect(),
                     model_roots: args.allow_engine_model_roots,
                 },
+                otlp_endpoint: args.otlp_endpoint,
             };
             switchyard_worker::run(config, crate::signal::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)

@@ -102,6 +102,7 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
         config.audit_max_age = Duration::from_secs(days.saturating_mul(24 * 3600));
     }
     config.usage_metering = !args.no_usage_metering;
+    config.otlp_endpoint = args.otlp_endpoint.clone();
     if let Some(days) = args.usage_max_age_days {
         config.usage_max_age = Duration::from_secs(days.saturating_mul(24 * 3600));
     }

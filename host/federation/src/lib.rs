@@ -128,6 +128,8 @@ pub struct LocalCall {
     pub path: String,
     /// The request body as the client sent it.
     pub body: Bytes,
+    /// The caller's span, W3C `traceparent`: the owner's spans go under it.
+    pub traceparent: Option<String>,
 }
 
 /// A replica's federation: its identity, its links, and every action the

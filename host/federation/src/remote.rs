@@ -161,6 +161,7 @@ impl Federation {
         path: &str,
         tokens: u64,
         body: &[u8],
+        traceparent: Option<&str>,
     ) -> FedResult<StreamReader> {
         let head = InferenceCall {
             grant: target.grant.clone(),
@@ -168,6 +169,7 @@ impl Federation {
             path: path.to_string(),
             tokens,
             hops: vec![self.cluster.identity().cluster_id],
+            traceparent: traceparent.map(str::to_string),
         };
         let mut message = BytesMut::with_capacity(256 + body.len()).writer();
         serde_json::to_writer(&mut message, &head).map_err(FederationError::internal)?;
@@ -519,6 +521,7 @@ async fn serve(
             model,
             path: call.path,
             body,
+            traceparent: call.traceparent,
         })
         .await?;
     if !answer.admitted {

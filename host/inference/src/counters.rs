@@ -9,9 +9,10 @@
 //! in flight already weigh on the next decision. When its answer ends the
 //! estimate is replaced by the tokens the engine reported ([`Charge`]).
 //! Every change also goes to an outbox that the server's sync task sends
-//! to the other replicas ([`CountsMessage`]), and their changes come back
-//! in through [`UsageCounters::apply`]: a replica sees another's counts at
-//! most one sync interval late.
+//! to the other replicas as soon as it can ([`CountsMessage`]), and their
+//! changes come back in through [`UsageCounters::apply`]: a replica sees
+//! another's counts at most one sync interval (10 ms) and a notification's
+//! delivery late.
 
 mod calendar;
 
@@ -163,6 +164,8 @@ struct Pending {
 pub struct UsageCounters {
     subjects: Mutex<HashMap<String, Subject>>,
     outbox: Mutex<HashMap<String, Pending>>,
+    /// Wakes the sync task when the outbox got something.
+    changed: tokio::sync::Notify,
 }
 
 impl UsageCounters {
@@ -197,6 +200,13 @@ impl UsageCounters {
             pending.requests += requests;
             pending.tokens += tokens;
         }
+        // A permit is kept while nobody waits: changes coalesce.
+        self.changed.notify_one();
+    }
+
+    /// Resolves when a change is waiting in the outbox.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
     }
 
     /// The changes since the last call, as the message for the other

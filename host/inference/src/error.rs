@@ -132,6 +132,14 @@ impl InferenceError {
         }
     }
 
+    /// The HTTP status the client gets.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Self::Internal(_) => 500,
+            other => other.status().0,
+        }
+    }
+
     /// The status, and the seconds of a `Retry-After` when trying again helps.
     fn status(&self) -> (u16, Option<u32>) {
         match self {

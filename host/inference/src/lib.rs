@@ -20,12 +20,15 @@
 //! - `target`: where a request goes, the stream's heads, the answer's body.
 //! - `metrics`: the counters of answered requests, by model and status.
 //! - `usage`: the meter every answer that reached an engine passes through.
+//! - `counters`: the usage counters policies read (rate limits, budgets).
+//! - `trace`: the request's span (OTLP, GenAI conventions) and its policy spans.
 
 pub mod counters;
 mod error;
 mod fields;
 pub mod metrics;
 mod target;
+pub mod trace;
 pub mod usage;
 mod valid;
 
@@ -71,6 +74,8 @@ pub struct Inference {
     /// Requests and tokens per key, team and peer, as policies read them;
     /// `None` when metering is off.
     pub counters: Option<Arc<counters::UsageCounters>>,
+    /// Where spans go (`--otlp-endpoint`); `None` when tracing is off.
+    pub tracer: Option<Arc<switchyard_telemetry::Tracer>>,
 }
 
 /// Answers one request body as `/v1` would for `caller` (a batch's line:
@@ -97,11 +102,37 @@ pub fn may_infer(caller: &Caller) -> Result<(), InferenceError> {
     Ok(())
 }
 
-/// Admits, routes and carries one parsed request.
+/// Admits, routes and carries one parsed request, traced when a tracer
+/// is set: a refusal ends the request's span here, an answer where its
+/// body ends.
 pub async fn infer(
     caller: &Caller,
     core: &Inference,
     request: &ValidRequest,
+) -> Result<Answer, InferenceError> {
+    let trace = start_trace(core, request);
+    let answered = infer_traced(caller, core, request, trace.clone()).await;
+    if let (Some(trace), Err(e)) = (&trace, &answered) {
+        trace.end(e.http_status(), Some(e.code()));
+    }
+    answered
+}
+
+/// The request's span, under the caller's `traceparent`.
+fn start_trace(core: &Inference, request: &ValidRequest) -> Option<trace::RequestTrace> {
+    let tracer = core.tracer.as_ref()?;
+    Some(trace::RequestTrace::start(
+        tracer,
+        request,
+        request.traceparent.as_ref(),
+    ))
+}
+
+async fn infer_traced(
+    caller: &Caller,
+    core: &Inference,
+    request: &ValidRequest,
+    trace: Option<trace::RequestTrace>,
 ) -> Result<Answer, InferenceError> {
     let started = std::time::Instant::now();
     if let Some(remote) = remote_target(core, &request.model).await? {
@@ -110,7 +141,7 @@ pub async fn infer(
         // This cluster's own `inference` chain first, as for a local
         // model (the model as the client wrote it): the owner's chains
         // judge only what this cluster let through.
-        let patch = admit(caller, core, request).await?;
+        let patch = admit(caller, core, request, trace.as_ref()).await?;
         let target = Target::Peer(remote);
         tracing::Span::current().record("replica", target.replica());
         let limit = patch.as_ref().and_then(|p| p.max_tokens);
@@ -120,11 +151,12 @@ pub async fn infer(
             caller: &caller.key_id,
             started,
             charge: charge(core, caller, request, limit),
+            trace,
         };
         return send_metered(core, target, request, body, tokens, account).await;
     }
     caller.require("inference")?;
-    let patch = admit(caller, core, request).await?;
+    let patch = admit(caller, core, request, trace.as_ref()).await?;
     let target = Target::route(&core.routing, &request.model)?;
     tracing::Span::current().record("replica", target.replica());
     let body = request.body(patch.as_ref())?;
@@ -132,6 +164,7 @@ pub async fn infer(
         caller: &caller.key_id,
         started,
         charge: charge(core, caller, request, patch.and_then(|p| p.max_tokens)),
+        trace,
     };
     send_metered(core, target, request, body, 0, account).await
 }
@@ -144,6 +177,8 @@ struct Account<'a> {
     started: std::time::Instant,
     /// Its place in the usage counters, settled when the answer ends.
     charge: Option<counters::Charge>,
+    /// Its span, ended when the answer ends.
+    trace: Option<trace::RequestTrace>,
 }
 
 /// Counts an admitted request in the usage counters: its estimate (prompt
@@ -174,13 +209,19 @@ async fn send_metered(
         caller,
         started,
         charge,
+        trace,
     } = account;
+    let traceparent = trace.as_ref().map(trace::RequestTrace::traceparent);
+    let path = request.endpoint.path();
     let Some(meter) = &core.usage else {
         let sent = target
-            .send(core, request.endpoint.path(), body, tokens)
+            .send(core, path, body, tokens, traceparent.as_deref())
             .await;
-        if sent.is_err() {
-            charge.map(counters::Charge::refund);
+        match (&sent, trace) {
+            (Err(_), _) => drop(charge.map(counters::Charge::refund)),
+            // Without the meter the span ends with the answer's head.
+            (Ok(answer), Some(trace)) => trace.end(answer.status, None),
+            (Ok(_), None) => {}
         }
         return sent;
     };
@@ -198,9 +239,10 @@ async fn send_metered(
         node,
         started,
         strip_usage,
+        trace,
     };
     let answer = match target
-        .send(core, request.endpoint.path(), body, tokens)
+        .send(core, path, body, tokens, traceparent.as_deref())
         .await
     {
         Ok(answer) => answer,
@@ -285,9 +327,15 @@ pub async fn serve_federated(
     };
     let mut admitted = false;
     let started = std::time::Instant::now();
+    let mut trace = None;
     let answered = async {
         let mut request = ValidRequest::parse(endpoint, call.body)?;
         request.model = call.model.clone();
+        request.traceparent = call
+            .traceparent
+            .as_deref()
+            .and_then(switchyard_telemetry::TraceContext::parse);
+        trace = start_trace(core, &request);
         let federation_patch = admit_federated(
             core,
             &call.peer,
@@ -297,7 +345,7 @@ pub async fn serve_federated(
             &request,
         )
         .await?;
-        let patch = admit(&caller, core, &request).await?;
+        let patch = admit(&caller, core, &request, trace.as_ref()).await?;
         admitted = true;
         let limit = [federation_patch, patch.and_then(|p| p.max_tokens)]
             .into_iter()
@@ -311,10 +359,14 @@ pub async fn serve_federated(
             caller: &caller.key_id,
             started,
             charge: charge(core, &caller, &request, limit),
+            trace: trace.clone(),
         };
         send_metered(core, target, &request, body, 0, account).await
     };
     let answered: Result<Answer, InferenceError> = answered.await;
+    if let (Some(trace), Err(e)) = (&trace, &answered) {
+        trace.end(e.http_status(), Some(e.code()));
+    }
     let outcome = answered
         .as_ref()
         .err()
@@ -373,7 +425,7 @@ pub async fn federation_chain(
     }
     let peer = format!("peer:{}", record.peer);
     let record = switchyard_runtime::admission::AdmissionRequest::Federation(record);
-    match judged(core, record, &peer).await? {
+    match judged(core, record, &peer, None).await? {
         Some(Patch::Federation(patch)) => Ok(patch.max_tokens),
         _ => Ok(None),
     }
@@ -384,6 +436,7 @@ async fn admit(
     caller: &Caller,
     core: &Inference,
     request: &ValidRequest,
+    trace: Option<&trace::RequestTrace>,
 ) -> Result<Option<InferencePatch>, InferenceError> {
     if core
         .admission
@@ -394,7 +447,7 @@ async fn admit(
         // Nothing to ask: no record to build.
         return Ok(None);
     }
-    match judged(core, request.admission(caller), &caller.key_id).await? {
+    match judged(core, request.admission(caller), &caller.key_id, trace).await? {
         Some(Patch::Inference(patch)) => Ok(Some(patch)),
         _ => Ok(None),
     }
@@ -406,12 +459,17 @@ async fn judged(
     core: &Inference,
     record: switchyard_runtime::admission::AdmissionRequest,
     who: &str,
+    trace: Option<&trace::RequestTrace>,
 ) -> Result<Option<Patch>, InferenceError> {
+    let started_ns = switchyard_telemetry::now_ns();
     let verdict = core
         .admission
         .judge(record)
         .await
         .map_err(InferenceError::internal)?;
+    if let Some(trace) = trace {
+        trace.policies(&verdict, started_ns);
+    }
     match verdict.decision {
         Decision::Deny(denial) => Err(InferenceError::denied(denial.code, denial.message, who)),
         Decision::Throttle(throttle) => Err(InferenceError::Throttled(Box::new(throttle))),

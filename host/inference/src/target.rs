@@ -67,17 +67,21 @@ impl Target {
 
     /// Sends `body` to `path`; answers with the status and headers the
     /// engine sent as soon as they arrive, the body streaming behind them.
+    ///
+    /// `traceparent` (the request's span) goes with it: in the stream's
+    /// head to the worker, in the link's call to a peer.
     pub async fn send(
         self,
         core: &Inference,
         path: &str,
         body: Bytes,
         tokens: u64,
+        traceparent: Option<&str>,
     ) -> Result<Answer, InferenceError> {
         let (mut reader, lease, revocation) = match self {
             Target::Replica(lease) => {
                 let cluster = core.carriers.as_ref().ok_or(InferenceError::NoCarrier)?;
-                let message = request(&lease.replica, path, &body)?;
+                let message = request(&lease.replica, path, &body, traceparent)?;
                 let reader = cluster
                     .streams
                     .active()
@@ -95,7 +99,7 @@ impl Target {
                 // owner tells this cluster) ends the call from here on.
                 let revocation = federation.inflight().enter(&remote.grant);
                 let reader = federation
-                    .send_inference(&remote, path, tokens, &body)
+                    .send_inference(&remote, path, tokens, &body, traceparent)
                     .await
                     .map_err(InferenceError::Federation)?;
                 (reader, None, Some((revocation, remote.grant)))
@@ -146,12 +150,21 @@ impl Target {
 
 /// The stream's request: the head line, then the body, in one buffer
 /// sized once (the carrier sends it with the open where it can).
-fn request(replica: &str, path: &str, body: &[u8]) -> Result<Bytes, InferenceError> {
+fn request(
+    replica: &str,
+    path: &str,
+    body: &[u8],
+    traceparent: Option<&str>,
+) -> Result<Bytes, InferenceError> {
+    let mut headers = vec![("content-type".into(), "application/json".into())];
+    if let Some(traceparent) = traceparent {
+        headers.push((switchyard_telemetry::TRACEPARENT.into(), traceparent.into()));
+    }
     let head = InferenceHead {
         replica: replica.to_owned(),
         method: "POST".into(),
         path: path.to_owned(),
-        headers: vec![("content-type".into(), "application/json".into())],
+        headers,
     };
     // A head is a few hundred bytes; the reserve saves a regrowth.
     let mut message = BytesMut::with_capacity(256 + body.len()).writer();
@@ -271,7 +284,7 @@ mod tests {
     #[test]
     fn the_request_is_the_head_line_then_the_body_unchanged() {
         let body = br#"{"model": "demo",  "messages": []}"#;
-        let message = request("rep_1", "/v1/chat/completions", body).unwrap();
+        let message = request("rep_1", "/v1/chat/completions", body, None).unwrap();
         let (head, rest) = message.split_at(message.iter().position(|b| *b == b'\n').unwrap());
         let head: InferenceHead = serde_json::from_slice(head).unwrap();
         assert_eq!(head.replica, "rep_1");

@@ -136,6 +136,9 @@ pub struct Metering {
     pub started: Instant,
     /// Take the usage-only chunk out of the stream (the client did not ask for it).
     pub strip_usage: bool,
+    /// The request's span: the answer's tokens and times go on it, and it
+    /// ends with the answer.
+    pub trace: Option<crate::trace::RequestTrace>,
 }
 
 /// The tokens of an engine's `usage` object.
@@ -384,6 +387,9 @@ impl Watch {
             u64::try_from(t.duration_since(self.metering.started).as_millis()).unwrap_or(u64::MAX)
         };
         let tokens = self.tokens.unwrap_or_default();
+        if let Some(trace) = self.metering.trace.take() {
+            self.trace_end(&trace, cut, now);
+        }
         if let Some(charge) = self.charge.take() {
             match (self.tokens, self.status) {
                 (Some(t), _) => charge.settle(t.prompt + t.completion),
@@ -409,6 +415,25 @@ impl Watch {
             first_byte_ms: self.first_byte.map_or(since(now), since),
             duration_ms: since(now),
         });
+    }
+}
+
+impl Watch {
+    /// The span gets GenAI's usage, the time to the first token and the
+    /// status, then ends.
+    fn trace_end(&self, trace: &crate::trace::RequestTrace, cut: bool, now: Instant) {
+        if let Some(t) = self.tokens {
+            trace.set("gen_ai.usage.input_tokens", t.prompt);
+            trace.set("gen_ai.usage.output_tokens", t.completion);
+        }
+        let first = self.first_byte.unwrap_or(now);
+        let ttft = first.duration_since(self.metering.started).as_secs_f64();
+        trace.set("gen_ai.server.time_to_first_token", ttft);
+        trace.set("gen_ai.response.model", self.metering.served_by.clone());
+        trace.end(
+            if cut { 499 } else { self.status },
+            cut.then_some("client_closed"),
+        );
     }
 }
 

@@ -69,6 +69,8 @@ pub struct ValidRequest {
     /// Roughly [`CHARS_PER_TOKEN`] characters per token of the text in
     /// `messages`, `prompt` and `input`; at least 1.
     pub prompt_tokens: u32,
+    /// The caller's span (its `traceparent`, or a peer's over the link).
+    pub traceparent: Option<switchyard_telemetry::TraceContext>,
     /// The body as the client sent it.
     body: Bytes,
 }
@@ -110,6 +112,7 @@ impl ValidRequest {
             max_tokens,
             stream,
             prompt_tokens,
+            traceparent: None,
             body,
         })
     }

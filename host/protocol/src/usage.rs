@@ -102,9 +102,9 @@ mod tests {
 }
 
 /// What one frontend replica tells the others of its usage counters
-/// (`pg_notify` on [`COUNTS_CHANNEL`], every [`COUNTS_SYNC_MS`]): the
-/// changes since its last message, so that rate limits and budgets hold
-/// across replicas.
+/// (`pg_notify` on [`COUNTS_CHANNEL`], as soon as they change, at most one
+/// message per [`COUNTS_SYNC_MS`]): the changes since its last message,
+/// so that rate limits and budgets hold across replicas.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountsMessage {
     /// The sending replica (its instance id).
@@ -136,6 +136,7 @@ fn is_zero(n: &i64) -> bool {
 /// The channel replicas share their usage counters on.
 pub const COUNTS_CHANNEL: &str = "switchyard_usage_counts";
 
-/// How often a replica sends its counters' changes: the bound on how late
-/// another replica sees them.
-pub const COUNTS_SYNC_MS: u64 = 100;
+/// The least time between two messages of one replica: with a
+/// notification's delivery (about a millisecond), the bound on how late
+/// another replica sees a change.
+pub const COUNTS_SYNC_MS: u64 = 10;

@@ -78,6 +78,8 @@ pub struct ServeConfig {
     pub usage_max_age: Duration,
     /// Meter every answer's usage (`--no-usage-metering` turns it off).
     pub usage_metering: bool,
+    /// An OTLP/HTTP collector that gets the `/v1` spans (`--otlp-endpoint`).
+    pub otlp_endpoint: Option<String>,
     /// The pages served beside the API: the web console, which the binary
     /// mounts (`switchyard_console::router`); `None` serves the API alone.
     pub pages: Option<crate::routes::Pages>,
@@ -111,6 +113,7 @@ impl Default for ServeConfig {
             audit_max_age: DEFAULT_AUDIT_MAX_AGE,
             usage_max_age: DEFAULT_USAGE_MAX_AGE,
             usage_metering: true,
+            otlp_endpoint: None,
             pages: None,
         }
     }
@@ -150,6 +153,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("audit_max_age", &self.audit_max_age)
             .field("usage_max_age", &self.usage_max_age)
             .field("usage_metering", &self.usage_metering)
+            .field("otlp_endpoint", &self.otlp_endpoint)
             .finish()
     }
 }

@@ -211,6 +211,15 @@ async fn open_state(
             runtime.set_usage_counters(counters.clone());
             counters
         }),
+        tracer: config.otlp_endpoint.as_ref().map(|endpoint| {
+            let (tracer, export) =
+                switchyard_telemetry::Tracer::start(switchyard_telemetry::TracerConfig {
+                    endpoint: endpoint.clone(),
+                    service: "switchyard-frontend".into(),
+                });
+            tokio::spawn(export);
+            tracer
+        }),
     });
     let batches = Arc::new(switchyard_batches::Batches {
         store: store.clone(),

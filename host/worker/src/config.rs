@@ -39,6 +39,9 @@ pub struct WorkerConfig {
     /// nothing; `--allow-engine-arg`, `--allow-engine-env`,
     /// `--allow-engine-model-root`).
     pub engine_start: crate::node::EngineStartPolicy,
+    /// An OTLP/HTTP collector that gets a span per inference stream and
+    /// per engine call (`--otlp-endpoint`).
+    pub otlp_endpoint: Option<String>,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -60,6 +63,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("disk_reserve_bytes", &self.disk_reserve_bytes)
             .field("labels", &self.labels)
             .field("engine_start", &self.engine_start)
+            .field("otlp_endpoint", &self.otlp_endpoint)
             .finish()
     }
 }

@@ -14,35 +14,31 @@
 
 mod answer;
 mod head;
+mod relay;
 pub mod start;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use futures::{FutureExt, StreamExt};
+use bytes::Bytes;
+use futures::StreamExt;
 use serde::Deserialize;
 use switchyard_carrier::control::{ControlHandler, ControlRefusal};
 use switchyard_carrier::stream_seam::Acceptor;
-use switchyard_carrier::{Stream, StreamReader, StreamWriter};
+use switchyard_carrier::{Stream, StreamReader};
 use switchyard_protocol::control::{
     EngineAnswer, EngineRef, FileRef, FileStatus, FilesDeleted, verbs,
 };
 use switchyard_protocol::engines::EngineReport;
 use switchyard_protocol::limits::MAX_HEAD;
-use switchyard_protocol::stream::{
-    AnswerHead, BLOB, BlobAnswer, BlobHead, BlobRefusal, ENGINE_MS_HEADER, INFERENCE,
-};
+use switchyard_protocol::stream::{BLOB, BlobAnswer, BlobHead, BlobRefusal, INFERENCE};
 
-use self::answer::{error_answer, head_into};
 use crate::engines::{Engine, EngineBinaries, EngineSpec};
 use crate::placement::Placement;
 use crate::services;
 pub use start::EngineStartPolicy;
 
-/// The most of an engine's answer gathered into one stream write.
-const COALESCE_LIMIT: usize = 64 * 1024;
 /// How long a drain waits when the caller names no deadline.
 const DEFAULT_DRAIN: Duration = Duration::from_secs(60);
 /// Heartbeat answers in a row that must leave an engine out before the
@@ -61,6 +57,8 @@ pub struct Node {
     /// Engines the last heartbeat answers left out, and how many in a row.
     unknown: Mutex<HashMap<String, u32>>,
     http: reqwest::Client,
+    /// Where the inference streams' spans go (`--otlp-endpoint`).
+    tracer: std::sync::OnceLock<Arc<switchyard_telemetry::Tracer>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -99,7 +97,14 @@ impl Node {
             engines: Mutex::new(HashMap::new()),
             unknown: Mutex::new(HashMap::new()),
             http: reqwest::Client::new(),
+            tracer: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Exports a span for each inference stream, and one for its call to
+    /// the engine, to `tracer` (set once).
+    pub fn trace_to(&self, tracer: Arc<switchyard_telemetry::Tracer>) {
+        let _ = self.tracer.set(tracer);
     }
 
     /// The placement cache.
@@ -323,141 +328,10 @@ impl Node {
         let _ = writer.write(Bytes::from(answer)).await;
         writer.finish();
     }
-
-    async fn serve_inference(self: Arc<Self>, stream: Stream) {
-        let Stream {
-            mut reader,
-            mut writer,
-        } = stream;
-        let (head, rest) = match read_head(&mut reader).await {
-            Ok(head) => head,
-            Err(e) => {
-                let _ = writer.write(error_answer(400, "invalid_request", e)).await;
-                return writer.finish();
-            }
-        };
-        let head = match head::parse(&head) {
-            Ok(head) => head,
-            Err(e) => {
-                let _ = writer.write(error_answer(400, "invalid_request", e)).await;
-                return writer.finish();
-            }
-        };
-        let Some(engine) = self.engine(&head.replica) else {
-            let _ = writer
-                .write(error_answer(
-                    503,
-                    "replica_unavailable",
-                    format!("no replica {} here", head.replica),
-                ))
-                .await;
-            return writer.finish();
-        };
-        let Some(_in_flight) = engine.admit() else {
-            let message = format!("replica {} is {}", head.replica, engine.state().name());
-            let _ = writer
-                .write(error_answer(503, "replica_unavailable", message))
-                .await;
-            return writer.finish();
-        };
-        // The request body arrives whole before the engine is asked (OpenAI
-        // requests are small); the answer streams.
-        let mut body = BytesMut::from(&rest[..]);
-        while let Some(chunk) = reader.read().await {
-            match chunk {
-                Ok(chunk) => body.extend_from_slice(&chunk),
-                Err(_) => return,
-            }
-        }
-        let mut request = self
-            .http
-            .request(head.method, engine.url_of(&head.path))
-            .body(body.freeze());
-        for (name, value) in &head.headers {
-            request = request.header(name, value);
-        }
-        let asked = std::time::Instant::now();
-        let response = match request.send().await {
-            Ok(response) => response,
-            Err(e) => {
-                let _ = writer
-                    .write(error_answer(502, "engine_failed", e.to_string()))
-                    .await;
-                return writer.finish();
-            }
-        };
-        let mut head = answer_head(&response);
-        // How long the engine took to its answer's head, for the frontend's
-        // `x-switchyard-overhead-ms` (it takes the header out again).
-        head.headers.push((
-            ENGINE_MS_HEADER.to_string(),
-            format!("{:.3}", asked.elapsed().as_secs_f64() * 1e3),
-        ));
-        relay_answer(&head, response, writer).await;
-    }
-}
-
-/// The engine's answer onto the stream: its head, then its body as it
-/// comes; dropping the response (the frontend went away) cancels the
-/// engine's work.
-async fn relay_answer(head: &AnswerHead, response: reqwest::Response, mut writer: StreamWriter) {
-    let mut out = BytesMut::with_capacity(512);
-    head_into(head, &mut out);
-    let mut body = response.bytes_stream();
-    loop {
-        // What the engine has ready goes in one message: the head with
-        // the first bytes, and tokens that came together.
-        let mut ended = false;
-        while out.len() < COALESCE_LIMIT {
-            match body.next().now_or_never() {
-                Some(Some(Ok(chunk))) => out.extend_from_slice(&chunk),
-                Some(Some(Err(_))) => return writer.reset(),
-                Some(None) => {
-                    ended = true;
-                    break;
-                }
-                None => break,
-            }
-        }
-        // The frontend went away: dropping the response cancels the engine's work.
-        if !out.is_empty() && writer.write(out.split().freeze()).await.is_err() {
-            return;
-        }
-        if ended {
-            break;
-        }
-        match body.next().await {
-            Some(Ok(chunk)) => out.extend_from_slice(&chunk),
-            Some(Err(_)) => return writer.reset(),
-            None => break,
-        }
-    }
-    writer.finish();
-}
-
-/// The engine's status and headers, as the answer's head: hop-by-hop
-/// headers and the length left out (the frontend frames its own answer).
-fn answer_head(response: &reqwest::Response) -> AnswerHead {
-    let headers: Vec<(String, String)> = response
-        .headers()
-        .iter()
-        .filter(|(name, _)| {
-            // Hop-by-hop and length: the frontend frames its own answer.
-            !matches!(
-                name.as_str(),
-                "content-length" | "transfer-encoding" | "connection"
-            )
-        })
-        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
-        .collect();
-    AnswerHead {
-        status: response.status().as_u16(),
-        headers,
-    }
 }
 
 /// The request's first line, and what came after it in the same chunk.
-async fn read_head(reader: &mut StreamReader) -> Result<(Vec<u8>, Bytes), String> {
+pub(super) async fn read_head(reader: &mut StreamReader) -> Result<(Vec<u8>, Bytes), String> {
     reader.read_line(MAX_HEAD).await.map_err(|e| e.to_string())
 }
 

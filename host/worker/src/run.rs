@@ -37,6 +37,15 @@ fn open_node(config: &WorkerConfig) -> Result<(Arc<Node>, CarrierLink), WorkerEr
         EngineBinaries::default(),
         config.engine_start.clone(),
     );
+    if let Some(endpoint) = &config.otlp_endpoint {
+        let (tracer, export) =
+            switchyard_telemetry::Tracer::start(switchyard_telemetry::TracerConfig {
+                endpoint: endpoint.clone(),
+                service: "switchyard-worker".into(),
+            });
+        tokio::spawn(export);
+        node.trace_to(tracer);
+    }
     let link = CarrierLink::new(
         runtime,
         ComponentCache::new(&config.data_dir),

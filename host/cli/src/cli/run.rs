@@ -113,6 +113,10 @@ pub struct ServeArgs {
     /// Do not meter usage (`/api/usage` then reports nothing new).
     #[arg(long)]
     pub no_usage_metering: bool,
+    /// Export the `/v1` spans (GenAI conventions, policy calls beneath)
+    /// to this OTLP/HTTP collector, e.g. `http://127.0.0.1:4318`.
+    #[arg(long, env = "SWITCHYARD_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -206,4 +210,9 @@ pub struct WorkerArgs {
     /// by SHA-256 from the placement cache, repeatable; none by default.
     #[arg(long = "allow-engine-model-root", value_name = "DIR")]
     pub allow_engine_model_roots: Vec<PathBuf>,
+    /// Export a span per inference stream and per engine call (under the
+    /// frontend's, from the stream's `traceparent`) to this OTLP/HTTP
+    /// collector, e.g. `http://127.0.0.1:4318`.
+    #[arg(long, env = "SWITCHYARD_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
 }

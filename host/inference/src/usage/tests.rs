@@ -12,6 +12,7 @@ fn metering(strip_usage: bool) -> Metering {
         node: "node_1".into(),
         started: Instant::now(),
         strip_usage,
+        trace: None,
     }
 }
 

@@ -21,6 +21,10 @@ pub struct InferenceCall {
     /// crossed once is not forwarded again.
     #[serde(default)]
     pub hops: Vec<String>,
+    /// The caller's span (W3C `traceparent`), so that the owner's spans
+    /// join the caller's trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// A call over the link ([`CALL_SERVICE`]), from either side.

@@ -20,7 +20,7 @@ use std::time::Instant;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use serde::Serialize;
 use tracing::field::Empty;
@@ -107,9 +107,10 @@ pub async fn models(
 pub async fn chat(
     Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    proxy(caller, state, Endpoint::Chat, body).await
+    proxy(caller, state, Endpoint::Chat, &headers, body).await
 }
 
 /// Text completions.
@@ -119,9 +120,10 @@ pub async fn chat(
 pub async fn completions(
     Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    proxy(caller, state, Endpoint::Completions, body).await
+    proxy(caller, state, Endpoint::Completions, &headers, body).await
 }
 
 /// Embeddings.
@@ -131,9 +133,10 @@ pub async fn completions(
 pub async fn embeddings(
     Authenticated(caller): Authenticated,
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    proxy(caller, state, Endpoint::Embeddings, body).await
+    proxy(caller, state, Endpoint::Embeddings, &headers, body).await
 }
 
 /// Answers one `/v1` request and counts the answer. The span carries what
@@ -144,12 +147,23 @@ pub async fn embeddings(
     endpoint = endpoint.path(), key = %caller.key_id,
     model = Empty, stream = Empty, replica = Empty, outcome = Empty, status = Empty,
 ))]
-async fn proxy(caller: Caller, state: Arc<AppState>, endpoint: Endpoint, body: Bytes) -> Response {
+async fn proxy(
+    caller: Caller,
+    state: Arc<AppState>,
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Response {
     let started = Instant::now();
     let span = tracing::Span::current();
     let parsed = inference::may_infer(&caller).and_then(|()| ValidRequest::parse(endpoint, body));
     let (model, answered) = match parsed {
-        Ok(request) => {
+        Ok(mut request) => {
+            // The client's W3C trace context: this request's spans join its trace.
+            request.traceparent = headers
+                .get(switchyard_telemetry::TRACEPARENT)
+                .and_then(|v| v.to_str().ok())
+                .and_then(switchyard_telemetry::TraceContext::parse);
             // A served name is at most MAX_NAME; a longer one is the
             // client's and is not logged whole.
             let shown = request

@@ -56,6 +56,7 @@ fn app() -> App {
         metrics: Default::default(),
         usage: None,
         counters: None,
+        tracer: None,
     });
     let state = Arc::new(AppState {
         admission,

@@ -1,14 +1,15 @@
 //! The usage counters shared across the cluster's frontend replicas: each
-//! replica sends its changes every [`COUNTS_SYNC_MS`] with `pg_notify` on
-//! [`COUNTS_CHANNEL`] and adds everyone else's, so that a rate limit or a
-//! budget a policy judges holds for the cluster, not per replica. At start
-//! the day's and the month's tokens come from the usage events already
-//! written.
+//! replica sends its changes as they happen, at most one message every
+//! [`COUNTS_SYNC_MS`], with `pg_notify` on [`COUNTS_CHANNEL`], and adds
+//! everyone else's, so that a rate limit or a budget a policy judges holds
+//! for the cluster, not per replica. At start the day's and the month's
+//! tokens come from the usage events already written.
 //!
-//! The error this leaves: another replica's requests are seen at most one
-//! sync interval (plus a notification's delivery, about a millisecond)
-//! late; events still queued in a replica's meter when this one starts are
-//! missed by its day and month.
+//! The error this leaves: another replica's admissions are seen at most one
+//! sync interval plus a notification's delivery (about a millisecond) late,
+//! so a limit can be passed by what the other replicas admit in that time;
+//! events still queued in a replica's meter when this one starts are missed
+//! by its day and month.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,10 @@ const MAX_PAYLOAD: usize = 7000;
 /// How long to wait before listening again after the connection broke.
 const RELISTEN: Duration = Duration::from_secs(1);
 
+/// How often requests in flight are said again with no change (others
+/// forget them after 3 s).
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
 /// Shares `counters` with the other replicas until `stop`.
 pub(super) async fn share(
     counters: Arc<UsageCounters>,
@@ -37,8 +42,10 @@ pub(super) async fn share(
     // Listening first: a change sent while the totals load is not missed.
     let mut incoming = listen(&store).await;
     seed(&counters, &store).await;
-    let mut tick = tokio::time::interval(Duration::from_millis(COUNTS_SYNC_MS));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let gap = Duration::from_millis(COUNTS_SYNC_MS);
+    let mut last_sent = tokio::time::Instant::now() - gap;
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = stop.changed() => break,
@@ -50,7 +57,13 @@ pub(super) async fn share(
                     incoming = listen(&store).await;
                 }
             },
-            _ = tick.tick() => send(&counters, &store, &replica).await,
+            _ = counters.changed() => {
+                // Changes made while this waits go in the same message.
+                tokio::time::sleep_until(last_sent + gap).await;
+                last_sent = tokio::time::Instant::now();
+                send(&counters, &store, &replica).await;
+            }
+            _ = heartbeat.tick() => send(&counters, &store, &replica).await,
         }
     }
     // What this replica counted last still reaches the others.
