@@ -11,7 +11,8 @@
 # staging), batch (an OpenAI batch's lines through the work queue beside the
 # same requests one by one), languages (the model allowlist from Rust,
 # Python and JavaScript: size, load, call), metering (the CPU per chat
-# request with usage metering on beside off).
+# request with nothing on, metering, and metering with the rate-limit policy
+# and OTLP traces).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh

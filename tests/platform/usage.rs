@@ -1,6 +1,8 @@
 //! Usage metering against a real cluster (a frontend process, a worker,
-//! the reference engine): whole and streamed answers from two keys in two
-//! teams sum exactly to what the engine reported; a stream that did not
+//! the reference engine): 200 requests, whole and streamed answers and a
+//! batch's lines, from two keys in two teams, sum exactly to what the
+//! engine reported (the federated call, metered on both sides:
+//! `tests/federation/inference.rs`); a stream that did not
 //! ask for its usage is not shown it; the CSV export parses; a
 //! `usage:read` key sees only its team.
 
@@ -13,6 +15,57 @@ use switchyard_tests::cluster::Cluster;
 
 /// Prompt, completion tokens.
 type Sums = (u64, u64);
+
+/// Requests sent to `/v1` one by one, lines of the one batch, and all.
+const DIRECT: u64 = 190;
+const BATCH_LINES: usize = 10;
+const TOTAL: u64 = DIRECT + BATCH_LINES as u64;
+
+/// Runs a batch of [`BATCH_LINES`] for `token`; its lines and the tokens
+/// its output file says the engine used.
+async fn batch_usage(cluster: &Cluster, token: &str) -> (u64, Sums) {
+    use switchyard_tests::batch::{batch_until, call, chat_lines, upload};
+    let url = &cluster.serve.url;
+    let (status, file) = upload(
+        url,
+        token,
+        "batch",
+        chat_lines("demo", BATCH_LINES).as_bytes(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{file}");
+    let made = json!({"input_file_id": file["id"], "endpoint": "/v1/chat/completions",
+        "completion_window": "24h"});
+    let (status, created) = call(url, token, Method::POST, "/v1/batches", Some(made)).await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let id = created["id"].as_str().unwrap();
+    let done = batch_until(url, token, id, "the batch never completed", |b| {
+        b["status"] == "completed"
+    })
+    .await;
+    let output = reqwest::Client::new()
+        .get(format!(
+            "{url}/v1/files/{}/content",
+            done["output_file_id"].as_str().unwrap()
+        ))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut sums = (0, 0);
+    let mut lines = 0;
+    for line in output.lines() {
+        let usage = &serde_json::from_str::<Value>(line).unwrap()["response"]["body"]["usage"];
+        sums.0 += usage["prompt_tokens"].as_u64().unwrap();
+        sums.1 += usage["completion_tokens"].as_u64().unwrap();
+        lines += 1;
+    }
+    assert_eq!(lines, BATCH_LINES as u64, "{output}");
+    (lines, sums)
+}
 
 /// A key in a team, with scopes; its id and token.
 async fn key(cluster: &Cluster, team: Option<&str>, scope: &str) -> (String, String) {
@@ -145,7 +198,7 @@ async fn metered_usage_sums_to_what_the_engine_reported_per_key_and_team() {
 
     let mut expected: HashMap<String, (u64, Sums)> = HashMap::new();
     let mut prompt = None;
-    for i in 0..24u64 {
+    for i in 0..DIRECT {
         let (id, token) = if i % 2 == 0 { &red } else { &blue };
         let (p, c) = chat(&cluster, token, i, &mut prompt).await;
         let entry = expected.entry(id.clone()).or_default();
@@ -154,7 +207,14 @@ async fn metered_usage_sums_to_what_the_engine_reported_per_key_and_team() {
         entry.1.1 += c;
     }
 
-    // The meter writes in batches: wait until all 24 are in.
+    // A batch's lines are metered as the key's requests too.
+    let (lines, (p, c)) = batch_usage(&cluster, &blue.1).await;
+    let entry = expected.entry(blue.0.clone()).or_default();
+    entry.0 += lines;
+    entry.1.0 += p;
+    entry.1.1 += c;
+
+    // The meter writes in batches: wait until all 200 are in.
     let admin = switchyard_tests::ADMIN_TOKEN;
     let started = Instant::now();
     let by_key = loop {
@@ -166,11 +226,11 @@ async fn metered_usage_sums_to_what_the_engine_reported_per_key_and_team() {
             .iter()
             .map(|r| r["requests"].as_u64().unwrap())
             .sum();
-        if requests == 24 {
+        if requests == TOTAL {
             break shown;
         }
         assert!(
-            requests < 24 && started.elapsed() < Duration::from_secs(30),
+            requests < TOTAL && started.elapsed() < Duration::from_secs(30),
             "{shown}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -207,8 +267,8 @@ async fn metered_usage_sums_to_what_the_engine_reported_per_key_and_team() {
             Some(0),
             "{text}"
         );
-        if counter("switchyard_usage_events_written_total") == Some(24) {
-            assert_eq!(counter("switchyard_usage_events_queued_total"), Some(24));
+        if counter("switchyard_usage_events_written_total") == Some(TOTAL) {
+            assert_eq!(counter("switchyard_usage_events_queued_total"), Some(TOTAL));
             break;
         }
         assert!(started.elapsed() < Duration::from_secs(30), "{text}");

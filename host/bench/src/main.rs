@@ -24,7 +24,8 @@
 //! 14. (`languages`) the model allowlist from Rust, Python and JavaScript:
 //!     size, cold and warm load, and a call's time.
 //! 15. (`metering`) the CPU per chat request of the cluster's processes with
-//!     usage metering on beside off.
+//!     nothing on, usage metering on, and metering with the rate-limit policy
+//!     and OTLP traces.
 //!
 //! `anchors` runs the sections that measure the performance issue's rows
 //! (`nats`, `pgbus`, `proxy`, `tunnel`); whatever ran, those rows close the

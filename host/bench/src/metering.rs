@@ -1,16 +1,22 @@
-//! Usage metering's cost: `switchyard up` with metering on beside off
-//! (`--no-usage-metering`), the same chat requests (non-streaming and
-//! streaming, 16 tokens, no token delay so every cost shows), the CPU time
-//! of the cluster's whole process tree (frontend and worker, the embedded
-//! PostgreSQL the meter writes to, the engine) per request, and req/s.
-//! Off and on alternate, twice each; the table gives each run and the
-//! ratio of the medians.
+//! The cost of accountability: `switchyard up` with nothing on
+//! (`--no-usage-metering`), with usage metering, and with metering, the
+//! shipped `rate-limit` policy bound (limits far above the load: every
+//! request judged over the counters, none refused) and OTLP traces
+//! exported (to a sink in this process, whose own CPU is not counted).
+//! The same chat requests (non-streaming and streaming, 16 tokens, no
+//! token delay so every cost shows); the CPU time of the cluster's whole
+//! process tree (frontend and worker, the embedded PostgreSQL, the engine)
+//! per request, and req/s. The three alternate, twice each; the table
+//! gives each run and the ratios of the medians to "off".
 
 use std::time::Duration;
 
 use crate::cpu::{clock_ticks_per_second, stat_fields};
-use crate::routing::{load, start_with};
+use crate::routing::{BENCH_ADMIN_TOKEN, free_port, load, start_with};
 use crate::stats::header;
+
+/// What each configuration runs with.
+const MODES: [&str; 3] = ["off", "metering", "all"];
 
 /// Requests per mode and run.
 const REQUESTS: usize = 2000;
@@ -62,11 +68,12 @@ pub fn run() {
         return;
     };
     let runtime = crate::fixtures::two_thread_runtime();
+    let sink = runtime.block_on(otlp_sink());
     header(
-        "Usage metering: CPU per chat request of the cluster's processes, metering off beside on",
+        "Accountability: CPU per chat request of the cluster's processes; off, metering, metering + rate-limit policy + OTLP",
         &[
             "run",
-            "metering",
+            "configuration",
             "mode",
             "requests",
             "req/s",
@@ -74,18 +81,21 @@ pub fn run() {
         ],
     );
     let tick_ms = 1000.0 / clock_ticks_per_second();
-    let mut per_request: [[Vec<f64>; 2]; 2] = Default::default();
+    let mut per_request: [[Vec<f64>; 2]; 3] = Default::default();
     for run in 1..=2 {
-        for (m, metering) in ["off", "on"].into_iter().enumerate() {
-            let extra: &[&str] = if metering == "off" {
-                &["--no-usage-metering"]
-            } else {
-                &[]
+        for (m, mode) in MODES.into_iter().enumerate() {
+            let extra: Vec<&str> = match mode {
+                "off" => vec!["--no-usage-metering"],
+                "metering" => vec![],
+                _ => vec!["--otlp-endpoint", &sink],
             };
-            let cluster = start_with(&bin, None, 0, extra);
+            let cluster = start_with(&bin, None, 0, &extra);
             let root = cluster.up.0.id();
             let http = reqwest::Client::new();
             runtime.block_on(wait_ready(&http, &cluster.frontend, &cluster.key));
+            if mode == "all" {
+                runtime.block_on(bind_rate_limit(&http, &cluster.frontend));
+            }
             for (s, stream) in [false, true].into_iter().enumerate() {
                 let before = tree_ticks(root);
                 let (_, rate) = runtime.block_on(load(
@@ -99,23 +109,74 @@ pub fn run() {
                 let cpu = (tree_ticks(root) - before) as f64 * tick_ms / REQUESTS as f64;
                 per_request[m][s].push(cpu);
                 println!(
-                    "| {run} | {metering} | {} | {REQUESTS} | {rate:.0} | {cpu:.3} |",
+                    "| {run} | {mode} | {} | {REQUESTS} | {rate:.0} | {cpu:.3} |",
                     if stream { "streaming" } else { "non-streaming" }
                 );
             }
         }
     }
     println!();
-    for (s, mode) in ["non-streaming", "streaming"].into_iter().enumerate() {
+    for (s, stream) in ["non-streaming", "streaming"].into_iter().enumerate() {
         // The median of two runs is their mean.
         let median = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-        let (off, on) = (median(&per_request[0][s]), median(&per_request[1][s]));
+        let off = median(&per_request[0][s]);
+        let (metering, all) = (median(&per_request[1][s]), median(&per_request[2][s]));
         println!(
-            "{mode}: CPU per request off {off:.3} ms, on {on:.3} ms, on/off {:.3}",
-            on / off
+            "{stream}: CPU per request off {off:.3} ms, metering {metering:.3} ms ({:.3}), all {all:.3} ms ({:.3})",
+            metering / off,
+            all / off
         );
     }
     println!();
+}
+
+/// An OTLP/HTTP endpoint that takes every export and answers 200; its URL.
+async fn otlp_sink() -> String {
+    let port = free_port();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(|_body: axum::body::Bytes| async { "" }),
+    );
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .expect("the OTLP sink's port");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://127.0.0.1:{port}")
+}
+
+/// Pushes the shipped `rate-limit` policy and binds it at the inference
+/// point with limits no run reaches.
+async fn bind_rate_limit(http: &reqwest::Client, base: &str) {
+    use sha2::Digest;
+    let path = crate::fixtures::plugins_dir().join("rate-limit.wasm");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let sha = hex::encode(sha2::Sha256::digest(&bytes));
+    let pushed = http
+        .post(format!("{base}/api/plugins"))
+        .bearer_auth(BENCH_ADMIN_TOKEN)
+        .query(&[
+            ("name", "rate-limit"),
+            ("version", "bench"),
+            ("sha256", &sha),
+        ])
+        .body(bytes)
+        .send()
+        .await
+        .expect("the plugin push");
+    assert!(pushed.status().is_success(), "push: {}", pushed.status());
+    let settings = serde_json::json!({"limits": [
+        {"subject": "key:*", "rpm": 1_000_000_000u64, "tpm": 1_000_000_000_000u64, "max_parallel": 1000},
+    ]});
+    let bound = http
+        .put(format!("{base}/api/admission/inference"))
+        .bearer_auth(BENCH_ADMIN_TOKEN)
+        .json(&serde_json::json!({"policies": [
+            {"plugin": "rate-limit", "version": "bench", "settings": settings},
+        ]}))
+        .send()
+        .await
+        .expect("the chain");
+    assert!(bound.status().is_success(), "bind: {}", bound.status());
 }
 
 /// Until the frontend answers a chat request with the inference key.

@@ -65,6 +65,10 @@ pub(crate) fn start(bin: &std::path::Path, nats_url: Option<&str>, token_delay_m
 }
 
 /// [`start`], with more flags for `up`.
+/// The admin token of the clusters the benches start (a bench binds
+/// policies through the admin API).
+pub(crate) const BENCH_ADMIN_TOKEN: &str = "bench-admin-token-0123456789abcdef0123456789";
+
 pub(crate) fn start_with(
     bin: &std::path::Path,
     nats_url: Option<&str>,
@@ -95,6 +99,8 @@ pub(crate) fn start_with(
         .arg(plugins_dir())
         .args(extra)
         .env("RUST_LOG", "error")
+        .env("SWITCHYARD_ADMIN_TOKEN", BENCH_ADMIN_TOKEN)
+        .env_remove("SWITCHYARD_OTLP_ENDPOINT")
         .env_remove("DATABASE_URL")
         .env_remove("SWITCHYARD_NATS_URL")
         .stdout(Stdio::piped())

@@ -144,6 +144,10 @@ pub struct UpArgs {
     /// Do not meter usage (the benchmark compares the two).
     #[arg(long)]
     pub no_usage_metering: bool,
+    /// Export the frontend's and the worker's spans to this OTLP/HTTP
+    /// collector, e.g. `http://127.0.0.1:4318`.
+    #[arg(long, env = "SWITCHYARD_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Args)]

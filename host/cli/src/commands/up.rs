@@ -153,6 +153,7 @@ impl Frontend {
             nats_url: args.nats_url.clone(),
             pages: Some(switchyard_console::router),
             usage_metering: !args.no_usage_metering,
+            otlp_endpoint: args.otlp_endpoint.clone(),
             ..Default::default()
         };
         config.runtime.cache_dir = Some(data_dir.join("cache"));
@@ -244,6 +245,9 @@ async fn start_worker(
     let mut worker = Command::new(std::env::current_exe()?);
     if let Some(url) = &args.nats_url {
         worker.env("SWITCHYARD_NATS_URL", url);
+    }
+    if let Some(endpoint) = &args.otlp_endpoint {
+        worker.env("SWITCHYARD_OTLP_ENDPOINT", endpoint);
     }
     if let Some(token) = &registration_token {
         worker.env("SWITCHYARD_REGISTRATION_TOKEN", token);
