@@ -20,3 +20,4 @@ mod pairing;
 mod replicas;
 mod revocation;
 mod strangers;
+mod traces;

@@ -5,64 +5,12 @@
 //! one) with the GenAI attributes, the policy call beneath it, the worker's
 //! stream span beneath that, and the worker's call to the engine.
 
-use std::collections::HashMap;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use switchyard_tests::ADMIN_TOKEN;
 use switchyard_tests::cluster::Cluster;
+use switchyard_tests::otlp::{named, receiver, spans_until};
 use switchyard_tests::plugins::{component, sha256};
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout};
-
-/// The receiver, and the lines it prints.
-async fn receiver() -> (Child, Lines<BufReader<ChildStdout>>, String) {
-    let python = std::env::var("SWITCHYARD_PYTHON").expect(
-        "SWITCHYARD_PYTHON names a Python with opentelemetry-proto: scripts/test.sh provides it",
-    );
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/otlp_receiver.py");
-    let mut child = tokio::process::Command::new(python)
-        .arg(script)
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines
-        .next_line()
-        .await
-        .unwrap()
-        .expect("the receiver's port");
-    let port = first.strip_prefix("listening ").expect("listening <port>");
-    (child, lines, format!("http://127.0.0.1:{port}"))
-}
-
-/// Spans by trace id, read until `done` holds for them.
-async fn spans_until(
-    lines: &mut Lines<BufReader<ChildStdout>>,
-    done: impl Fn(&HashMap<String, Vec<Value>>) -> bool,
-) -> HashMap<String, Vec<Value>> {
-    let mut traces: HashMap<String, Vec<Value>> = HashMap::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done(&traces) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = tokio::time::timeout(left, lines.next_line())
-            .await
-            .unwrap_or_else(|_| panic!("spans never came: {traces:#?}"))
-            .unwrap()
-            .expect("the receiver ended");
-        let span: Value = serde_json::from_str(&line).unwrap();
-        let trace = span["trace_id"].as_str().unwrap().to_string();
-        traces.entry(trace).or_default().push(span);
-    }
-    traces
-}
-
-fn named<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
-    spans.iter().filter(|s| s["name"] == name).collect()
-}
 
 /// The four spans of one request's trace, checked for their parents.
 fn complete(spans: &[Value]) -> bool {

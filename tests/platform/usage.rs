@@ -275,6 +275,25 @@ async fn metered_usage_sums_to_what_the_engine_reported_per_key_and_team() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // By minute the events are summed, by hour and day the hourly
+    // roll-up the writer keeps in the same statement: the same totals.
+    let total = |shown: &Value| -> (u64, u64, u64) {
+        shown["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .fold((0, 0, 0), |t, r| {
+                (
+                    t.0 + r["requests"].as_u64().unwrap(),
+                    t.1 + r["prompt_tokens"].as_u64().unwrap(),
+                    t.2 + r["completion_tokens"].as_u64().unwrap(),
+                )
+            })
+    };
+    let (_, by_minute) = report(&cluster, admin, "?group_by=key&granularity=minute").await;
+    assert_eq!(total(&by_minute), total(&by_key), "{by_minute}");
+    assert_eq!(total(&by_key).0, TOTAL);
+
     let (_, by_team) = report(&cluster, admin, "?group_by=team&granularity=hour").await;
     let teams: HashMap<&str, u64> = by_team["rows"]
         .as_array()

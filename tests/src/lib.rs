@@ -11,6 +11,7 @@ pub mod db;
 pub mod federation;
 pub mod http;
 pub mod nats;
+pub mod otlp;
 pub mod plugins;
 pub mod process;
 pub mod proxy;

@@ -1,8 +1,9 @@
 //! The cost of accountability: `switchyard up` with nothing on
-//! (`--no-usage-metering`), with usage metering, and with metering, the
+//! (`--no-usage-metering`), with usage metering, with metering and the
 //! shipped `rate-limit` policy bound (limits far above the load: every
-//! request judged over the counters, none refused) and OTLP traces
-//! exported (to a sink in this process, whose own CPU is not counted).
+//! request judged over the counters, none refused), with metering and OTLP
+//! traces exported (to a sink in this process, whose own CPU is not
+//! counted), and with all three.
 //! The same chat requests (non-streaming and streaming, 16 tokens, no
 //! token delay so every cost shows); the CPU time of the cluster's whole
 //! process tree (frontend and worker, the embedded PostgreSQL, the engine)
@@ -15,8 +16,8 @@ use crate::cpu::{clock_ticks_per_second, stat_fields};
 use crate::routing::{BENCH_ADMIN_TOKEN, free_port, load, start_with};
 use crate::stats::header;
 
-/// What each configuration runs with.
-const MODES: [&str; 3] = ["off", "metering", "all"];
+/// The configurations: what is on beyond the path itself.
+const MODES: [&str; 5] = ["off", "metering", "+policy", "+otlp", "all"];
 
 /// Requests per mode and run.
 const REQUESTS: usize = 2000;
@@ -81,19 +82,19 @@ pub fn run() {
         ],
     );
     let tick_ms = 1000.0 / clock_ticks_per_second();
-    let mut per_request: [[Vec<f64>; 2]; 3] = Default::default();
+    let mut per_request: [[Vec<f64>; 2]; MODES.len()] = Default::default();
     for run in 1..=2 {
         for (m, mode) in MODES.into_iter().enumerate() {
             let extra: Vec<&str> = match mode {
                 "off" => vec!["--no-usage-metering"],
-                "metering" => vec![],
+                "metering" | "+policy" => vec![],
                 _ => vec!["--otlp-endpoint", &sink],
             };
             let cluster = start_with(&bin, None, 0, &extra);
             let root = cluster.up.0.id();
             let http = reqwest::Client::new();
             runtime.block_on(wait_ready(&http, &cluster.frontend, &cluster.key));
-            if mode == "all" {
+            if mode == "all" || mode == "+policy" {
                 runtime.block_on(bind_rate_limit(&http, &cluster.frontend));
             }
             for (s, stream) in [false, true].into_iter().enumerate() {
@@ -120,11 +121,18 @@ pub fn run() {
         // The median of two runs is their mean.
         let median = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         let off = median(&per_request[0][s]);
-        let (metering, all) = (median(&per_request[1][s]), median(&per_request[2][s]));
+        let shown: Vec<String> = MODES
+            .iter()
+            .zip(&per_request)
+            .skip(1)
+            .map(|(mode, runs)| {
+                let cpu = median(&runs[s]);
+                format!("{mode} {cpu:.3} ms ({:.3})", cpu / off)
+            })
+            .collect();
         println!(
-            "{stream}: CPU per request off {off:.3} ms, metering {metering:.3} ms ({:.3}), all {all:.3} ms ({:.3})",
-            metering / off,
-            all / off
+            "{stream}: CPU per request off {off:.3} ms; {} (÷ off)",
+            shown.join(", ")
         );
     }
     println!();

@@ -106,6 +106,9 @@ pub fn serve_config(args: ServeArgs) -> anyhow::Result<ServeConfig> {
     if let Some(days) = args.usage_max_age_days {
         config.usage_max_age = Duration::from_secs(days.saturating_mul(24 * 3600));
     }
+    if let Some(days) = args.usage_events_max_age_days {
+        config.usage_events_max_age = Duration::from_secs(days.saturating_mul(24 * 3600));
+    }
     config.admin_token = std::env::var("SWITCHYARD_ADMIN_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());

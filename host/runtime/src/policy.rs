@@ -33,6 +33,30 @@ enum Pools {
     V0_1(Pool<PolicyWorldV0_1>),
 }
 
+/// One evaluation on a pool of either world: the same calls, each world's
+/// bindings (`$admission` names the exported interface's accessor).
+macro_rules! evaluate_in {
+    ($pool:expr, $point:expr, $request:expr, $admission:ident) => {
+        $pool.call($point, |b, s| {
+            let admission = b.$admission();
+            Ok(match $request {
+                AdmissionRequest::Inference(r) => {
+                    Decision::from(admission.call_evaluate_inference(s, r)?)
+                }
+                AdmissionRequest::Deploy(r) => {
+                    Decision::from(admission.call_evaluate_deploy(s, r)?)
+                }
+                AdmissionRequest::Transfer(r) => {
+                    Decision::from(admission.call_evaluate_transfer(s, r)?)
+                }
+                AdmissionRequest::Federation(r) => {
+                    Decision::from(admission.call_evaluate_federation(s, r)?)
+                }
+            })
+        })
+    };
+}
+
 /// A loaded, configured admission policy.
 pub struct PolicyPlugin {
     pools: Pools,
@@ -127,40 +151,12 @@ impl PolicyPlugin {
         // The span's `function` is the point: `inference`, `deploy`, ...
         let point = request.point().as_str();
         let (decision, elapsed) = match &self.pools {
-            Pools::V0_2(pool) => pool.call(point, |b, s| {
-                let admission = b.switchyard_policy0_2_0_admission();
-                Ok(match request {
-                    AdmissionRequest::Inference(r) => {
-                        Decision::from(admission.call_evaluate_inference(s, r)?)
-                    }
-                    AdmissionRequest::Deploy(r) => {
-                        Decision::from(admission.call_evaluate_deploy(s, r)?)
-                    }
-                    AdmissionRequest::Transfer(r) => {
-                        Decision::from(admission.call_evaluate_transfer(s, r)?)
-                    }
-                    AdmissionRequest::Federation(r) => {
-                        Decision::from(admission.call_evaluate_federation(s, r)?)
-                    }
-                })
-            }),
-            Pools::V0_1(pool) => pool.call(point, |b, s| {
-                let admission = b.switchyard_policy0_1_0_admission();
-                Ok(match request {
-                    AdmissionRequest::Inference(r) => {
-                        Decision::from(admission.call_evaluate_inference(s, r)?)
-                    }
-                    AdmissionRequest::Deploy(r) => {
-                        Decision::from(admission.call_evaluate_deploy(s, r)?)
-                    }
-                    AdmissionRequest::Transfer(r) => {
-                        Decision::from(admission.call_evaluate_transfer(s, r)?)
-                    }
-                    AdmissionRequest::Federation(r) => {
-                        Decision::from(admission.call_evaluate_federation(s, r)?)
-                    }
-                })
-            }),
+            Pools::V0_2(pool) => {
+                evaluate_in!(pool, point, request, switchyard_policy0_2_0_admission)
+            }
+            Pools::V0_1(pool) => {
+                evaluate_in!(pool, point, request, switchyard_policy0_1_0_admission)
+            }
         };
         if let Ok(Decision::Deny(_) | Decision::Throttle(_)) = decision {
             self.metrics.record_denial();

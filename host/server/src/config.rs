@@ -73,9 +73,14 @@ pub struct ServeConfig {
     /// Audit records older than this are deleted (`--audit-max-age-days`)
     /// [default: 365 days].
     pub audit_max_age: Duration,
-    /// Usage events older than this are deleted (`--usage-max-age-days`)
+    /// Usage rolled up by hour older than this is deleted
+    /// (`--usage-max-age-days`): the reports' horizon by hour and day
     /// [default: 400 days, a year and its month-on-month comparison].
     pub usage_max_age: Duration,
+    /// Usage events (each answer's row) older than this are deleted
+    /// (`--usage-events-max-age-days`): the horizon of reports by minute
+    /// [default: 35 days].
+    pub usage_events_max_age: Duration,
     /// Meter every answer's usage (`--no-usage-metering` turns it off).
     pub usage_metering: bool,
     /// An OTLP/HTTP collector that gets the `/v1` spans (`--otlp-endpoint`).
@@ -112,6 +117,7 @@ impl Default for ServeConfig {
             decision_log: Default::default(),
             audit_max_age: DEFAULT_AUDIT_MAX_AGE,
             usage_max_age: DEFAULT_USAGE_MAX_AGE,
+            usage_events_max_age: DEFAULT_USAGE_EVENTS_MAX_AGE,
             usage_metering: true,
             otlp_endpoint: None,
             pages: None,
@@ -152,6 +158,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("decision_log", &self.decision_log)
             .field("audit_max_age", &self.audit_max_age)
             .field("usage_max_age", &self.usage_max_age)
+            .field("usage_events_max_age", &self.usage_events_max_age)
             .field("usage_metering", &self.usage_metering)
             .field("otlp_endpoint", &self.otlp_endpoint)
             .finish()
@@ -161,8 +168,11 @@ impl std::fmt::Debug for ServeConfig {
 /// How long audit records are kept unless told.
 pub const DEFAULT_AUDIT_MAX_AGE: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// How long usage events are kept unless told.
+/// How long usage rolled up by hour is kept unless told.
 pub const DEFAULT_USAGE_MAX_AGE: Duration = Duration::from_secs(400 * 24 * 3600);
+
+/// How long usage events (one row an answer) are kept by default.
+pub const DEFAULT_USAGE_EVENTS_MAX_AGE: Duration = Duration::from_secs(35 * 24 * 3600);
 
 /// Shortest admin token accepted (`SWITCHYARD_ADMIN_TOKEN`): 32 characters,
 /// the length of 128 bits in hex. The token is the cluster's master key and

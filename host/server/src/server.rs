@@ -366,7 +366,7 @@ fn start_records(
                 meter.clone(),
                 state.store.clone(),
                 replica.instance_id.clone(),
-                config.usage_max_age,
+                (config.usage_events_max_age, config.usage_max_age),
                 tasks.stop_signal(),
             ),
         );

@@ -101,6 +101,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "decision_throttle_flag",
         include_str!("../migrations/0024_decision_throttle_flag.sql"),
     ),
+    (
+        25,
+        "usage_hourly",
+        include_str!("../migrations/0025_usage_hourly.sql"),
+    ),
 ];
 
 /// The advisory lock key that serialises migrations across replicas ("swyd-mig").

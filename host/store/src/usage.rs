@@ -1,5 +1,8 @@
-//! Usage events: written in batches (one statement each), summed by time
-//! bucket and by the dimensions a report asks for, and pruned by age.
+//! Usage events: written in batches (one statement each, which also adds
+//! the batch's sums to the hourly roll-up), summed by time bucket and by the
+//! dimensions a report asks for (by minute from the events, by hour and
+//! day from the roll-up), and pruned by age (the events sooner than the
+//! roll-up).
 
 use switchyard_protocol::usage::{UsageEvent, UsageRow};
 
@@ -71,7 +74,8 @@ pub struct UsageQuery {
 }
 
 impl Store {
-    /// Writes a batch of events from `replica` in one statement.
+    /// Writes a batch of events from `replica`, and adds their sums to
+    /// `usage_hourly`, in one statement; answers the events written.
     pub async fn insert_usage(
         &self,
         replica: &str,
@@ -90,18 +94,30 @@ impl Store {
         };
         let flag = |f: fn(&UsageEvent) -> bool| batch.iter().map(f).collect::<Vec<_>>();
         let status: Vec<i32> = batch.iter().map(|e| i32::from(e.status)).collect();
-        Ok(self
-            .conn()
+        // The roll-up's rows are upserted in key order, so that two
+        // replicas' batches lock shared rows in the same order (no deadlock).
+        self.conn()
             .await?
             .execute(
-                "INSERT INTO usage_events (at, caller, model, served_by, node, prompt_tokens,
-                     completion_tokens, cached_tokens, reported, status, stream, first_byte_ms,
-                     duration_ms, replica)
-                 SELECT to_timestamp(a / 1000.0), c, m, s, n, p, co, ca, r, st, sm, f, d, $14
-                 FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[],
-                             $6::int8[], $7::int8[], $8::int8[], $9::bool[], $10::int4[],
-                             $11::bool[], $12::int8[], $13::int8[])
-                      AS t(a, c, m, s, n, p, co, ca, r, st, sm, f, d)",
+                "WITH t AS (
+                   SELECT to_timestamp(a / 1000.0) AS at, c, m, s, n, p, co, ca, r, st, sm, f, d
+                   FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[],
+                               $6::int8[], $7::int8[], $8::int8[], $9::bool[], $10::int4[],
+                               $11::bool[], $12::int8[], $13::int8[])
+                        AS u(a, c, m, s, n, p, co, ca, r, st, sm, f, d)),
+                 events AS (
+                   INSERT INTO usage_events (at, caller, model, served_by, node, prompt_tokens,
+                       completion_tokens, cached_tokens, reported, status, stream, first_byte_ms,
+                       duration_ms, replica)
+                   SELECT at, c, m, s, n, p, co, ca, r, st, sm, f, d, $14 FROM t)
+                 INSERT INTO usage_hourly AS h
+                 SELECT date_trunc('hour', at), c, m, s, n, count(*), sum(p), sum(co), sum(ca)
+                   FROM t GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+                 ON CONFLICT (hour, caller, model, served_by, node) DO UPDATE
+                   SET requests = h.requests + EXCLUDED.requests,
+                       prompt_tokens = h.prompt_tokens + EXCLUDED.prompt_tokens,
+                       completion_tokens = h.completion_tokens + EXCLUDED.completion_tokens,
+                       cached_tokens = h.cached_tokens + EXCLUDED.cached_tokens",
                 &[
                     &int(|e| e.at_unix_ms),
                     &text(|e| &e.caller),
@@ -119,28 +135,34 @@ impl Store {
                     &replica,
                 ],
             )
-            .await?)
+            .await?;
+        Ok(batch.len() as u64)
     }
 
-    /// The sums a report asks for, by bucket then group.
+    /// The sums a report asks for, by bucket then group: by minute from the
+    /// events, by hour and day from the hourly roll-up.
     pub async fn usage(&self, query: &UsageQuery) -> Result<Vec<UsageRow>, StoreError> {
+        let (table, at, requests) = match query.granularity {
+            "minute" => ("usage_events", "u.at", "count(*)"),
+            _ => ("usage_hourly", "u.hour", "sum(u.requests)::int8"),
+        };
         let dims: Vec<String> = query
             .group_by
             .iter()
             .map(|d| format!("{} AS {}", d.sql(), d.as_str()))
             .collect();
         let mut select = vec![format!(
-            "to_char(date_trunc('{}', u.at AT TIME ZONE 'UTC'), 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS bucket",
+            "to_char(date_trunc('{}', {at} AT TIME ZONE 'UTC'), 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS bucket",
             query.granularity
         )];
         select.extend(dims);
         let groups: Vec<String> = (1..=select.len()).map(|i| i.to_string()).collect();
         let sql = format!(
-            "SELECT {}, count(*), sum(u.prompt_tokens)::int8, sum(u.completion_tokens)::int8,
+            "SELECT {}, {requests}, sum(u.prompt_tokens)::int8, sum(u.completion_tokens)::int8,
                     sum(u.cached_tokens)::int8
-             FROM usage_events u LEFT JOIN api_keys k ON k.id = u.caller
-             WHERE ($1::text IS NULL OR u.at >= $1::timestamptz)
-               AND ($2::text IS NULL OR u.at < $2::timestamptz)
+             FROM {table} u LEFT JOIN api_keys k ON k.id = u.caller
+             WHERE ($1::text IS NULL OR {at} >= $1::timestamptz)
+               AND ($2::text IS NULL OR {at} < $2::timestamptz)
                AND ($3::text IS NULL OR k.team = $3)
              GROUP BY {groups} ORDER BY {groups}",
             select.join(", "),
@@ -195,16 +217,23 @@ impl Store {
         Ok(row.and_then(|r| r.get(0)))
     }
 
-    /// Removes events older than `max_age_secs`; returns how many went.
-    pub async fn prune_usage(&self, max_age_secs: f64) -> Result<u64, StoreError> {
-        Ok(self
-            .conn()
-            .await?
+    /// Removes events older than `events_secs` and hours older than
+    /// `hours_secs`; returns how many rows went.
+    pub async fn prune_usage(&self, events_secs: f64, hours_secs: f64) -> Result<u64, StoreError> {
+        let conn = self.conn().await?;
+        let events = conn
             .execute(
                 "DELETE FROM usage_events WHERE at < now() - make_interval(secs => $1)",
-                &[&max_age_secs],
+                &[&events_secs],
             )
-            .await?)
+            .await?;
+        let hours = conn
+            .execute(
+                "DELETE FROM usage_hourly WHERE hour < now() - make_interval(secs => $1)",
+                &[&hours_secs],
+            )
+            .await?;
+        Ok(events + hours)
     }
 
     /// Tokens metered this UTC day and month per counter subject
@@ -217,9 +246,9 @@ impl Store {
             .query(
                 "WITH e AS (
                    SELECT caller, prompt_tokens + completion_tokens AS tokens,
-                          at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS today
-                     FROM usage_events
-                    WHERE at >= date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
+                          hour >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS today
+                     FROM usage_hourly
+                    WHERE hour >= date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')
                  SELECT CASE WHEN caller LIKE 'peer:%' THEN caller ELSE 'key:' || caller END,
                         coalesce(sum(tokens) FILTER (WHERE today), 0)::bigint, sum(tokens)::bigint
                    FROM e GROUP BY 1

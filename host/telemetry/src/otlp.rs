@@ -5,79 +5,110 @@
 use crate::span::{SpanRecord, Value};
 
 /// One request: one resource (this process), one scope, the spans.
+///
+/// Each message's length is computed before it is written, so the body is
+/// written once into one buffer (no nested buffers per attribute: a span
+/// has a dozen).
 pub(crate) fn export_request(service: &str, spans: &[SpanRecord]) -> Vec<u8> {
-    let mut resource = Vec::new();
-    key_value(
-        &mut resource,
-        1,
-        "service.name",
-        &Value::Str(service.to_string()),
-    );
-    let mut scope = Vec::new();
-    string(&mut scope, 1, "switchyard");
-    string(&mut scope, 2, env!("CARGO_PKG_VERSION"));
-    let mut scope_spans = Vec::new();
-    message(&mut scope_spans, 1, &scope);
-    for span in spans {
-        message(&mut scope_spans, 2, &encode_span(span));
-    }
-    let mut resource_spans = Vec::new();
-    message(&mut resource_spans, 1, &resource);
-    message(&mut resource_spans, 2, &scope_spans);
-    let mut request = Vec::new();
-    message(&mut request, 1, &resource_spans);
-    request
-}
-
-fn encode_span(span: &SpanRecord) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    bytes(&mut out, 1, &span.context.trace_id);
-    bytes(&mut out, 2, &span.context.span_id);
-    if let Some(parent) = &span.parent {
-        bytes(&mut out, 4, parent);
-    }
-    string(&mut out, 5, &span.name);
-    tag(&mut out, 6, 0);
-    varint(&mut out, span.kind as u64);
-    tag(&mut out, 7, 1);
-    out.extend_from_slice(&span.start_ns.to_le_bytes());
-    tag(&mut out, 8, 1);
-    out.extend_from_slice(&span.end_ns.to_le_bytes());
-    for (key, value) in &span.attributes {
-        key_value(&mut out, 9, key, value);
-    }
-    if span.error {
-        // Status { code = STATUS_CODE_ERROR (2) }
-        let mut status = Vec::new();
-        tag(&mut status, 3, 0);
-        varint(&mut status, 2);
-        message(&mut out, 15, &status);
+    let service = Value::Str(service.to_string().into());
+    let resource_len = kv_field_len(1, "service.name", &service);
+    let scope_len = string_len(1, "switchyard") + string_len(2, env!("CARGO_PKG_VERSION"));
+    let span_lens: Vec<usize> = spans.iter().map(span_len).collect();
+    let scope_spans_len =
+        nested_len(1, scope_len) + span_lens.iter().map(|&n| nested_len(2, n)).sum::<usize>();
+    let resource_spans_len = nested_len(1, resource_len) + nested_len(2, scope_spans_len);
+    let mut out = Vec::with_capacity(nested_len(1, resource_spans_len));
+    header(&mut out, 1, resource_spans_len);
+    header(&mut out, 1, resource_len);
+    key_value(&mut out, 1, "service.name", &service);
+    header(&mut out, 2, scope_spans_len);
+    header(&mut out, 1, scope_len);
+    string(&mut out, 1, "switchyard");
+    string(&mut out, 2, env!("CARGO_PKG_VERSION"));
+    for (span, len) in spans.iter().zip(span_lens) {
+        header(&mut out, 2, len);
+        encode_span(&mut out, span);
     }
     out
 }
 
+/// A span's fields, in field order.
+fn encode_span(out: &mut Vec<u8>, span: &SpanRecord) {
+    bytes(out, 1, &span.context.trace_id);
+    bytes(out, 2, &span.context.span_id);
+    if let Some(parent) = &span.parent {
+        bytes(out, 4, parent);
+    }
+    string(out, 5, &span.name);
+    tag(out, 6, 0);
+    varint(out, span.kind as u64);
+    tag(out, 7, 1);
+    out.extend_from_slice(&span.start_ns.to_le_bytes());
+    tag(out, 8, 1);
+    out.extend_from_slice(&span.end_ns.to_le_bytes());
+    for (key, value) in &span.attributes {
+        key_value(out, 9, key, value);
+    }
+    if span.error {
+        // Status { code = STATUS_CODE_ERROR (2) }
+        header(out, 15, 2);
+        tag(out, 3, 0);
+        varint(out, 2);
+    }
+}
+
+fn span_len(span: &SpanRecord) -> usize {
+    let mut n = bytes_len(1, 16) + bytes_len(2, 8) + string_len(5, &span.name);
+    if span.parent.is_some() {
+        n += bytes_len(4, 8);
+    }
+    n += 1 + varint_len(span.kind as u64) + 2 * (1 + 8);
+    n += span
+        .attributes
+        .iter()
+        .map(|(key, value)| kv_field_len(9, key, value))
+        .sum::<usize>();
+    if span.error {
+        n += nested_len(15, 2);
+    }
+    n
+}
+
+/// `KeyValue { key = 1; AnyValue value = 2 }` as field `field`.
 fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: &Value) {
-    let mut any = Vec::new();
+    let any = any_len(value);
+    header(out, field, string_len(1, key) + nested_len(2, any));
+    string(out, 1, key);
+    header(out, 2, any);
     match value {
-        Value::Str(s) => string(&mut any, 1, s),
+        Value::Str(s) => string(out, 1, s),
         Value::Bool(b) => {
-            tag(&mut any, 2, 0);
-            varint(&mut any, u64::from(*b));
+            tag(out, 2, 0);
+            varint(out, u64::from(*b));
         }
         Value::Int(n) => {
-            tag(&mut any, 3, 0);
+            tag(out, 3, 0);
             // int64 is written as its two's complement, ten bytes when negative.
-            varint(&mut any, *n as u64);
+            varint(out, *n as u64);
         }
         Value::Float(x) => {
-            tag(&mut any, 4, 1);
-            any.extend_from_slice(&x.to_le_bytes());
+            tag(out, 4, 1);
+            out.extend_from_slice(&x.to_le_bytes());
         }
     }
-    let mut kv = Vec::new();
-    string(&mut kv, 1, key);
-    message(&mut kv, 2, &any);
-    message(out, field, &kv);
+}
+
+fn kv_field_len(field: u32, key: &str, value: &Value) -> usize {
+    nested_len(field, string_len(1, key) + nested_len(2, any_len(value)))
+}
+
+fn any_len(value: &Value) -> usize {
+    match value {
+        Value::Str(s) => string_len(1, s),
+        Value::Bool(b) => 1 + varint_len(u64::from(*b)),
+        Value::Int(n) => 1 + varint_len(*n as u64),
+        Value::Float(_) => 1 + 8,
+    }
 }
 
 fn tag(out: &mut Vec<u8>, field: u32, wire_type: u8) {
@@ -92,9 +123,18 @@ fn varint(out: &mut Vec<u8>, mut n: u64) {
     out.push(n as u8);
 }
 
-fn bytes(out: &mut Vec<u8>, field: u32, value: &[u8]) {
+fn varint_len(n: u64) -> usize {
+    (64 - (n | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// The tag and length of a length-delimited field whose content follows.
+fn header(out: &mut Vec<u8>, field: u32, len: usize) {
     tag(out, field, 2);
-    varint(out, value.len() as u64);
+    varint(out, len as u64);
+}
+
+fn bytes(out: &mut Vec<u8>, field: u32, value: &[u8]) {
+    header(out, field, value.len());
     out.extend_from_slice(value);
 }
 
@@ -102,8 +142,17 @@ fn string(out: &mut Vec<u8>, field: u32, value: &str) {
     bytes(out, field, value.as_bytes());
 }
 
-fn message(out: &mut Vec<u8>, field: u32, value: &[u8]) {
-    bytes(out, field, value);
+/// The encoded size of a length-delimited field with `len` bytes of content.
+fn nested_len(field: u32, len: usize) -> usize {
+    varint_len(u64::from(field) << 3) + varint_len(len as u64) + len
+}
+
+fn bytes_len(field: u32, len: usize) -> usize {
+    nested_len(field, len)
+}
+
+fn string_len(field: u32, value: &str) -> usize {
+    nested_len(field, value.len())
 }
 
 #[cfg(test)]
@@ -116,9 +165,11 @@ mod tests {
         let mut out = Vec::new();
         varint(&mut out, 300);
         assert_eq!(out, [0xac, 0x02]);
-        out.clear();
-        varint(&mut out, u64::MAX);
-        assert_eq!(out.len(), 10);
+        for n in [0, 1, 127, 128, 300, 1 << 35, u64::MAX] {
+            out.clear();
+            varint(&mut out, n);
+            assert_eq!(out.len(), varint_len(n), "{n}");
+        }
     }
 
     #[test]
@@ -135,7 +186,9 @@ mod tests {
             attributes: vec![("k", Value::Int(-1))],
             error: false,
         };
-        let encoded = encode_span(&span);
+        let mut encoded = Vec::new();
+        encode_span(&mut encoded, &span);
+        assert_eq!(encoded.len(), span_len(&span));
         // trace_id: field 1, 16 bytes.
         assert_eq!(&encoded[..2], [0x0a, 16]);
         assert_eq!(&encoded[2..18], &context.trace_id);
@@ -146,7 +199,9 @@ mod tests {
         // start: field 7, fixed64.
         assert_eq!(encoded[33], 0x39);
         assert_eq!(&encoded[34..42], &1u64.to_le_bytes());
-        let request = export_request("svc", &[span]);
+        let request = export_request("svc", &[span.clone(), span]);
         assert!(request.windows(3).any(|w| w == b"svc"));
+        // The lengths computed first are the lengths written.
+        assert_eq!(request.capacity(), request.len());
     }
 }

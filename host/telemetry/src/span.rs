@@ -1,5 +1,6 @@
 //! A span while it is open, and the record it becomes.
 
+use std::borrow::Cow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::TraceContext;
@@ -18,8 +19,8 @@ pub enum SpanKind {
 /// An attribute's value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
-    /// A string.
-    Str(String),
+    /// A string (a constant one is not copied).
+    Str(Cow<'static, str>),
     /// An integer.
     Int(i64),
     /// A float.
@@ -28,15 +29,15 @@ pub enum Value {
     Bool(bool),
 }
 
-impl From<&str> for Value {
-    fn from(s: &str) -> Self {
-        Value::Str(s.to_string())
+impl From<&'static str> for Value {
+    fn from(s: &'static str) -> Self {
+        Value::Str(Cow::Borrowed(s))
     }
 }
 
 impl From<String> for Value {
     fn from(s: String) -> Self {
-        Value::Str(s)
+        Value::Str(Cow::Owned(s))
     }
 }
 

@@ -107,9 +107,14 @@ pub struct ServeArgs {
     /// Admin audit records older than this are deleted, in days [default: 365].
     #[arg(long)]
     pub audit_max_age_days: Option<u64>,
-    /// Usage events older than this are deleted, in days [default: 400].
+    /// Usage rolled up by hour older than this is deleted, in days: the
+    /// horizon of reports by hour and day [default: 400].
     #[arg(long)]
     pub usage_max_age_days: Option<u64>,
+    /// Usage events (one an answer) older than this are deleted, in days:
+    /// the horizon of reports by minute [default: 35].
+    #[arg(long)]
+    pub usage_events_max_age_days: Option<u64>,
     /// Do not meter usage (`/api/usage` then reports nothing new).
     #[arg(long)]
     pub no_usage_metering: bool,

@@ -100,7 +100,7 @@ pub async fn models(
         (status = 400, description = "`invalid_request`: the body is not JSON, names no `model` string, or gives `max_tokens` or `max_completion_tokens` other than an integer from 1 to 4294967295, or `stream` other than a boolean (`param` names the field)"),
         (status = 403, description = "the inference chain denied: the policy's code and message"),
         (status = 404, description = "`model_not_found`"),
-        (status = 429, description = "`replicas_busy`: every replica at its limit, or `worker_overloaded`: the worker at its stream limit; Retry-After"),
+        (status = 429, description = "`replicas_busy`: every replica at its limit, or `worker_overloaded`: the worker at its stream limit; Retry-After. Or a policy's throttle (the shipped `rate-limit`: `rate_limit_exceeded`, `token_budget_exceeded`), with OpenAI's `x-ratelimit-*` headers and Retry-After"),
         (status = 502, description = "`worker_refused`: the worker refused the stream; `stream_reset`: the stream broke before the answer's head"),
         (status = 503, description = "`model_loading`: no replica ready yet, or `replica_unreachable`: no route to its worker; Retry-After"),
     ))]

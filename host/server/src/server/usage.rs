@@ -1,6 +1,7 @@
 //! The usage meter's writer: events off the inference core's queue into
-//! PostgreSQL in batches (`store::batched`), until told to stop, then what
-//! is left; events past their age are deleted hourly.
+//! PostgreSQL in batches (`store::batched`; each batch also adds to the
+//! hourly roll-up), until told to stop, then what is left; events and
+//! hours past their ages are deleted hourly.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +25,7 @@ pub(super) async fn write(
     meter: Arc<UsageMeter>,
     store: Store,
     replica: String,
-    max_age: Duration,
+    (events_max_age, max_age): (Duration, Duration),
     stop: watch::Receiver<bool>,
 ) {
     let Some(queue) = meter.take_receiver() else {
@@ -43,7 +44,8 @@ pub(super) async fn write(
         }
     };
     let prune = || async move {
-        match store.prune_usage(max_age.as_secs_f64()).await {
+        let pruned = store.prune_usage(events_max_age.as_secs_f64(), max_age.as_secs_f64());
+        match pruned.await {
             Ok(0) => {}
             Ok(n) => tracing::info!(deleted = n, "usage events pruned"),
             Err(e) => tracing::warn!(error = %e, "could not prune usage events"),
