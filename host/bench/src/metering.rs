@@ -7,8 +7,8 @@
 //! The same chat requests (non-streaming and streaming, 16 tokens, no
 //! token delay so every cost shows); the CPU time of the cluster's whole
 //! process tree (frontend and worker, the embedded PostgreSQL, the engine)
-//! per request, and req/s. The three alternate, twice each; the table
-//! gives each run and the ratios of the medians to "off".
+//! per request, and req/s. The configurations alternate, three runs each;
+//! the table gives each run and the ratios of the medians to "off".
 
 use std::time::Duration;
 
@@ -24,6 +24,9 @@ const REQUESTS: usize = 2000;
 
 /// Callers at once.
 const CONCURRENCY: usize = 4;
+
+/// Runs of each configuration, alternating.
+const RUNS: usize = 3;
 
 /// Every live process whose ancestry includes `root`, `root` too.
 fn tree(root: u32) -> Vec<u32> {
@@ -83,7 +86,7 @@ pub fn run() {
     );
     let tick_ms = 1000.0 / clock_ticks_per_second();
     let mut per_request: [[Vec<f64>; 2]; MODES.len()] = Default::default();
-    for run in 1..=2 {
+    for run in 1..=RUNS {
         for (m, mode) in MODES.into_iter().enumerate() {
             let extra: Vec<&str> = match mode {
                 "off" => vec!["--no-usage-metering"],
@@ -118,8 +121,11 @@ pub fn run() {
     }
     println!();
     for (s, stream) in ["non-streaming", "streaming"].into_iter().enumerate() {
-        // The median of two runs is their mean.
-        let median = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let median = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
         let off = median(&per_request[0][s]);
         let shown: Vec<String> = MODES
             .iter()

@@ -213,7 +213,7 @@ pub fn find_tokens(json: &[u8]) -> Option<Tokens> {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(haystack, needle)
 }
 
 /// A streamed request's body asking for usage: `Some` (the new body) when
@@ -437,17 +437,14 @@ impl Watch {
     }
 }
 
-/// The end of the first complete event (after its blank line), if any.
+/// The end of the first complete event (after its blank line: `\n\n`
+/// or `\r\n\r\n`), if any; one pass over the line ends.
 fn find_event_end(held: &[u8]) -> Option<usize> {
-    let lf = held.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
-    let crlf = held
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| i + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    memchr::memchr_iter(b'\n', held).find_map(|at| match held.get(at + 1) {
+        Some(b'\n') => Some(at + 2),
+        Some(b'\r') if held.get(at + 2) == Some(&b'\n') => Some(at + 3),
+        _ => None,
+    })
 }
 
 /// A streamed body watched by its [`Watch`].

@@ -184,3 +184,12 @@ fn a_body_without_stream_options_gets_them_spliced_in() {
         true
     );
 }
+
+#[test]
+fn an_event_ends_at_its_first_blank_line_in_either_line_ending() {
+    assert_eq!(super::find_event_end(b"data: a\n\ndata: b\n\n"), Some(9));
+    assert_eq!(super::find_event_end(b"data: a\r\n\r\ndata: b"), Some(11));
+    assert_eq!(super::find_event_end(b"data: a\ndata: b\n"), None);
+    assert_eq!(super::find_event_end(b"data: a\r\n"), None);
+    assert_eq!(super::find_event_end(b""), None);
+}
