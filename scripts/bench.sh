@@ -12,7 +12,7 @@
 # same requests one by one), languages (the model allowlist from Rust,
 # Python and JavaScript: size, load, call), metering (the CPU per chat
 # request with nothing on, metering, and metering with the rate-limit policy
-# and OTLP traces).
+# and OTLP traces), accounting (the same parts timed in-process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh

@@ -26,11 +26,14 @@
 //! 15. (`metering`) the CPU per chat request of the cluster's processes with
 //!     nothing on, usage metering on, and metering with the rate-limit policy
 //!     and OTLP traces.
+//! 16. (`accounting`) the same three parts, each timed in this process: the
+//!     usage counters, the rate-limit policy's call, a request's spans.
 //!
 //! `anchors` runs the sections that measure the performance issue's rows
 //! (`nats`, `pgbus`, `proxy`, `tunnel`); whatever ran, those rows close the
 //! output as one table beside their anchors, all from this run.
 
+mod accounting;
 mod activation;
 mod anchors;
 mod batch;
@@ -56,7 +59,7 @@ mod switch;
 mod tunnel;
 
 /// Every section, by the name `switchyard-bench <name>...` selects it with.
-const SECTIONS: [(&str, fn()); 17] = [
+const SECTIONS: [(&str, fn()); 18] = [
     ("latency", latency::run),
     ("activation", activation::run),
     ("swap", swap::run),
@@ -67,6 +70,7 @@ const SECTIONS: [(&str, fn()); 17] = [
     ("lanes", lanes::run),
     ("routing", routing::run),
     ("metering", metering::run),
+    ("accounting", accounting::run),
     ("proxy", proxy::run),
     ("staging", staging::run),
     ("switch", switch::run),

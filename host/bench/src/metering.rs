@@ -26,7 +26,7 @@ const REQUESTS: usize = 2000;
 const CONCURRENCY: usize = 4;
 
 /// Runs of each configuration, alternating.
-const RUNS: usize = 3;
+const RUNS: usize = 5;
 
 /// Every live process whose ancestry includes `root`, `root` too.
 fn tree(root: u32) -> Vec<u32> {

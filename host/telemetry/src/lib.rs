@@ -21,4 +21,5 @@ mod span;
 
 pub use context::{TRACEPARENT, TraceContext};
 pub use export::{Tracer, TracerConfig};
+pub use otlp::export_request as encode;
 pub use span::{Span, SpanKind, SpanRecord, Value, now_ns};

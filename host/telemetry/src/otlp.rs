@@ -9,7 +9,7 @@ use crate::span::{SpanRecord, Value};
 /// Each message's length is computed before it is written, so the body is
 /// written once into one buffer (no nested buffers per attribute: a span
 /// has a dozen).
-pub(crate) fn export_request(service: &str, spans: &[SpanRecord]) -> Vec<u8> {
+pub fn export_request(service: &str, spans: &[SpanRecord]) -> Vec<u8> {
     let service = Value::Str(service.to_string().into());
     let resource_len = kv_field_len(1, "service.name", &service);
     let scope_len = string_len(1, "switchyard") + string_len(2, env!("CARGO_PKG_VERSION"));

@@ -143,6 +143,12 @@ fn check(limit: &Limit, subject: &str, c: &Counters, estimate: u64) -> Verdict {
             );
         }
     }
+    budgets(limit, subject, c, estimate, shown)
+}
+
+/// A day's and a month's budget: throttled past it, flagged past its
+/// soft share.
+fn budgets(limit: &Limit, subject: &str, c: &Counters, estimate: u64, shown: RateLimit) -> Verdict {
     let budgets = [
         (limit.tokens_per_day, c.tokens_today, c.day_reset_ms, "day"),
         (
@@ -166,7 +172,10 @@ fn check(limit: &Limit, subject: &str, c: &Counters, estimate: u64) -> Verdict {
                 retry_after_ms: reset_ms.max(1000),
                 ..shown
             };
-            return throttle(BUDGET_EXCEEDED, message, limits);
+            return Verdict::Throttle(Throttle {
+                denial: Denial::new(BUDGET_EXCEEDED, message),
+                limits,
+            });
         }
         let soft = limit.soft_ratio.map(|r| r * budget as f64);
         if soft.is_some_and(|soft| (used + estimate) as f64 > soft) {
