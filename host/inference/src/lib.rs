@@ -218,7 +218,11 @@ async fn send_metered(
             .send(core, path, body, tokens, traceparent.as_deref())
             .await;
         match (&sent, trace) {
-            (Err(_), _) => drop(charge.map(counters::Charge::refund)),
+            (Err(_), _) => {
+                if let Some(charge) = charge {
+                    charge.refund();
+                }
+            }
             // Without the meter the span ends with the answer's head.
             (Ok(answer), Some(trace)) => trace.end(answer.status, None),
             (Ok(_), None) => {}
@@ -247,7 +251,9 @@ async fn send_metered(
     {
         Ok(answer) => answer,
         Err(e) => {
-            charge.map(counters::Charge::refund);
+            if let Some(charge) = charge {
+                charge.refund();
+            }
             return Err(e);
         }
     };

@@ -50,7 +50,7 @@ fn judgement(decision: &Decision) -> Judgement {
             DecisionKind::Throttle,
             Some(t.denial.code.clone()),
             Some(t.denial.message.clone()),
-            serde_json::to_value(&t.limits).ok(),
+            serde_json::to_value(t.limits).ok(),
         ),
         Decision::Flag(flag) => (
             DecisionKind::Flag,
