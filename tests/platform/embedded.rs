@@ -42,6 +42,7 @@ async fn serve_without_a_url_runs_a_private_postgres_and_keeps_its_state() {
         ("tunnel", "tunnel"),
         ("model-allowlist", "policy"),
         ("max-tokens", "policy"),
+        ("rate-limit", "policy"),
         ("gpu-memory-guard", "policy"),
         ("grant-standard", "grant"),
     ];

@@ -64,6 +64,7 @@ mod tests {
                 "tunnel",
                 "model-allowlist",
                 "max-tokens",
+                "rate-limit",
                 "gpu-memory-guard",
                 "grant-standard"
             ]
@@ -73,6 +74,7 @@ mod tests {
             [
                 "model-allowlist",
                 "max-tokens",
+                "rate-limit",
                 "gpu-memory-guard",
                 "grant-standard"
             ]
