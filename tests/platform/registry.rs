@@ -15,7 +15,8 @@ async fn upload_digest_world_and_version_rules() {
     let (status, record) = replica.push("max-tokens", "1.0.0", &bytes).await;
     assert_eq!(status, StatusCode::CREATED, "{record}");
     assert_eq!(record["kind"], "policy");
-    assert_eq!(record["world"], "switchyard:policy/admission-policy@0.1.0");
+    // Built with the Rust SDK: the second version of the world.
+    assert_eq!(record["world"], "switchyard:policy/admission-policy@0.2.0");
     assert_eq!(record["sha256"], sha256(&bytes));
     assert_eq!(record["size"], bytes.len() as u64);
 
